@@ -1,0 +1,84 @@
+"""The data that flows from readers through chunkers to the index.
+
+A reader turns a file into a ``Document``: a title, metadata, and its sections in document order.
+Each ``Section`` carries its heading path (the headings above it, outermost first, *without* the
+document title) and its blocks: paragraphs, code, tables and lists kept as separate units so the
+chunkers can keep them whole. A chunker turns a document into ``Chunk`` objects.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+BlockKind = Literal["paragraph", "code", "table", "list"]
+PATH_SEPARATOR = " > "
+
+
+@dataclass
+class Block:
+    kind: BlockKind
+    text: str
+    page: int | None = None  # 1-based page number, for PDFs
+
+
+@dataclass
+class Section:
+    heading_path: tuple[str, ...]
+    blocks: list[Block] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return "\n\n".join(block.text for block in self.blocks)
+
+
+@dataclass
+class Document:
+    source: str  # path relative to the pushed folder, with forward slashes
+    title: str
+    sections: list[Section]
+    metadata: dict[str, Any] = field(default_factory=dict)  # tenant, lang, tags, published, ...
+
+
+@dataclass
+class Chunk:
+    """One unit of retrieval.
+
+    ``body`` is the chunk's own text; ``text`` (what is indexed and embedded) is the body prefixed
+    with the document title and heading path, e.g. ``"Refund policy > Late deliveries\\n\\n..."``.
+    """
+
+    source: str
+    position: int  # 0-based order of the chunk within its document
+    title: str
+    heading_path: tuple[str, ...]
+    body: str
+    section_id: str = ""  # id of the parent section (parent-document expansion)
+    parent_text: str = ""  # the whole parent section, for parent-document expansion
+    window: str = ""  # surrounding sentences, for sentence-window expansion
+    page: int | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def prefix(self) -> str:
+        return PATH_SEPARATOR.join((self.title, *self.heading_path))
+
+    @property
+    def text(self) -> str:
+        return f"{self.prefix}\n\n{self.body}"
+
+    @property
+    def content_hash(self) -> str:
+        """Hash of everything that goes into the index for this chunk."""
+        digest = hashlib.sha256()
+        for part in (self.text, self.parent_text, self.window, repr(sorted(self.metadata.items()))):
+            digest.update(part.encode("utf-8"))
+            digest.update(b"\x00")
+        return digest.hexdigest()
+
+
+def section_id(source: str, heading_path: tuple[str, ...], ordinal: int) -> str:
+    """A stable id for a section: its source, heading path and ordinal within the document."""
+    raw = "\x1f".join((source, *heading_path, str(ordinal)))
+    return hashlib.sha1(raw.encode("utf-8")).hexdigest()[:16]
