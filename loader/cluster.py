@@ -88,7 +88,9 @@ def cluster_errors(settings: Settings, doing: str) -> Iterator[None]:
             "(`loader up` starts a local one; OPENSEARCH_URL names another)"
         ) from exc
     except opensearchpy.TransportError as exc:
-        raise ClusterError(f"{where} answered {exc.status_code} while {doing}: {_reason(exc)}") from exc
+        raise ClusterError(
+            f"{where} answered {exc.status_code} while {doing}: {_reason(exc)}"
+        ) from exc
 
 
 def _reason(exc: opensearchpy.TransportError) -> str:

@@ -1,0 +1,126 @@
+"""The ``loader`` command line: a thin layer over the library.
+
+Each command parses its options, resolves settings, calls one library function and turns a
+``LoaderError`` into one line on stderr with the error class's exit code. Commands never call each
+other; shared options are small decorator factories.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import click
+
+from loader.errors import LoaderError
+from loader.settings import Settings, resolve_settings, setting_help
+
+
+def settings_options(func: Callable) -> Callable:
+    """--config, --url and --debug, shared by every command that talks to a cluster."""
+
+    @click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Config file (default: ./loader.toml if present).",
+    )
+    @click.option(
+        "--url",
+        "opensearch_url",
+        default=None,
+        metavar="URL",
+        help="OpenSearch URL (default: $OPENSEARCH_URL or http://127.0.0.1:9200).",
+    )
+    @click.option("--index", "index_name", default=None, help="Index alias to work on.")
+    @click.option("--debug", is_flag=True, help="Show tracebacks and debug logging.")
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any,
+        config_path: str | None,
+        opensearch_url: str | None,
+        index_name: str | None,
+        debug: bool,
+        **kwargs: Any,
+    ) -> Any:
+        logging.basicConfig(
+            level=logging.DEBUG if debug else logging.WARNING,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
+        with handle_errors(debug):
+            settings, _ = resolve_settings(
+                config_path=config_path,
+                overrides={"opensearch_url": opensearch_url, "index_name": index_name},
+            )
+            return func(*args, settings=settings, **kwargs)
+
+    return wrapper
+
+
+@contextlib.contextmanager
+def handle_errors(debug: bool = False) -> Iterator[None]:
+    """Turn a LoaderError into a ClickException: one line on stderr, the error's exit code."""
+    try:
+        yield
+    except LoaderError as exc:
+        if debug:
+            raise
+        error = click.ClickException(str(exc))
+        error.exit_code = exc.exit_code
+        raise error from exc
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="loader")
+def cli() -> None:
+    """Hybrid search for RAG on OpenSearch: apply the configuration, push documents, search, and
+    measure retrieval quality."""
+
+
+@cli.command(name="settings")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Config file (default: ./loader.toml if present).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def settings_command(config_path: str | None, as_json: bool) -> None:
+    """Show every setting, its value and where the value came from (secrets masked)."""
+    with handle_errors():
+        settings, sources = resolve_settings(config_path=config_path)
+    values = settings.public_items()
+    if as_json:
+        click.echo(
+            json.dumps({k: {"value": v, "source": sources[k]} for k, v in values.items()}, indent=2)
+        )
+        return
+    helps = setting_help()
+    for name, value in values.items():
+        click.echo(f"{name} = {value!r}  [{sources[name]}]")
+        click.echo(f"    {helps[name]}")
+
+
+@cli.command()
+@settings_options
+def up(settings: Settings) -> None:
+    """Start a local single-node OpenSearch in Docker (idempotent) and print its URL."""
+    from loader.local import start_local
+
+    url = start_local(settings)
+    click.echo(url)
+
+
+@cli.command()
+@settings_options
+def down(settings: Settings) -> None:
+    """Stop and remove the local OpenSearch started by `loader up` (idempotent)."""
+    from loader.local import stop_local
+
+    click.echo("stopped" if stop_local(settings) else "not running")
