@@ -1,0 +1,170 @@
+"""Retrieval metrics as pure functions: recall@k, MRR@k, nDCG@k, and their average over a run.
+
+Conventions follow BEIR / pytrec_eval so numbers can be compared with other tools:
+
+- ``relevant`` maps document ids to graded relevance; a grade of 0 (or less) means "not relevant";
+- a ranked list is read after dropping repeated ids (only the first occurrence counts), so a run
+  that returns several chunks of one document is not rewarded twice for it;
+- nDCG uses the grade as gain and a ``log2(rank + 1)`` discount (pytrec_eval's ``ndcg_cut``).
+
+Example::
+
+    run = {"q1": ["d3", "d1", "d2"]}
+    qrels = {"q1": {"d1": 1, "d2": 2}}
+    evaluate_run(run, qrels, ks=(1, 3))["recall@3"]   # 1.0
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KS = (1, 5, 10, 50, 100)
+
+
+def _first_k_unique(ranked_ids: Iterable[str], k: int) -> list[str]:
+    """The first ``k`` distinct ids, in order (repeats after the first occurrence are ignored)."""
+    seen: set[str] = set()
+    unique: list[str] = []
+    for doc_id in ranked_ids:
+        if len(unique) >= k:
+            break
+        if doc_id not in seen:
+            seen.add(doc_id)
+            unique.append(doc_id)
+    return unique
+
+
+def _positive(relevant: Mapping[str, int]) -> dict[str, int]:
+    return {doc_id: grade for doc_id, grade in relevant.items() if grade > 0}
+
+
+def recall_at_k(ranked_ids: Sequence[str], relevant: Mapping[str, int], k: int) -> float:
+    """Share of the relevant documents found in the first ``k`` results.
+
+    Args:
+        ranked_ids: document ids, best first.
+        relevant: graded relevance per document id; grades <= 0 are not relevant.
+        k: cut-off.
+
+    Returns:
+        A value in [0, 1]; 0 when the query has no relevant document.
+    """
+    positive = _positive(relevant)
+    if not positive:
+        return 0.0
+    found = sum(1 for doc_id in _first_k_unique(ranked_ids, k) if doc_id in positive)
+    return found / len(positive)
+
+
+def reciprocal_rank(ranked_ids: Sequence[str], relevant: Mapping[str, int], k: int = 10) -> float:
+    """``1 / rank`` of the first relevant document within the first ``k`` results, else 0.
+
+    Averaged over queries this is MRR@k.
+    """
+    positive = _positive(relevant)
+    for rank, doc_id in enumerate(_first_k_unique(ranked_ids, k), start=1):
+        if doc_id in positive:
+            return 1.0 / rank
+    return 0.0
+
+
+def _dcg(gains: Iterable[float]) -> float:
+    # rank i (1-based) is discounted by log2(i + 1): rank 1 by 1, rank 2 by log2(3), ...
+    return sum(gain / math.log2(rank + 1) for rank, gain in enumerate(gains, start=1))
+
+
+def ndcg_at_k(ranked_ids: Sequence[str], relevant: Mapping[str, int], k: int = 10) -> float:
+    """Normalised discounted cumulative gain at ``k`` with graded relevance.
+
+    ``DCG = sum(rel_i / log2(i + 1))`` over the first ``k`` results; the ideal DCG sorts the
+    query's relevant grades in decreasing order.
+
+    Example::
+
+        ndcg_at_k(["a", "b"], {"a": 1, "b": 2}, k=2)
+        # DCG = 1/1 + 2/log2(3) = 2.2619; IDCG = 2/1 + 1/log2(3) = 2.6309 -> 0.8597
+    """
+    positive = _positive(relevant)
+    if not positive:
+        return 0.0
+    gains = [positive.get(doc_id, 0) for doc_id in _first_k_unique(ranked_ids, k)]
+    ideal = sorted(positive.values(), reverse=True)[:k]
+    return _dcg(gains) / _dcg(ideal)
+
+
+def evaluate_queries(
+    run: Mapping[str, Sequence[str]],
+    qrels: Mapping[str, Mapping[str, int]],
+    ks: Sequence[int] = DEFAULT_KS,
+) -> dict[str, dict[str, float]]:
+    """Metrics per query, for every query of ``qrels``.
+
+    Args:
+        run: ranked document ids per query id, best first.
+        qrels: graded relevance per query id and document id.
+        ks: cut-offs of recall@k, ndcg@k and mrr@k (mrr@10 is always included).
+
+    Returns:
+        ``{qid: {"recall@5": ..., "ndcg@10": ..., "mrr@10": ...}}``; a query missing from the run
+        scores 0 everywhere.
+    """
+    mrr_ks = sorted({*ks, 10})
+    per_query: dict[str, dict[str, float]] = {}
+    for qid, relevant in qrels.items():
+        ranked = run.get(qid, [])
+        scores: dict[str, float] = {}
+        for k in ks:
+            scores[f"recall@{k}"] = recall_at_k(ranked, relevant, k)
+            scores[f"ndcg@{k}"] = ndcg_at_k(ranked, relevant, k)
+        for k in mrr_ks:
+            scores[f"mrr@{k}"] = reciprocal_rank(ranked, relevant, k)
+        per_query[qid] = scores
+    missing = sum(1 for qid in qrels if not run.get(qid))
+    if missing:
+        log.info("%d of %d judged queries have no results; they count as 0", missing, len(qrels))
+    return per_query
+
+
+def evaluate_run(
+    run: Mapping[str, Sequence[str]],
+    qrels: Mapping[str, Mapping[str, int]],
+    ks: Sequence[int] = DEFAULT_KS,
+) -> dict[str, float]:
+    """Average each metric over the queries present in ``qrels``.
+
+    Queries of the run that have no judgements are ignored; judged queries without results count
+    as 0, so a search that fails silently cannot raise the average.
+
+    Returns:
+        ``{"recall@1": ..., "ndcg@1": ..., ..., "mrr@10": ...}``; all zeros for empty qrels.
+    """
+    per_query = evaluate_queries(run, qrels, ks)
+    if not per_query:
+        empty = evaluate_queries({}, {"": {}}, ks)[""]
+        return dict.fromkeys(empty, 0.0)
+    names = next(iter(per_query.values())).keys()
+    count = len(per_query)
+    return {name: sum(scores[name] for scores in per_query.values()) / count for name in names}
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """The ``p``-th percentile (0..100) with linear interpolation, like ``numpy.percentile``.
+
+    Example::
+
+        percentile([10, 20, 30, 40], 50)   # 25.0
+    """
+    if not values:
+        raise ValueError("percentile of an empty list")
+    if not 0 <= p <= 100:
+        raise ValueError(f"percentile p must be within 0..100, got {p}")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * p / 100
+    lower = math.floor(position)
+    upper = min(lower + 1, len(ordered) - 1)
+    fraction = position - lower
+    return float(ordered[lower] + (ordered[upper] - ordered[lower]) * fraction)
