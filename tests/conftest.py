@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from opensearchpy import NotFoundError
 
 from loader.settings import Settings
 
@@ -39,7 +40,7 @@ def opensearch_url() -> Iterator[str]:
     if os.environ.get("OPENSEARCH_URL"):
         yield os.environ["OPENSEARCH_URL"].rstrip("/")
         return
-    from testcontainers.opensearch import OpenSearchContainer
+    from testcontainers.community.opensearch import OpenSearchContainer
 
     image = os.environ.get("OPENSEARCH_IMAGE") or Settings().opensearch_image
     container = OpenSearchContainer(image=image, security_enabled=False)
@@ -77,8 +78,11 @@ def cleanup_owned(client, prefix: str) -> None:
     indices = client.indices.get(index=f"{prefix}*", expand_wildcards="all", ignore=[404])
     for index in indices if isinstance(indices, dict) and "error" not in indices else []:
         client.indices.delete(index=index, ignore=[404])
-    pipelines = client.transport.perform_request("GET", "/_search/pipeline")
-    for pipeline in pipelines or {}:
+    try:
+        pipelines = client.transport.perform_request("GET", "/_search/pipeline")
+    except NotFoundError:  # answered when no search pipeline exists at all
+        pipelines = {}
+    for pipeline in pipelines:
         if pipeline.startswith(prefix):
             client.transport.perform_request("DELETE", f"/_search/pipeline/{pipeline}")
     state = client.cluster.state(metric="metadata", filter_path="metadata.stored_scripts")

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Build the project's OpenSearch image without any container registry.
+#
+#   opensearch/build-image.sh [--force]
+#
+# 1. Fetches the OpenSearch core (integ-test-zip) and the k-NN and neural-search plugin zips from
+#    Maven Central with `mvn` (strict checksum checks; cached in ~/.m2, so a second build
+#    downloads nothing).
+# 2. Makes a minimal Debian root filesystem with debootstrap from the mirror this machine's apt
+#    uses (cached as a tarball) and imports it as the base image.
+# 3. Installs the plugins into the distribution with the host's JDK and builds the image from
+#    opensearch/Dockerfile with the JDK copied in.
+#
+# Environment: OPENSEARCH_VERSION (3.6.0), OPENSEARCH_IMAGE (loader-opensearch:<version>),
+# OPENSEARCH_JDK (a JDK 21+ on this machine), LOADER_CACHE_DIR (~/.cache/loader).
+set -euo pipefail
+
+version=${OPENSEARCH_VERSION:-3.6.0}
+image=${OPENSEARCH_IMAGE:-loader-opensearch:${version}}
+jdk=${OPENSEARCH_JDK:-/usr/lib/jvm/temurin-25-jdk-amd64}
+cache=${LOADER_CACHE_DIR:-${HOME}/.cache/loader}
+suite=bookworm
+base_image=loader-debian-base:${suite}
+here=$(cd "$(dirname "$0")" && pwd)
+
+if [[ ${1:-} != --force ]] && docker image inspect "$image" >/dev/null 2>&1; then
+    echo "image $image exists (pass --force to rebuild)"
+    exit 0
+fi
+[[ -x $jdk/bin/java ]] || { echo "no JDK at $jdk: set OPENSEARCH_JDK to a JDK 21+" >&2; exit 1; }
+mkdir -p "$cache"
+
+# --- 1. artifacts -------------------------------------------------------------------------
+fetch() {  # groupId:artifactId:version:zip -> path of the file in the local Maven repository
+    local coordinate=$1 group artifact ver
+    IFS=: read -r group artifact ver _ <<<"$coordinate"
+    local file=${HOME}/.m2/repository/${group//.//}/${artifact}/${ver}/${artifact}-${ver}.zip
+    if [[ ! -f $file ]]; then
+        mvn --batch-mode --quiet --strict-checksums dependency:get \
+            -Dartifact="$coordinate" -Dtransitive=false >&2
+    fi
+    echo "$file"
+}
+core_zip=$(fetch "org.opensearch.distribution.integ-test-zip:opensearch:${version}:zip")
+knn_zip=$(fetch "org.opensearch.plugin:opensearch-knn:${version}.0:zip")
+neural_zip=$(fetch "org.opensearch.plugin:neural-search:${version}.0:zip")
+sha256sum "$core_zip" "$knn_zip" "$neural_zip"
+
+# --- 2. base image --------------------------------------------------------------------------
+if ! docker image inspect "$base_image" >/dev/null 2>&1; then
+    rootfs_tar=$cache/debian-${suite}-minbase.tar
+    if [[ ! -f $rootfs_tar ]]; then
+        command -v debootstrap >/dev/null || { echo "debootstrap missing: apt-get install debootstrap" >&2; exit 1; }
+        # The mirror this machine's apt is configured with (never written into the repository).
+        mirror=$(grep -rhoE '^(URIs:|deb) +[^ ]+' /etc/apt/sources.list.d/ /etc/apt/sources.list 2>/dev/null \
+            | awk '{print $2}' | grep -E '/debian/?$' | head -n 1 || true)
+        [[ -n $mirror ]] || { echo "cannot find an apt mirror in /etc/apt" >&2; exit 1; }
+        rootfs=$(mktemp -d "$cache/rootfs.XXXXXX")
+        debootstrap --variant=minbase "$suite" "$rootfs" "$mirror" >"$cache/debootstrap.log" 2>&1 \
+            || { tail -20 "$cache/debootstrap.log" >&2; exit 1; }
+        rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+        tar -C "$rootfs" -cf "$rootfs_tar.tmp" . && mv "$rootfs_tar.tmp" "$rootfs_tar"
+        rm -rf "$rootfs"
+    fi
+    docker import "$rootfs_tar" "$base_image" >/dev/null
+fi
+
+# --- 3. distribution and image --------------------------------------------------------------
+context=$(mktemp -d "$cache/context.XXXXXX")
+trap 'rm -rf "$context"' EXIT
+cp "$here/Dockerfile" "$here/opensearch.yml" "$here/docker-entrypoint.sh" "$context/"
+cp -a "$jdk" "$context/jdk"
+unzip -q "$core_zip" -d "$context"
+mv "$context/opensearch-${version}" "$context/opensearch"
+for zip in "$knn_zip" "$neural_zip"; do
+    OPENSEARCH_JAVA_HOME=$jdk "$context/opensearch/bin/opensearch-plugin" install --batch \
+        "file://$zip" >/dev/null
+done
+docker build --quiet --build-arg "BASE_IMAGE=$base_image" -t "$image" "$context" >/dev/null
+echo "built $image: OpenSearch $version with $(ls "$context/opensearch/plugins" | tr '\n' ' ')"

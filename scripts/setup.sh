@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Everything a fresh machine needs before `loader` and the tests can run:
+# system packages (Docker engine, debootstrap, unzip, Maven), a running dockerd, the Python
+# package with its test and model extras, and the project's OpenSearch image.
+# Idempotent: on a machine that has it all, it checks and returns in seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v dockerd >/dev/null || missing+=(docker.io)
+command -v debootstrap >/dev/null || missing+=(debootstrap)
+command -v unzip >/dev/null || missing+=(unzip)
+command -v mvn >/dev/null || missing+=(maven)
+if ((${#missing[@]})); then
+    echo "setup: installing ${missing[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! docker info >/dev/null 2>&1; then
+    echo "setup: starting dockerd"
+    nohup dockerd >/var/log/loader-dockerd.log 2>&1 &
+    for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+    docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/loader-dockerd.log" >&2; exit 1; }
+fi
+
+# torch is pinned in pyproject.toml; pip only installs what is missing.
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,model]'
+
+bash opensearch/build-image.sh
