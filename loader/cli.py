@@ -11,12 +11,13 @@ import contextlib
 import functools
 import json
 import logging
+import sys
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import click
 
-from loader.errors import LoaderError
+from loader.errors import LoaderError, PartialFailure
 from loader.settings import Settings, resolve_settings, setting_help
 
 
@@ -52,6 +53,8 @@ def settings_options(func: Callable) -> Callable:
             level=logging.DEBUG if debug else logging.WARNING,
             format="%(levelname)s %(name)s: %(message)s",
         )
+        if not debug:  # the client logs every failed request; errors below become one line
+            logging.getLogger("opensearch").setLevel(logging.CRITICAL)
         with handle_errors(debug):
             settings, _ = resolve_settings(
                 config_path=config_path,
@@ -148,3 +151,65 @@ def apply(settings: Settings, dry_run: bool, delete_old: bool, as_json: bool) ->
         click.echo(f"! {note}")
     suffix = " (dry run: nothing changed)" if dry_run and plan.has_changes else ""
     click.echo(f"{plan.summary()}{suffix}")
+
+
+@cli.command()
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option("--tenant", default=None, help="Tenant of every document of this push.")
+@click.option(
+    "--collection",
+    default=None,
+    help="Name scoping this folder's documents in the index (default: folder name).",
+)
+@click.option(
+    "--strategy",
+    "chunk_strategy",
+    default=None,
+    help="Chunking strategy: structure, fixed, recursive, semantic, sentence-window, "
+    "parent-document.",
+)
+@click.option("--keep-removed", is_flag=True, help="Keep chunks of files no longer in the folder.")
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@settings_options
+def push(
+    settings: Settings,
+    folder: str,
+    tenant: str | None,
+    collection: str | None,
+    chunk_strategy: str | None,
+    keep_removed: bool,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Chunk, embed and index the documents of FOLDER, keeping the index in sync with it.
+
+    Unchanged documents are neither embedded nor written; changed ones replace exactly their own
+    chunks; files removed from the folder lose their chunks. Exit code 8 when any file failed.
+    """
+    from loader.push import push as push_folder
+
+    if chunk_strategy:
+        settings = settings.replace(chunk_strategy=chunk_strategy)
+    interactive = sys.stderr.isatty() and not (quiet or as_json)
+    report = push_folder(
+        folder,
+        settings,
+        collection=collection,
+        tenant=tenant,
+        keep_removed=keep_removed,
+        show_progress=interactive,
+        on_event=None if as_json else lambda line: click.echo(line, err=True),
+    )
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    elif not quiet:
+        click.echo(
+            f"{report.collection}: {report.added} added, {report.updated} updated, "
+            f"{report.unchanged} unchanged, {report.deleted} deleted, {report.failed} failed; "
+            f"{report.chunks} chunks ({report.chunks_written} written, {report.chunks_deleted} "
+            f"deleted, {report.embedded} embedded, {report.reused_vectors} vectors reused, "
+            f"{report.retries} retries) in {report.seconds:.1f} s"
+        )
+    if report.failed:
+        raise click.exceptions.Exit(PartialFailure.exit_code)

@@ -8,6 +8,7 @@ sentence-transformers as is.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 from pathlib import Path
@@ -37,32 +38,46 @@ def resolve_model_path(name: str) -> str:
 
 
 class Embedder:
-    """A sentence-transformers model with the few things the loader needs from it."""
+    """A sentence-transformers model with the few things the loader needs from it.
+
+    The model itself loads lazily, on the first ``embed`` or ``dimension``: planning a push that
+    turns out to change nothing needs only the tokenizer, which loads in milliseconds.
+    """
 
     def __init__(self, name: str, device: str = "cpu", batch_size: int = 64) -> None:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        from sentence_transformers import SentenceTransformer
-
         self.name = name
+        self.device = device
         self.batch_size = batch_size
-        path = resolve_model_path(name)
-        try:
-            self.model = SentenceTransformer(path, device=device)
-        except Exception as exc:  # the library raises many kinds; all mean "cannot load"
-            raise ModelError(
-                f"cannot load embedding model {name!r} ({path}): {exc}; "
-                "set embedding_model to a local sentence-transformers folder"
-            ) from exc
-        self.tokenizer = self.model.tokenizer
-        self.dimension = int(self.model.get_embedding_dimension())
-        self.max_seq_length = int(self.model.max_seq_length)
+        self.path = resolve_model_path(name)
+        self._model = None
+        self._fast_tokenizer = _load_fast_tokenizer(Path(self.path))
+        self.max_seq_length = _read_max_seq_length(Path(self.path)) or self.model.max_seq_length
         # [CLS] and [SEP] take two of the model's positions.
         self.max_text_tokens = self.max_seq_length - 2
 
+    @property
+    def model(self):
+        if self._model is None:
+            self._model = _load_sentence_transformer(self.name, self.path, self.device)
+        return self._model
+
+    @property
+    def dimension(self) -> int:
+        return int(self.model.get_embedding_dimension())
+
+    def token_counts(self, texts: list[str]) -> list[int]:
+        """Tokens the model sees for each text, special tokens excluded."""
+        if self._fast_tokenizer is not None:
+            encoded = self._fast_tokenizer.encode_batch(texts, add_special_tokens=False)
+            return [len(e.ids) for e in encoded]
+        tokenizer = self.model.tokenizer
+        return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+
     def count_tokens(self, text: str) -> int:
         """Tokens the model sees for ``text``, special tokens excluded."""
-        return len(self.tokenizer.encode(text, add_special_tokens=False))
+        if self._fast_tokenizer is not None:
+            return len(self._fast_tokenizer.encode(text, add_special_tokens=False).ids)
+        return len(self.model.tokenizer.encode(text, add_special_tokens=False))
 
     def embed(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
         """Unit-length float32 vectors, one row per text."""
@@ -76,6 +91,43 @@ class Embedder:
             show_progress_bar=show_progress,
         )
         return vectors.astype(np.float32, copy=False)
+
+
+def _load_fast_tokenizer(folder: Path):
+    """The model's own tokenizer.json through `tokenizers` (no torch import), or None."""
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    # The file carries the training-time truncation and padding; counting needs neither.
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def _read_max_seq_length(folder: Path) -> int | None:
+    path = folder / "sentence_bert_config.json"
+    if not path.is_file():
+        return None
+    return int(json.loads(path.read_text(encoding="utf-8")).get("max_seq_length") or 0) or None
+
+
+def _load_sentence_transformer(name: str, path: str, device: str):
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()  # "Loading weights" bars on every load
+    try:
+        return SentenceTransformer(path, device=device)
+    except Exception as exc:  # the library raises many kinds; all mean "cannot load"
+        raise ModelError(
+            f"cannot load embedding model {name!r} ({path}): {exc}; "
+            "set embedding_model to a local sentence-transformers folder"
+        ) from exc
 
 
 @functools.lru_cache(maxsize=4)

@@ -1,0 +1,142 @@
+"""Bulk writes in layers: actions -> batches by count and bytes -> send -> per-item results.
+
+Items rejected with 429 (queue full) or 503 (shard unavailable, e.g. a node just left) are retried
+with capped exponential backoff; every other per-item error is returned with the action's ``tag``
+(the source file) so the caller can report it. Nothing is dropped silently.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import opensearchpy
+
+log = logging.getLogger(__name__)
+
+RETRYABLE_STATUSES = (429, 502, 503, 504)
+
+
+@dataclass
+class BulkAction:
+    """One index or delete operation; ``tag`` says what it belongs to (the source file)."""
+
+    op: str  # "index" or "delete"
+    index: str
+    id: str
+    tag: str
+    document: dict[str, Any] | None = None
+
+    def lines(self) -> list[str]:
+        header = json.dumps({self.op: {"_index": self.index, "_id": self.id}})
+        if self.op == "delete":
+            return [header]
+        return [header, json.dumps(self.document, separators=(",", ":"))]
+
+
+@dataclass
+class BulkResult:
+    succeeded: int = 0
+    retries: int = 0
+    errors: list[tuple[str, str, str]] = field(default_factory=list)  # (tag, id, reason)
+
+
+def batches(
+    actions: Iterable[BulkAction], max_count: int, max_bytes: int
+) -> Iterator[list[tuple[BulkAction, str]]]:
+    """Group actions (with their serialized lines) into requests of bounded count and size."""
+    batch: list[tuple[BulkAction, str]] = []
+    size = 0
+    for action in actions:
+        payload = "\n".join(action.lines()) + "\n"
+        length = len(payload.encode("utf-8"))
+        if batch and (len(batch) >= max_count or size + length > max_bytes):
+            yield batch
+            batch, size = [], 0
+        batch.append((action, payload))
+        size += length
+    if batch:
+        yield batch
+
+
+def send_bulk(
+    client: opensearchpy.OpenSearch,
+    actions: Iterable[BulkAction],
+    *,
+    max_count: int = 500,
+    max_bytes: int = 8 * 1024 * 1024,
+    max_retries: int = 8,
+    initial_backoff: float = 0.5,
+    max_backoff: float = 20.0,
+    on_batch: Callable[[int], None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> BulkResult:
+    """Send actions in batches; retry what the cluster asks to retry; report every failure.
+
+    Args:
+        client: the OpenSearch client.
+        actions: the operations, in order.
+        max_count, max_bytes: limits of one bulk request.
+        max_retries: how often one item may be retried (429/5xx) before it counts as failed.
+        on_batch: called with the number of actions of each batch once it is done (progress).
+
+    Returns:
+        Counts of successes and retries, and one ``(tag, id, reason)`` per failed item.
+    """
+    result = BulkResult()
+    for batch in batches(actions, max_count, max_bytes):
+        pending = batch
+        for attempt in range(max_retries + 1):
+            retry, failure = _send_once(client, pending, result)
+            if not retry:
+                break
+            if attempt == max_retries:
+                if failure is not None:
+                    raise failure  # the cluster itself stayed unreachable: stop, loudly
+                for action, _ in retry:
+                    result.errors.append(
+                        (action.tag, action.id, f"still rejected after {max_retries} retries")
+                    )
+                break
+            result.retries += len(retry)
+            delay = min(max_backoff, initial_backoff * 2**attempt)
+            log.info("bulk: %d items rejected, retrying in %.1f s", len(retry), delay)
+            sleep(delay)
+            pending = retry
+        if on_batch:
+            on_batch(len(batch))
+    return result
+
+
+def _send_once(
+    client: opensearchpy.OpenSearch,
+    batch: list[tuple[BulkAction, str]],
+    result: BulkResult,
+) -> tuple[list[tuple[BulkAction, str]], opensearchpy.TransportError | None]:
+    """One bulk request; returns the items to retry and, if the request as a whole failed in a
+    retryable way, its exception."""
+    body = "".join(payload for _, payload in batch)
+    try:
+        response = client.bulk(body=body)
+    except opensearchpy.TransportError as exc:
+        status = exc.status_code if isinstance(exc.status_code, int) else None
+        if status in RETRYABLE_STATUSES or isinstance(exc, opensearchpy.ConnectionError):
+            return batch, exc  # the whole request was refused or lost: retry all of it
+        raise
+    retry = []
+    for (action, payload), item in zip(batch, response["items"], strict=True):
+        outcome = item[action.op]
+        status = outcome.get("status", 500)
+        if status < 300 or (action.op == "delete" and status == 404):
+            result.succeeded += 1
+        elif status in RETRYABLE_STATUSES:
+            retry.append((action, payload))
+        else:
+            error = outcome.get("error", {})
+            reason = error.get("reason", str(error)) if isinstance(error, dict) else str(error)
+            result.errors.append((action.tag, action.id, f"{status}: {reason}"))
+    return retry, None

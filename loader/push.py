@@ -1,0 +1,378 @@
+"""`loader push`: make the index mirror a folder of documents.
+
+The work is planned, then applied:
+
+1. read every file (bad ones are reported and skipped; their indexed chunks are kept);
+2. cut each document into chunks and hash them;
+3. read what the index holds for this collection (chunk ids and hashes only);
+4. per document: unchanged (same hash) -> nothing; new or changed -> write its chunks, embedding
+   only texts whose hash the index does not hold yet (vectors of known texts are reused);
+5. delete chunks that no longer exist: stale positions of changed documents, and documents removed
+   from the folder (unless ``keep_removed``);
+6. refresh once, so searches see the new state.
+
+Chunk ids are stable (``<doc_id>-<position>``, where ``doc_id`` hashes the collection and source
+path), so a re-push overwrites rather than duplicates, and a rerun after an interruption converges
+to the same index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from opensearchpy import OpenSearch, helpers
+
+from loader.bulk import BulkAction, send_bulk
+from loader.chunking import chunk_document, chunking_config
+from loader.cluster import cluster_errors, connect
+from loader.documents import PATH_SEPARATOR, Chunk, Document
+from loader.embedding import Embedder, get_embedder
+from loader.errors import ConfigError, LoaderError
+from loader.readers import Skipped, iter_documents
+from loader.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# Fields read back from the index to plan a push: small, so planning stays cheap.
+STATE_FIELDS = ["doc_id", "source", "content_hash", "doc_hash"]
+
+
+@dataclass
+class PushReport:
+    """What a push did. ``failed`` counts documents that could not be read or written."""
+
+    collection: str = ""
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    failed: int = 0
+    chunks: int = 0
+    chunks_written: int = 0
+    chunks_deleted: int = 0
+    embedded: int = 0
+    reused_vectors: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+    skipped: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
+    errors: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
+    warnings: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PlannedDocument:
+    document: Document
+    doc_id: str
+    doc_hash: str
+    chunks: list[Chunk]
+    hashes: list[str]  # per chunk: what decides whether its vector can be reused
+
+
+def stable_id(*parts: str) -> str:
+    return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:20]
+
+
+def chunk_hash(chunk: Chunk, model: str) -> str:
+    """The chunk's content hash, salted with the model: another model means other vectors."""
+    return hashlib.sha256(f"{model}\x00{chunk.content_hash}".encode()).hexdigest()
+
+
+def chunk_id(doc_id: str, position: int) -> str:
+    return f"{doc_id}-{position}"
+
+
+def plan_document(
+    document: Document,
+    collection: str,
+    settings: Settings,
+    embedder: Embedder,
+    tenant: str | None,
+) -> PlannedDocument:
+    """Chunk one document and compute the ids and hashes that decide what to write."""
+    document.metadata["tenant"] = tenant or document.metadata.get("tenant") or settings.tenant
+    config = chunking_config(settings, embedder.max_text_tokens)
+    chunks = chunk_document(document, config, embedder.count_tokens, embed=embedder.embed)
+    hashes = [chunk_hash(chunk, settings.embedding_model) for chunk in chunks]
+    doc_hash = hashlib.sha256(
+        "\x00".join([settings.chunk_strategy, *hashes]).encode("utf-8")
+    ).hexdigest()
+    return PlannedDocument(
+        document, stable_id(collection, document.source), doc_hash, chunks, hashes
+    )
+
+
+def chunk_body(
+    planned: PlannedDocument, position: int, collection: str, strategy: str, vector: list[float]
+) -> dict[str, Any]:
+    """The indexed document of one chunk (only fields of the strict mapping)."""
+    chunk = planned.chunks[position]
+    meta = chunk.metadata
+    tags = meta.get("tags") or []
+    body: dict[str, Any] = {
+        "chunk_id": chunk_id(planned.doc_id, position),
+        "doc_id": planned.doc_id,
+        "source": chunk.source,
+        "collection": collection,
+        "content_hash": planned.hashes[position],
+        "doc_hash": planned.doc_hash,
+        "tenant": str(meta.get("tenant")),
+        "tags": [str(tag) for tag in (tags if isinstance(tags, list) else [tags])],
+        "section_id": chunk.section_id,
+        "strategy": strategy,
+        "position": position,
+        "content": chunk.text,
+        "title": chunk.title,
+        "heading_path": PATH_SEPARATOR.join(chunk.heading_path),
+        "body": chunk.body,
+        "embedding": vector,
+    }
+    optional = {
+        "lang": meta.get("lang"),
+        "published": meta.get("published"),
+        "page": chunk.page,
+        "parent_text": chunk.parent_text,
+        "window": chunk.window,
+    }
+    body.update({key: value for key, value in optional.items() if value not in (None, "")})
+    if "published" in body:
+        body["published"] = str(body["published"])
+    return body
+
+
+def read_index_state(client: OpenSearch, alias: str, collection: str) -> dict[str, dict[str, Any]]:
+    """What the index holds for a collection: doc_id -> {source, doc_hash, chunks: {id: hash}}."""
+    state: dict[str, dict[str, Any]] = {}
+    hits = helpers.scan(
+        client,
+        index=alias,
+        query={"query": {"term": {"collection": collection}}, "_source": STATE_FIELDS},
+        size=2000,
+        preserve_order=False,
+    )
+    for hit in hits:
+        source = hit["_source"]
+        entry = state.setdefault(
+            source["doc_id"],
+            {"source": source["source"], "doc_hashes": set(), "chunks": {}},
+        )
+        entry["doc_hashes"].add(source.get("doc_hash"))
+        entry["chunks"][hit["_id"]] = source.get("content_hash")
+    return state
+
+
+def fetch_vectors(client: OpenSearch, alias: str, ids_by_hash: dict[str, str]) -> dict[str, list]:
+    """Vectors the index already holds, by content hash (one representative chunk id each)."""
+    vectors: dict[str, list] = {}
+    ids = list(ids_by_hash.items())
+    for start in range(0, len(ids), 500):
+        batch = dict(ids[start : start + 500])
+        response = client.mget(
+            index=alias, body={"ids": list(batch.values())}, _source_includes=["embedding"]
+        )
+        by_id = {doc["_id"]: doc for doc in response["docs"] if doc.get("found")}
+        for content_hash, doc_id in batch.items():
+            doc = by_id.get(doc_id)
+            if doc and doc["_source"].get("embedding"):
+                vectors[content_hash] = doc["_source"]["embedding"]
+    return vectors
+
+
+def push(
+    root: str | Path,
+    settings: Settings,
+    *,
+    collection: str | None = None,
+    tenant: str | None = None,
+    keep_removed: bool = False,
+    show_progress: bool = False,
+    client: OpenSearch | None = None,
+    embedder: Embedder | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> PushReport:
+    """Make the index behind ``settings.index_name`` mirror the documents under ``root``.
+
+    Args:
+        root: the folder to push.
+        settings: resolved settings.
+        collection: the name that scopes this folder's documents in the index (default: the
+            folder's name). Removed-file deletion only touches this collection.
+        tenant: tenant of every document of this push (default: front matter, then
+            ``settings.tenant``).
+        keep_removed: keep the chunks of files no longer in the folder.
+        show_progress: progress bars on stderr (for terminals).
+        client, embedder: reuse existing ones (tests, eval).
+        on_event: called with one line per skipped file or failure as it happens.
+
+    Returns:
+        The report; the caller decides the exit code (``report.failed``).
+    """
+    started = time.perf_counter()
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a folder; `loader push` takes a folder of documents")
+    collection = collection or root.resolve().name
+    report = PushReport(collection=collection)
+    notify = on_event or (lambda line: None)
+    client = client or connect(settings)
+    embedder = embedder or get_embedder(
+        settings.embedding_model, settings.device, settings.embedding_batch_size
+    )
+    alias = settings.index_name
+
+    # 1-2. read and chunk
+    planned: list[PlannedDocument] = []
+    skipped_sources: set[str] = set()
+    for item in _progress(iter_documents(root, settings.max_file_bytes), show_progress, "reading"):
+        if isinstance(item, Skipped):
+            report.skipped.append({"source": item.source, "reason": item.reason})
+            skipped_sources.add(item.source)
+            notify(f"skipped {item.source}: {item.reason}")
+            continue
+        try:
+            planned.append(plan_document(item, collection, settings, embedder, tenant))
+        except LoaderError as exc:
+            if isinstance(exc, ConfigError):
+                raise  # a bad setting fails every document alike: stop at once
+            report.skipped.append({"source": item.source, "reason": str(exc)})
+            skipped_sources.add(item.source)
+            notify(f"skipped {item.source}: {exc}")
+    report.chunks = sum(len(p.chunks) for p in planned)
+    _warn_about_truncation(planned, embedder, report, notify)
+
+    # 3. what the index holds
+    with cluster_errors(settings, f"reading the chunks of collection {collection!r}"):
+        state = read_index_state(client, alias, collection)
+
+    # 4. decide per document
+    to_write: list[PlannedDocument] = []
+    for doc in planned:
+        existing = state.get(doc.doc_id)
+        if existing is None:
+            report.added += 1
+            to_write.append(doc)
+        elif existing["doc_hashes"] == {doc.doc_hash} and len(existing["chunks"]) == len(
+            doc.chunks
+        ):
+            report.unchanged += 1
+        else:
+            report.updated += 1
+            to_write.append(doc)
+
+    if to_write:
+        # Before any document is sent: vectors of another dimension must never reach the index.
+        from loader.apply import check_index_compatible
+
+        check_index_compatible(client, settings, embedder.dimension)
+
+    known_hashes: dict[str, str] = {}
+    for entry in state.values():
+        for cid, content_hash in entry["chunks"].items():
+            known_hashes.setdefault(content_hash, cid)
+    needed = {h for doc in to_write for h in doc.hashes}
+    with cluster_errors(settings, "reading stored vectors"):
+        vectors = fetch_vectors(
+            client, alias, {h: known_hashes[h] for h in needed if h in known_hashes}
+        )
+    texts_by_hash: dict[str, str] = {}
+    for doc in to_write:
+        for chunk, content_hash in zip(doc.chunks, doc.hashes, strict=True):
+            if content_hash not in vectors:
+                texts_by_hash.setdefault(content_hash, chunk.text)
+    report.reused_vectors = sum(1 for doc in to_write for h in doc.hashes if h in vectors)
+    if texts_by_hash:
+        embed_started = time.perf_counter()
+        new_vectors = embedder.embed(list(texts_by_hash.values()), show_progress=show_progress)
+        report.embed_seconds = time.perf_counter() - embed_started
+        report.embedded = len(texts_by_hash)
+        vectors.update(zip(texts_by_hash, (v.tolist() for v in new_vectors), strict=True))
+
+    # 5. writes, then deletions of what no longer exists
+    actions: list[BulkAction] = []
+    for doc in to_write:
+        for position in range(len(doc.chunks)):
+            actions.append(
+                BulkAction(
+                    "index",
+                    alias,
+                    chunk_id(doc.doc_id, position),
+                    doc.document.source,
+                    chunk_body(
+                        doc,
+                        position,
+                        collection,
+                        settings.chunk_strategy,
+                        vectors[doc.hashes[position]],
+                    ),
+                )
+            )
+    planned_ids = {doc.doc_id: doc for doc in planned}
+    removed_docs = 0
+    for doc_id, entry in state.items():
+        doc = planned_ids.get(doc_id)
+        if doc is not None:
+            keep = {chunk_id(doc_id, position) for position in range(len(doc.chunks))}
+        elif keep_removed or entry["source"] in skipped_sources:
+            continue  # removed but kept on request, or unreadable now: never lose indexed text
+        else:
+            keep = set()
+            removed_docs += 1
+        for cid in sorted(set(entry["chunks"]) - keep):
+            actions.append(BulkAction("delete", alias, cid, entry["source"]))
+
+    bar = _progress(None, show_progress, "indexing", total=len(actions))
+    with cluster_errors(settings, f"writing chunks to {alias}"):
+        result = send_bulk(client, actions, on_batch=bar.update if bar else None)
+        if bar:
+            bar.close()
+        client.indices.refresh(index=alias)
+    report.retries = result.retries
+    failed_sources = sorted({tag for tag, _, _ in result.errors})
+    for tag, item_id, reason in result.errors:
+        report.errors.append({"source": tag, "reason": f"{item_id}: {reason}"})
+        notify(f"failed {tag}: {item_id}: {reason}")
+    failed_ids = {item_id for _, item_id, _ in result.errors}
+    report.chunks_written = sum(1 for a in actions if a.op == "index" and a.id not in failed_ids)
+    report.chunks_deleted = sum(1 for a in actions if a.op == "delete" and a.id not in failed_ids)
+    report.deleted = removed_docs
+    report.failed = len(report.skipped) + len(failed_sources)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _warn_about_truncation(
+    planned: list[PlannedDocument],
+    embedder: Embedder,
+    report: PushReport,
+    notify: Callable[[str], None],
+) -> None:
+    """Warn about any chunk longer than the model reads: its tail would never be embedded."""
+    chunks = [chunk for doc in planned for chunk in doc.chunks]
+    if not chunks:
+        return
+    counts = embedder.token_counts([c.text for c in chunks])
+    for chunk, count in zip(chunks, counts, strict=True):
+        if count > embedder.max_text_tokens:
+            line = (
+                f"{chunk.source} chunk {chunk.position} has {count} tokens; the model reads "
+                f"{embedder.max_text_tokens}: lower chunk_max_tokens"
+            )
+            report.warnings.append(line)
+            notify(f"warning: {line}")
+
+
+def _progress(iterable: Any, enabled: bool, description: str, total: int | None = None) -> Any:
+    if not enabled:
+        return iterable
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, desc=description, total=total, unit="item", leave=False)
