@@ -485,10 +485,17 @@ def _version_of(alias: str, index: str | None) -> int | None:
 
 
 def _get_or_none(call: Any, *args: Any, **kwargs: Any) -> Any:
+    """The answer of a GET, or ``None`` when the object does not exist. ``ignore=404`` keeps the
+    client from logging an expected miss as a warning."""
     try:
-        return call(*args, **kwargs)
+        answer = call(*args, ignore=(404,), **kwargs)
     except opensearchpy.NotFoundError:
         return None
+    if isinstance(answer, Mapping) and (
+        answer.get("status") == 404 or answer.get("found") is False
+    ):
+        return None
+    return answer
 
 
 def read_cluster_state(
