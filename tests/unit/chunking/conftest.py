@@ -1,0 +1,47 @@
+"""Fixtures for the chunking tests: the real tokenizer (loaded once) and a nasty long document."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from sample_text import long_code, long_sentence, long_table, prose
+
+from loader.documents import Block, Document, Section
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    from loader.embedding import get_embedder
+
+    return get_embedder("all-MiniLM-L6-v2")
+
+
+@pytest.fixture(scope="session")
+def count_tokens(embedder):
+    return embedder.count_tokens
+
+
+@pytest.fixture(scope="session")
+def long_document() -> Document:
+    """Long prose, a long table, a long code block, a 400-word sentence, nested sections."""
+    paragraphs = prose(6, 5)
+    return Document(
+        source="guides/long.md",
+        title="Operations handbook",
+        sections=[
+            Section((), [Block("paragraph", "An introduction of one sentence.")]),
+            Section(
+                ("Deliveries",),
+                [Block("paragraph", p) for p in paragraphs[:3]]
+                + [Block("list", "- first item of the list\n- second item of the list")],
+            ),
+            Section(("Deliveries", "Error codes"), [Block("table", long_table())]),
+            Section(("Deliveries", "Scripts"), [Block("code", long_code())]),
+            Section(("Legal",), [Block("paragraph", long_sentence())]),
+            Section(("Legal", "More"), [Block("paragraph", p) for p in paragraphs[3:]]),
+        ],
+        metadata={"lang": "en", "tags": ["ops"]},
+    )
