@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -192,12 +192,7 @@ def push(
     settings: Settings,
     *,
     collection: str | None = None,
-    tenant: str | None = None,
-    keep_removed: bool = False,
-    show_progress: bool = False,
-    client: OpenSearch | None = None,
-    embedder: Embedder | None = None,
-    on_event: Callable[[str], None] | None = None,
+    **options: Any,
 ) -> PushReport:
     """Make the index behind ``settings.index_name`` mirror the documents under ``root``.
 
@@ -206,21 +201,47 @@ def push(
         settings: resolved settings.
         collection: the name that scopes this folder's documents in the index (default: the
             folder's name). Removed-file deletion only touches this collection.
-        tenant: tenant of every document of this push (default: front matter, then
-            ``settings.tenant``).
-        keep_removed: keep the chunks of files no longer in the folder.
+        options: as for ``sync_documents``.
+
+    Returns:
+        The report; the caller decides the exit code (``report.failed``).
+    """
+    root = Path(root)
+    if not root.is_dir():
+        raise ConfigError(f"{root} is not a folder; `loader push` takes a folder of documents")
+    items = iter_documents(root, settings.max_file_bytes)
+    return sync_documents(items, settings, collection=collection or root.resolve().name, **options)
+
+
+def sync_documents(
+    items: Iterable[Document | Skipped],
+    settings: Settings,
+    *,
+    collection: str,
+    tenant: str | None = None,
+    keep_removed: bool = False,
+    show_progress: bool = False,
+    client: OpenSearch | None = None,
+    embedder: Embedder | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> PushReport:
+    """Make the collection's documents in the index exactly ``items`` (documents from any source:
+    a folder, a BEIR corpus).
+
+    Args:
+        items: documents, and files that could not be read (their indexed chunks are kept).
+        settings: resolved settings.
+        collection: the name scoping these documents in the index.
+        tenant: tenant of every document (default: its metadata, then ``settings.tenant``).
+        keep_removed: keep the chunks of documents no longer among ``items``.
         show_progress: progress bars on stderr (for terminals).
         client, embedder: reuse existing ones (tests, eval).
         on_event: called with one line per skipped file or failure as it happens.
 
     Returns:
-        The report; the caller decides the exit code (``report.failed``).
+        The report.
     """
     started = time.perf_counter()
-    root = Path(root)
-    if not root.is_dir():
-        raise ConfigError(f"{root} is not a folder; `loader push` takes a folder of documents")
-    collection = collection or root.resolve().name
     report = PushReport(collection=collection)
     notify = on_event or (lambda line: None)
     client = client or connect(settings)
@@ -232,7 +253,7 @@ def push(
     # 1-2. read and chunk
     planned: list[PlannedDocument] = []
     skipped_sources: set[str] = set()
-    for item in _progress(iter_documents(root, settings.max_file_bytes), show_progress, "reading"):
+    for item in _progress(items, show_progress, "reading"):
         if isinstance(item, Skipped):
             report.skipped.append({"source": item.source, "reason": item.reason})
             skipped_sources.add(item.source)
