@@ -119,7 +119,9 @@ class Settings:
     reranker_model: str = _setting(
         "cross-encoder/ms-marco-MiniLM-L-6-v2", "CrossEncoder name or path for the rerank."
     )
-    rerank_backend: str = _setting("torch", "torch or onnx (exported locally from the model).")
+    rerank_backend: str = _setting(
+        "torch", "torch, onnx or onnx-int8 (exported locally from the model once, then cached)."
+    )
     rerank_max_tokens: int = _setting(256, "Tokens of question + passage given to the reranker.")
 
     def public_items(self) -> dict[str, Any]:
