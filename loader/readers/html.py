@@ -27,12 +27,14 @@ _VOID_TAG_NAMES = """
 """
 VOID_TAGS = frozenset(_VOID_TAG_NAMES.split())
 HEADINGS = {f"h{level}": level for level in range(1, 7)}
-# Elements whose start or end separates paragraphs of running text.
+# Elements whose start or end separates paragraphs of running text (li, tr, td and th only when
+# they stray outside a list or table).
 _BLOCK_TAG_NAMES = """
     p div section article main body html blockquote dl dt dd figure figcaption form fieldset
-    address details summary hr center
+    address details summary hr center li tr td th caption
 """
 BLOCK_TAGS = frozenset(_BLOCK_TAG_NAMES.split())
+HEADING_ENDERS = BLOCK_TAGS | {"table", "ul", "ol", "pre", *HEADINGS}
 # Tags closed implicitly by a new one of their kind, unless one of the boundary tags intervenes.
 IMPLICIT_CLOSE = {
     "p": frozenset({"div", "section", "article", "main", "body", "li", "td", "th", "blockquote"}),
@@ -147,6 +149,8 @@ class _Extractor(HTMLParser):
     # --- element handling ---------------------------------------------------------------
 
     def _open_element(self, tag: str, attrs: dict[str, str | None]) -> None:
+        if self._heading is not None and tag in HEADING_ENDERS:
+            self._end_heading()  # "<h2>Title<p>text" : the paragraph is not part of the heading
         if tag in SKIPPED_TAGS:
             self._skip += 1
         elif tag == "title":
@@ -230,13 +234,16 @@ class _Extractor(HTMLParser):
         elif self._list:
             return
         elif tag in HEADINGS and self._heading is not None:
-            text = normalize_space("".join(self._text))
-            self._text = []
-            if text:
-                self.events.append(Heading(self._heading, text))
-            self._heading = None
+            self._end_heading()
         elif tag in BLOCK_TAGS:
             self._flush_text()
+
+    def _end_heading(self) -> None:
+        text = normalize_space("".join(self._text))
+        self._text = []
+        if text and self._heading is not None:
+            self.events.append(Heading(self._heading, text))
+        self._heading = None
 
     def _finish_item(self) -> None:
         if self._item is None:

@@ -20,6 +20,22 @@ def embedder():
 
 
 @pytest.fixture(scope="session")
+def embed(embedder):
+    """``embedder.embed`` with a memo: the tests embed the same sentences many times."""
+    import numpy as np
+
+    vectors: dict[str, np.ndarray] = {}
+
+    def cached(texts: list[str]) -> np.ndarray:
+        missing = [text for text in dict.fromkeys(texts) if text not in vectors]
+        if missing:
+            vectors.update(zip(missing, embedder.embed(missing), strict=True))
+        return np.stack([vectors[text] for text in texts]) if texts else embedder.embed([])
+
+    return cached
+
+
+@pytest.fixture(scope="session")
 def count_tokens(embedder):
     return embedder.count_tokens
 

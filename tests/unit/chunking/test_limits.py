@@ -20,10 +20,10 @@ CONFIGS = {
 @pytest.mark.parametrize("config_name", sorted(CONFIGS))
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_no_chunk_exceeds_max_tokens(
-    strategy: str, config_name: str, long_document, embedder, count_tokens
+    strategy: str, config_name: str, long_document, embed, count_tokens
 ) -> None:
     config = ChunkingConfig(strategy=strategy, **CONFIGS[config_name])
-    chunks = chunk_document(long_document, config, count_tokens, embedder.embed)
+    chunks = chunk_document(long_document, config, count_tokens, embed)
     assert len(chunks) > 5
     assert [chunk.position for chunk in chunks] == list(range(len(chunks)))
     over = [
@@ -36,8 +36,8 @@ def test_no_chunk_exceeds_max_tokens(
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
-def test_every_word_of_the_document_is_kept(strategy: str, long_document, embedder, count_tokens):
+def test_every_word_of_the_document_is_kept(strategy: str, long_document, embed, count_tokens):
     config = ChunkingConfig(strategy=strategy)
-    chunks = chunk_document(long_document, config, count_tokens, embedder.embed)
+    chunks = chunk_document(long_document, config, count_tokens, embed)
     words = {w for s in long_document.sections for w in s.text.split()}
     assert words <= {w for chunk in chunks for w in chunk.body.split()}

@@ -36,7 +36,7 @@ def test_sentence_window_holds_neighbours_within_the_section(count_tokens) -> No
     assert sentences_of(chunks[len(one)].window) == two[:3]
 
 
-def test_semantic_splits_where_the_topic_changes(embedder, count_tokens) -> None:
+def test_semantic_splits_where_the_topic_changes(embed, count_tokens) -> None:
     refunds = [
         "Refunds for late orders are paid to the original payment method.",
         "A refund for a cancelled order arrives within 5 to 7 working days.",
@@ -55,15 +55,15 @@ def test_semantic_splits_where_the_topic_changes(embedder, count_tokens) -> None
         "s.md", "S", [Section(("Mixed",), [Block("paragraph", " ".join(refunds + pasta))])]
     )
     config = ChunkingConfig(strategy="semantic", semantic_threshold=0.3, semantic_min_tokens=20)
-    chunks = chunk_document(doc, config, count_tokens, embedder.embed)
+    chunks = chunk_document(doc, config, count_tokens, embed)
     assert [sentences_of(chunk.body) for chunk in chunks] == [refunds, pasta]
 
 
-def test_semantic_keeps_small_chunks_together(embedder, count_tokens) -> None:
+def test_semantic_keeps_small_chunks_together(embed, count_tokens) -> None:
     text = "Pay by UPI. Pasta needs salt. Cards work too. Parmesan is nice."
     doc = Document("s.md", "S", [Section(("Mixed",), [Block("paragraph", text)])])
     config = ChunkingConfig(strategy="semantic", semantic_threshold=0.99, semantic_min_tokens=40)
-    chunks = chunk_document(doc, config, count_tokens, embedder.embed)
+    chunks = chunk_document(doc, config, count_tokens, embed)
     assert [chunk.body for chunk in chunks] == [text]  # under the minimum: the section ends first
 
 
