@@ -30,7 +30,6 @@ NUMBER_ABBREVIATIONS = frozenset({"no", "nos", "art", "p", "para", "tel", "ph"})
 # A run of sentence-ending punctuation, optional closing quotes/brackets, then whitespace.
 _TERMINAL = re.compile(r"""[.!?\u2026]+["'\u2019\u201d)\]]*(?P<space>\s+)""")
 _LINE_BREAK = re.compile(r"[^\S\n]*\n\s*")
-_LAST_WORD = re.compile(r"(\S+)$")
 # What may start the next sentence: a capital letter, a digit, an opening quote or bracket, a
 # list marker or a currency sign.
 _SENTENCE_START = re.compile(
@@ -40,10 +39,10 @@ _SENTENCE_START = re.compile(
 
 def _is_abbreviation(text: str, dot_at: int, next_char: str) -> bool:
     """Whether the period at ``dot_at`` belongs to an abbreviation rather than ending a sentence."""
-    match = _LAST_WORD.search(text, 0, dot_at)
-    if match is None:
-        return False
-    word = match.group(1).lstrip("\"'([\u2018\u201c")
+    start = dot_at  # scan back to the word's start (a regex anchored at $ would rescan the text)
+    while start > 0 and not text[start - 1].isspace():
+        start -= 1
+    word = text[start:dot_at].lstrip("\"'([\u2018\u201c")
     bare = word.lower()
     if not bare:
         return False

@@ -12,14 +12,18 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from loader.documents import Block, BlockKind, Document, Section
+from loader.documents import Block, Document, Section
 
 BINARY_SNIFF_BYTES = 8192
 _SPACES = re.compile(r"\s+")
 
 
-class Rejected(Exception):  # noqa: N818 - an outcome, not a bug: the file is skipped with .reason
-    """Raised inside the readers when a file cannot become a document; ``reason`` is one line."""
+class Rejected(Exception):
+    """Raised inside the readers when a file cannot become a document; ``reason`` is one line.
+
+    Private to the readers: ``read_document`` turns it into ``InputError`` and
+    ``iter_documents`` into ``Skipped``.
+    """
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -51,9 +55,9 @@ def decode_text(data: bytes) -> str:
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        bad = data[exc.start]
         # exc.start counts from after a BOM when utf-8-sig stripped one.
         offset = exc.start + (3 if data.startswith(b"\xef\xbb\xbf") else 0)
+        bad = data[offset]
         raise Rejected(f"not valid UTF-8 (byte 0x{bad:02x} at offset {offset})") from None
     if not text.strip():
         raise Rejected("empty file")
@@ -118,7 +122,3 @@ def assemble(
     if not kept:
         raise Rejected("no text found")
     return Document(source=source, title=title, sections=kept, metadata=dict(metadata or {}))
-
-
-def block(kind: BlockKind, text: str, page: int | None = None) -> Block:
-    return Block(kind=kind, text=text, page=page)

@@ -103,3 +103,13 @@ def test_broken_pdf_is_an_input_error(tmp_path: Path) -> None:
     fake.write_bytes(b"hello")
     with pytest.raises(InputError, match=r"fake\.pdf: not a PDF file"):
         read_document(fake, tmp_path, 1_000_000)
+
+
+def test_bom_and_crlf_are_handled_and_bad_bytes_located(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"\xef\xbb\xbfFirst line\r\nsecond line.\r\n\r\nNext.")
+    doc = read_document(path, tmp_path, 1000)
+    assert [b.text for b in doc.sections[0].blocks] == ["First line second line.", "Next."]
+    path.write_bytes(b"\xef\xbb\xbfab\xffc")
+    with pytest.raises(InputError, match=r"not valid UTF-8 \(byte 0xff at offset 5\)"):
+        read_document(path, tmp_path, 1000)
