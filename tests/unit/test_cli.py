@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+import pytest
+from click.testing import CliRunner
+
+from loader.cli import cli
+
+
+def command_names() -> list[str]:
+    return sorted(cli.commands)
+
+
+def test_top_level_help_lists_every_command():
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    for name in command_names():
+        assert f"  {name}" in result.output
+
+
+@pytest.mark.parametrize("name", command_names())
+def test_every_command_has_help(name):
+    result = CliRunner().invoke(cli, [name, "--help"])
+    assert result.exit_code == 0, result.output
+    assert cli.commands[name].help, f"`loader {name}` has no help text"
+    assert "Usage: cli " in result.output or f"Usage: loader {name}" in result.output
+
+
+def test_settings_command_masks_secrets(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["settings"], env={"OPENSEARCH_PASSWORD": "s3cret-pw"})
+    assert result.exit_code == 0
+    assert "s3cret-pw" not in result.output
+    assert "opensearch_password = '****'  [$OPENSEARCH_PASSWORD]" in result.output
+
+
+def test_push_of_a_missing_folder_is_one_line(tmp_path):
+    missing = tmp_path / "absent"
+    result = CliRunner().invoke(cli, ["push", str(missing)])
+    assert result.exit_code == 2
+    assert result.output == (
+        f"Error: {missing} is not a folder; `loader push` takes a folder of documents\n"
+    )
