@@ -213,3 +213,103 @@ def push(
         )
     if report.failed:
         raise click.exceptions.Exit(PartialFailure.exit_code)
+
+
+@cli.command()
+@click.argument("question")
+@click.option(
+    "--tenant",
+    default=None,
+    help="Tenant to search (default: the tenant setting, 'default' unless configured).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["bm25", "vector", "hybrid-rrf", "hybrid-minmax"]),
+    default=None,
+    help="Search mode (default: the search_mode setting).",
+)
+@click.option(
+    "--rerank/--no-rerank",
+    default=True,
+    show_default=True,
+    help="Rerank the candidates with the cross-encoder (reranker_model; it must exist locally).",
+)
+@click.option("--k", "k", type=int, default=None, help="Results to show (default: top_k).")
+@click.option(
+    "--candidates",
+    type=int,
+    default=None,
+    help="Chunks retrieved before the rerank (default: candidates).",
+)
+@click.option("--lang", default=None, help="Only chunks in this language (e.g. en).")
+@click.option(
+    "--tag", "tags", multiple=True, help="Only chunks with this tag (repeat: any of them)."
+)
+@click.option(
+    "--published-from", default=None, help="Only chunks published on or after (2024-01-01, now-1y)."
+)
+@click.option("--published-to", default=None, help="Only chunks published on or before this date.")
+@click.option(
+    "--decay-scale", default=None, help="Favour recent chunks: score halved this long ago (180d)."
+)
+@click.option(
+    "--expand",
+    type=click.Choice(["parent", "window"]),
+    default=None,
+    help="Replace each chunk by its parent section or its sentence window.",
+)
+@click.option("--merge-adjacent", is_flag=True, help="Merge consecutive chunks of one document.")
+@click.option("--prompt-order", is_flag=True, help="Best results at the start and the end.")
+@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@settings_options
+def search(
+    settings: Settings,
+    question: str,
+    tenant: str | None,
+    mode: str | None,
+    rerank: bool,
+    k: int | None,
+    candidates: int | None,
+    lang: str | None,
+    tags: tuple[str, ...],
+    published_from: str | None,
+    published_to: str | None,
+    decay_scale: str | None,
+    expand: str | None,
+    merge_adjacent: bool,
+    prompt_order: bool,
+    as_json: bool,
+) -> None:
+    """Search the index for QUESTION: ranked chunks with heading path, source and the score and
+    rank of each stage (retrieval, rerank), then the latency of each stage.
+
+    The default rerank needs reranker_model to be a CrossEncoder available locally (there is no
+    model hub); without one, pass --no-rerank.
+    """
+    from loader.search import SearchFilters, format_result
+    from loader.search import search as run_search
+
+    result = run_search(
+        question,
+        settings,
+        tenant=settings.tenant if tenant is None else tenant,
+        mode=mode,
+        rerank=rerank,
+        k=k,
+        candidates=candidates,
+        filters=SearchFilters(
+            lang=lang,
+            tags=tags,
+            published_from=published_from,
+            published_to=published_to,
+            decay_scale=decay_scale,
+        ),
+        expand=expand,
+        merge_adjacent=merge_adjacent,
+        prompt_order=prompt_order,
+    )
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        return
+    for line in format_result(result):
+        click.echo(line)

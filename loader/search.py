@@ -509,3 +509,51 @@ def search(
         timings=timings,
         truncated=truncated,
     )
+
+
+SNIPPET_CHARS = 300
+_WHITESPACE = re.compile(r"\s+")
+
+
+def format_result(result: SearchResult, snippet_chars: int = SNIPPET_CHARS) -> list[str]:
+    """Plain-text lines for a result, as ``loader search`` prints them.
+
+    Per hit: rank, ``title > heading path`` and source; the chunk id and every stage's rank and
+    score; the text, whitespace collapsed and cut at ``snippet_chars``. Then one summary line.
+
+    Example::
+
+        1. Printer manual > Error codes  (printer.md)
+           chunk 4090d2d8bd4a34f674d6-0 | retrieval #1 1.9237 | rerank #1 0.5131
+           Error E1043 means the paper tray is empty. Refill the tray and press resume.
+
+        1 result of 3 candidates for tenant 'A' (bm25, reranked) in 41.2 ms: embed 0.0 ms, ...
+    """
+    lines = []
+    if result.truncated:
+        lines.append(
+            f"! the question was cut to {len(result.question)} characters "
+            f"(limit {MAX_QUESTION_CHARS})"
+        )
+    if len(result.queries) > 1 or result.queries != [result.question]:
+        lines.append("queries: " + " | ".join(result.queries))
+    for number, hit in enumerate(result.hits, start=1):
+        lines.append(f"{number}. {hit.heading}  ({hit.source})")
+        stages = [f"chunk {hit.chunk_id}"]
+        for stage, rank in hit.ranks.items():
+            stages.append(f"{stage} #{rank} {hit.scores.get(stage, 0.0):.4f}")
+        lines.append("   " + " | ".join(stages))
+        text = _WHITESPACE.sub(" ", hit.body).strip()
+        if len(text) > snippet_chars:
+            text = text[:snippet_chars].rstrip() + "…"
+        lines.append(f"   {text}")
+    timings = result.timings
+    count = len(result.hits)
+    lines.append(
+        f"{count} result{'' if count == 1 else 's'} of {result.candidates} "
+        f"candidate{'' if result.candidates == 1 else 's'} for tenant "
+        f"{result.tenant!r} ({result.mode}, {'reranked' if result.reranked else 'no rerank'}) in "
+        f"{timings['total_ms']:.1f} ms: embed {timings['embed_ms']:.1f} ms, retrieve "
+        f"{timings['retrieve_ms']:.1f} ms, rerank {timings['rerank_ms']:.1f} ms"
+    )
+    return lines
