@@ -249,3 +249,26 @@ def test_result_to_dict_is_json_ready() -> None:
     (hit,) = data["hits"]
     assert hit["heading_path"] == ["Part", "Section"] and hit["chunk_id"] == "b-0"
     assert hit["scores"]["rerank"] == 2.0 and hit["ranks"]["rerank"] == 1
+
+
+def test_format_result_lines() -> None:
+    from loader.search import format_result
+
+    result = run(k=2)
+    result.timings = dict.fromkeys(result.timings, 1.0)
+    assert format_result(result, snippet_chars=5) == [
+        "1. Guide > Part > Section  (b-0.md)",
+        "   chunk b-0 | retrieval #2 9.0000 | rerank #1 2.0000",
+        "   bravo…",
+        "2. Guide > Part > Section  (c-0.md)",
+        "   chunk c-0 | retrieval #3 8.0000 | rerank #2 1.0000",
+        "   charl…",
+        "2 results of 3 candidates for tenant 'A' (hybrid-rrf, reranked) in 1.0 ms: embed 1.0 ms, "
+        "retrieve 1.0 ms, rerank 1.0 ms",
+    ]
+    fused = run("latest", rewriter=FakeRewriter(["q", "other"]), rerank=False, k=1)
+    lines = format_result(fused)
+    assert lines[0] == "queries: q | other"
+    assert lines[2].startswith("   chunk a-0 | retrieval #1 0.0164 | query_1 #1 10.0000")
+    long = run("word " * 1000, client=FakeClient({}))
+    assert format_result(long)[0].startswith("! the question was cut to ")
