@@ -313,3 +313,178 @@ def search(
         return
     for line in format_result(result):
         click.echo(line)
+
+
+@cli.command(name="eval")
+@click.argument("dataset", type=click.Path(exists=True))
+@click.option(
+    "--docs",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Documents folder a questions file asks about (DATASET is then a .jsonl file).",
+)
+@click.option("--split", default="test", show_default=True, help="BEIR qrels split.")
+@click.option(
+    "--mode",
+    "modes",
+    multiple=True,
+    type=click.Choice(["bm25", "vector", "hybrid-rrf", "hybrid-minmax"]),
+    help="Search mode; repeat for several (default: all four).",
+)
+@click.option(
+    "--strategy",
+    "strategies",
+    multiple=True,
+    help="Chunking strategy; repeat for several (default: the chunk_strategy setting).",
+)
+@click.option(
+    "--rerank",
+    type=click.Choice(["on", "off", "both"]),
+    is_flag=False,
+    flag_value="on",
+    default="off",
+    show_default=True,
+    help="Rerank with the cross-encoder: --rerank, --rerank both (each mode with and without).",
+)
+@click.option("--no-rerank", is_flag=True, help="No rerank (the default).")
+@click.option(
+    "--candidates",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Chunks retrieved per query (recall@100 needs at least 100).",
+)
+@click.option(
+    "--sweep",
+    default=None,
+    metavar="SETTING=V1,V2",
+    help="Evaluate one setting over values, e.g. chunk_target_tokens=120,180,240 or "
+    "bm25_weight=0.2,0.3,0.5.",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N queries.")
+@click.option(
+    "--index-prefix",
+    default="eval",
+    show_default=True,
+    help="First part of the eval indices' aliases (<prefix>-<dataset>-<strategy>).",
+)
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False),
+    default="eval-results",
+    show_default=True,
+    help="Folder of the JSON, Markdown table, PNG chart and TREC run files.",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Results JSON file (default: <out-dir>/results.json).",
+)
+@click.option(
+    "--compare",
+    "previous",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Earlier results JSON: print the deltas; exit 10 when a gated metric dropped.",
+)
+@click.option(
+    "--gate-metric",
+    "gate_metrics",
+    multiple=True,
+    help="Metric the --compare gate checks; repeat (default: ndcg@10, recall@10, recall@100).",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(min=0),
+    default=0.01,
+    show_default=True,
+    help="Largest allowed drop of a gated metric (absolute).",
+)
+@click.option("--no-chart", is_flag=True, help="Do not draw the PNG chart.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress or push lines on stderr.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results (and comparison) as JSON.")
+@settings_options
+def eval_command(
+    settings: Settings,
+    dataset: str,
+    docs: str | None,
+    split: str,
+    modes: tuple[str, ...],
+    strategies: tuple[str, ...],
+    rerank: str,
+    no_rerank: bool,
+    candidates: int,
+    sweep: str | None,
+    limit: int | None,
+    index_prefix: str,
+    out_dir: str,
+    output: str | None,
+    previous: str | None,
+    gate_metrics: tuple[str, ...],
+    threshold: float,
+    no_chart: bool,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Measure recall@k, MRR@10, nDCG@10 and latency of every mode and strategy on DATASET.
+
+    DATASET is a BEIR folder (corpus.jsonl[.gz], queries.jsonl, qrels/<split>.tsv), or a questions
+    file (JSONL: question, source, optional heading_path) with --docs FOLDER. The documents are
+    pushed into their own index per strategy (an unchanged re-run embeds nothing). Writes
+    results.json, results.md, results.png and one TREC run per configuration into --out-dir.
+    With --compare, exit code 10 when a gated metric dropped by more than --threshold.
+    """
+    from loader.errors import RegressionError
+    from loader.evaluate import DEFAULT_GATE_METRICS, evaluate, load_task, parse_sweep
+    from loader.report import (
+        compare_reports,
+        load_results,
+        render_comparison,
+        render_table,
+        write_outputs,
+    )
+
+    rerank_options = {"on": [True], "off": [False], "both": [False, True]}[
+        "off" if no_rerank else rerank
+    ]
+    # Read the previous results first: a bad path should fail before minutes of searching.
+    previous_results = load_results(previous) if previous else None
+    task = load_task(
+        dataset, split=split, docs=docs, limit=limit, max_file_bytes=settings.max_file_bytes
+    )
+    interactive = sys.stderr.isatty() and not (quiet or as_json)
+    report = evaluate(
+        task,
+        settings,
+        strategies=strategies or None,
+        modes=modes or ("bm25", "vector", "hybrid-rrf", "hybrid-minmax"),
+        rerank_options=rerank_options,
+        candidates=candidates,
+        sweep=parse_sweep(sweep, settings) if sweep else None,
+        index_prefix=index_prefix,
+        show_progress=interactive,
+        on_event=None if (quiet or as_json) else lambda line: click.echo(line, err=True),
+    )
+    written = write_outputs(report, out_dir, output, chart=not no_chart)
+    data = report.to_dict()
+    comparison = None
+    if previous_results is not None:
+        comparison = compare_reports(
+            data, previous_results, gate_metrics or DEFAULT_GATE_METRICS, threshold
+        )
+    if as_json:
+        payload = {**data, "outputs": written}
+        if comparison is not None:
+            payload["comparison"] = comparison.to_dict()
+        click.echo(json.dumps(payload, indent=2))
+    else:
+        click.echo(render_table(data))
+        if comparison is not None:
+            click.echo("")
+            click.echo(render_comparison(comparison))
+        if not quiet:
+            click.echo(f"\nresults: {written['json']}", err=True)
+    if comparison is not None and comparison.regressions:
+        with handle_errors():
+            raise RegressionError(comparison.failure_message())
