@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 from collections.abc import Iterator
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import opensearchpy
 from opensearchpy import OpenSearch
 
 from loader.errors import AuthenticationError, ClusterError, ConfigError
-from loader.settings import Settings
+from loader.settings import Settings, redact_url
 
 log = logging.getLogger(__name__)
+
+_TAGS = re.compile(r"<[^>]*>")
 
 
 def safe_url(url: str) -> str:
@@ -35,8 +39,14 @@ def connect(settings: Settings) -> OpenSearch:
     parts = urlsplit(settings.opensearch_url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(
-            f"opensearch_url {settings.opensearch_url!r} is not an http(s) URL; "
+            f"opensearch_url {redact_url(settings.opensearch_url)!r} is not an http(s) URL; "
             "set OPENSEARCH_URL, e.g. http://127.0.0.1:9200"
+        )
+    if settings.ca_certs and not Path(settings.ca_certs).is_file():
+        # Checked here: the client would only fail at the first request, with a vaguer reason.
+        raise ConfigError(
+            f"ca_certs {settings.ca_certs!r} is not a file; point it at the PEM file of the "
+            "CA that signed the cluster's certificate"
         )
     kwargs: dict = {
         "hosts": [safe_url(settings.opensearch_url)],
@@ -87,10 +97,31 @@ def cluster_errors(settings: Settings, doing: str) -> Iterator[None]:
             f"cannot connect to {where} while {doing}; is OpenSearch running? "
             "(`loader up` starts a local one; OPENSEARCH_URL names another)"
         ) from exc
+    except opensearchpy.SerializationError as exc:
+        # A 2xx answer that is not JSON: a web server or proxy page, not OpenSearch.
+        raise ClusterError(
+            f"{where} answered something that is not OpenSearch's JSON while {doing}; "
+            "check that OPENSEARCH_URL points at an OpenSearch cluster"
+        ) from exc
     except opensearchpy.TransportError as exc:
+        page = exc.error if exc.info is None else exc.info  # the raw body when not JSON
+        if isinstance(page, str) and page.strip() and not isinstance(exc.info, dict):
+            # OpenSearch explains every error in JSON; an HTML or text page comes from something
+            # else (another web server, or a proxy that cannot reach the cluster).
+            raise ClusterError(
+                f"{where} answered {exc.status_code} with a page that is not OpenSearch's JSON "
+                f"({_page_text(page)}) while {doing}; check that OPENSEARCH_URL points at an "
+                "OpenSearch cluster (or that the proxy in front of it can reach it)"
+            ) from exc
         raise ClusterError(
             f"{where} answered {exc.status_code} while {doing}: {_reason(exc)}"
         ) from exc
+
+
+def _page_text(page: object, limit: int = 80) -> str:
+    """The first words of a non-JSON error page, tags removed."""
+    text = " ".join(_TAGS.sub(" ", str(page)).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _reason(exc: opensearchpy.TransportError) -> str:

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
+from urllib.parse import urlsplit, urlunsplit
 
 from loader.errors import ConfigError
 
@@ -130,6 +131,7 @@ class Settings:
         for f in fields(self):
             value = getattr(self, f.name)
             masked[f.name] = "****" if f.metadata["secret"] and value else value
+        masked["opensearch_url"] = redact_url(self.opensearch_url)
         return masked
 
     def replace(self, **changes: Any) -> Settings:
@@ -138,6 +140,23 @@ class Settings:
     def __repr__(self) -> str:  # never leak a secret through a repr in a log line
         inner = ", ".join(f"{k}={v!r}" for k, v in self.public_items().items())
         return f"Settings({inner})"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of a ``user:password@`` part masked: safe to print or log.
+
+    Example::
+
+        redact_url("https://admin:s3cret@search.example.com")  # 'https://admin:****@search...'
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # not parseable at all: it may still hold a secret
+        return "****" if "@" in url else url
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username}:****@{parts.netloc.rpartition('@')[2]}"
+    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def setting_help() -> dict[str, str]:
