@@ -343,12 +343,17 @@ def load_task(
         split="",
         documents=lambda: iter_documents(root, max_file_bytes),
         queries=[
-            EvalQuery(q.id, q.question, q.source, split_heading_path(q.heading_path))
+            EvalQuery(q.id, q.question, _source_key(q.source), split_heading_path(q.heading_path))
             for q in questions
         ],
-        qrels={q.id: {q.source: 1} for q in questions},
+        qrels={q.id: {_source_key(q.source): 1} for q in questions},
         document_count=document_count,
     )
+
+
+def _source_key(source: str) -> str:
+    # Pushed sources are relative paths with forward slashes: "./a/b.md" means "a/b.md".
+    return source.replace("\\", "/").removeprefix("./")
 
 
 def split_heading_path(text: str) -> tuple[str, ...]:
