@@ -387,7 +387,9 @@ def render_chart(report: Mapping[str, Any], path: str | Path) -> Path:
     quality.set_yticks(positions, names)
     quality.invert_yaxis()  # first configuration on top, as in the table
     quality.set_xlabel("score")
-    quality.legend(loc="lower right", fontsize=8)
+    # Legends under the axes: inside, they would hide the longest bars.
+    legend_below = {"loc": "upper center", "bbox_to_anchor": (0.5, -0.22), "frameon": False}
+    quality.legend(ncol=len(CHART_METRICS), fontsize=8, **legend_below)
     split = f" ({report['split']})" if report.get("split") else ""
     quality.set_title(f"{report.get('dataset', '')}{split}: {report.get('queries', 0)} queries")
     for index, key in enumerate(("p50", "p95")):
@@ -395,10 +397,10 @@ def render_chart(report: Mapping[str, Any], path: str | Path) -> Path:
         offsets = [p + (index - 0.5) * 0.4 for p in positions]
         latency.barh(offsets, values, height=0.4, label=key)
     latency.set_xlabel("latency (ms)")
-    latency.legend(loc="lower right", fontsize=8)
+    latency.legend(ncol=2, fontsize=8, **legend_below)
     figure.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
+    figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
     return path
