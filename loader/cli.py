@@ -55,6 +55,8 @@ def settings_options(func: Callable) -> Callable:
         )
         if not debug:  # the client logs every failed request; errors below become one line
             logging.getLogger("opensearch").setLevel(logging.CRITICAL)
+            # pypdf warns about damaged PDFs without naming the file; push reports each one.
+            logging.getLogger("pypdf").setLevel(logging.ERROR)
         with handle_errors(debug):
             settings, _ = resolve_settings(
                 config_path=config_path,
