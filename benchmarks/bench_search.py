@@ -1,0 +1,189 @@
+"""Search latency per mode, with and without rerank, and the rerank step alone per backend.
+
+    python benchmarks/bench_search.py --url http://127.0.0.1:9200 --index scifact \\
+        [--tenant default] [--count 50] [--reranker-model PATH] [--candidates 50]
+
+The index alias must already hold a pushed corpus (e.g. SciFact: ``loader apply`` then
+``loader push``); the questions are the first ``--count`` test queries of
+``../shared/datasets/scifact/queries.jsonl``. Prints, as p50 / p95 milliseconds:
+
+- end-to-end ``search`` latency of each mode without rerank, then with rerank (and the retrieve
+  and rerank stages inside it);
+- the rerank step alone on the same ``--candidates`` candidates per question, with the torch and
+  the ONNX backends side by side, and how often their top 5 agree (same set; same order).
+
+Not a test. Requests go only to a loopback ``--url``; at most ``--count`` x 9 searches are sent.
+Without a loadable ``--reranker-model`` (the default ms-marco model cannot be downloaded here) the
+rerank rows are skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+from loader.cluster import connect  # noqa: E402
+from loader.datasets import load_qrels  # noqa: E402
+from loader.embedding import get_embedder  # noqa: E402
+from loader.errors import LoaderError  # noqa: E402
+from loader.metrics import percentile  # noqa: E402
+from loader.rerank import Reranker  # noqa: E402
+from loader.search import SEARCH_MODES, search  # noqa: E402
+from loader.settings import resolve_settings  # noqa: E402
+
+DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
+MAX_COUNT = 300  # bounds the number of requests: 9 searches per question
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def read_questions(dataset: Path, count: int) -> list[str]:
+    """The first ``count`` queries of the test split (all queries if there is no test qrels)."""
+    qrels_path = dataset / "qrels" / "test.tsv"
+    wanted = set(load_qrels(qrels_path)) if qrels_path.is_file() else None
+    questions = []
+    with (dataset / "queries.jsonl").open(encoding="utf-8") as lines:
+        for line in lines:
+            record = json.loads(line)
+            if wanted is None or record["_id"] in wanted:
+                questions.append(record["text"])
+            if len(questions) == count:
+                break
+    return questions
+
+
+def p50_p95(values: list[float]) -> str:
+    return f"{percentile(values, 50):8.1f} {percentile(values, 95):8.1f}"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--url", default=os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200"))
+    parser.add_argument("--index", required=True, help="alias of an already pushed index")
+    parser.add_argument("--tenant", default="default")
+    parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    parser.add_argument("--count", type=int, default=50, help=f"questions (at most {MAX_COUNT})")
+    parser.add_argument("--candidates", type=int, default=50)
+    parser.add_argument("--k", type=int, default=5)
+    parser.add_argument("--reranker-model", default=None, help="local CrossEncoder folder")
+    args = parser.parse_args()
+
+    if urlsplit(args.url).hostname not in LOOPBACK:
+        parser.error(f"--url must point at this machine (127.0.0.1), got {args.url}")
+    count = max(1, min(args.count, MAX_COUNT))
+    overrides = {"opensearch_url": args.url, "index_name": args.index}
+    if args.reranker_model:
+        overrides["reranker_model"] = args.reranker_model
+    settings, _ = resolve_settings(overrides=overrides)
+    settings = settings.replace(candidates=args.candidates, top_k=args.k)
+
+    questions = read_questions(args.dataset, count)
+    client = connect(settings)
+    embedder = get_embedder(settings.embedding_model, settings.device)
+    embedder.embed(["warm up"])
+    rerankers: dict[str, Reranker] = {}
+    skipped = ""
+    for backend in ("torch", "onnx"):
+        try:
+            rerankers[backend] = Reranker(
+                settings.reranker_model,
+                backend=backend,
+                max_tokens=settings.rerank_max_tokens,
+                device=settings.device,
+            )
+        except LoaderError as exc:
+            skipped += f"\n  rerank {backend} skipped: {exc}"
+    print(
+        f"{len(questions)} questions; index {args.index} on {args.url}; tenant {args.tenant!r}; "
+        f"{args.candidates} candidates, k={args.k}; {os.cpu_count()} cpus{skipped}"
+    )
+
+    def run(mode: str, rerank: bool):
+        return search(
+            questions[0],
+            settings,
+            tenant=args.tenant,
+            mode=mode,
+            rerank=rerank,
+            client=client,
+            embedder=embedder,
+            reranker=rerankers.get("torch"),
+        )
+
+    try:
+        run("hybrid-rrf", False)  # warm the cluster's caches and the HTTP connection
+    except LoaderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+    print(f"\n{'end to end (ms)':<34}{'p50':>8} {'p95':>8}   {'retrieve p50/p95':>18}")
+    rerank_options = (False, True) if "torch" in rerankers else (False,)
+    for rerank in rerank_options:
+        for mode in SEARCH_MODES:
+            totals, retrieves, reranks = [], [], []
+            for question in questions:
+                result = search(
+                    question,
+                    settings,
+                    tenant=args.tenant,
+                    mode=mode,
+                    rerank=rerank,
+                    client=client,
+                    embedder=embedder,
+                    reranker=rerankers.get("torch"),
+                )
+                totals.append(result.timings["total_ms"])
+                retrieves.append(result.timings["retrieve_ms"])
+                reranks.append(result.timings["rerank_ms"])
+            label = f"{mode} {'+ rerank (torch)' if rerank else 'no rerank'}"
+            extra = f"   {p50_p95(retrieves)}"
+            if rerank:
+                extra += f"   rerank {p50_p95(reranks)}"
+            print(f"{label:<34}{p50_p95(totals)}{extra}")
+
+    if len(rerankers) < 2:
+        print("\nrerank alone: needs both the torch and onnx backends" + (skipped or ""))
+        return 0
+    title = f"rerank alone, {args.candidates} candidates (ms)"
+    print(f"\n{title:<34}{'p50':>8} {'p95':>8}")
+    times: dict[str, list[float]] = {backend: [] for backend in rerankers}
+    same_set = same_order = 0
+    for question in questions:
+        hits = search(
+            question,
+            settings,
+            tenant=args.tenant,
+            mode="hybrid-rrf",
+            rerank=False,
+            k=args.candidates,
+            client=client,
+            embedder=embedder,
+        ).hits
+        passages = [hit.text for hit in hits]
+        tops = {}
+        for backend, reranker in rerankers.items():
+            started = time.perf_counter()
+            scores = reranker.rerank(question, passages)
+            times[backend].append((time.perf_counter() - started) * 1000)
+            order = sorted(range(len(scores)), key=lambda i: -scores[i])
+            tops[backend] = order[: args.k]
+        same_set += set(tops["torch"]) == set(tops["onnx"])
+        same_order += tops["torch"] == tops["onnx"]
+    for backend, values in times.items():
+        print(f"{backend:<34}{p50_p95(values)}")
+    print(
+        f"top-{args.k} agreement torch vs onnx: same set {same_set}/{len(questions)}, "
+        f"same order {same_order}/{len(questions)}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
