@@ -1,4 +1,4 @@
-"""`loader search` through click's CliRunner on the fixture corpus of test_search: exact output
+"""`loader search` through click's CliRunner on the fixture corpus of search_corpus.py: exact output
 lines, JSON, the default tenant, tenant isolation and filters, rerank, and clear errors."""
 
 from __future__ import annotations
@@ -9,20 +9,30 @@ import re
 import pytest
 from click.testing import CliRunner
 from conftest import cleanup_owned
-from test_search import (  # noqa: F401 (session fixtures shared with test_search)
+from search_corpus import (
     INJECTIONS,
     build_corpus,
-    cross_encoder_path,
-    embedder,
+    make_cross_encoder,
 )
 
 from loader.cli import cli
+from loader.embedding import get_embedder
 from loader.rerank import load_reranker
 from loader.search import search
 
 
+@pytest.fixture(scope="session")
+def embedder(base_settings):
+    return get_embedder(base_settings.embedding_model, device=base_settings.device)
+
+
+@pytest.fixture(scope="session")
+def cross_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    return make_cross_encoder(tmp_path_factory.mktemp("search-cross-encoder"))
+
+
 @pytest.fixture(scope="module")
-def settings(client, base_settings, tmp_path_factory, embedder):  # noqa: F811
+def settings(client, base_settings, tmp_path_factory, embedder):
     built = None
     try:
         built = build_corpus(client, base_settings, tmp_path_factory.mktemp("cli-corpus"), embedder)
@@ -81,7 +91,7 @@ def test_default_tenant_is_the_tenant_setting(invoke):
     assert SUMMARY.match(line).groups() == ("0", "0", "default", "bm25", "no rerank")
 
 
-def test_json_prints_the_full_result(invoke, settings, client, embedder):  # noqa: F811
+def test_json_prints_the_full_result(invoke, settings, client, embedder):
     result = invoke("late delivery refund", "--tenant", "A", "--no-rerank", "--k", "2", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
@@ -146,7 +156,7 @@ def test_filters_through_the_cli(invoke):
     assert sources("--decay-scale", "180d") == set(sources())
 
 
-def test_rerank_through_the_cli(invoke, settings, client, cross_encoder_path):  # noqa: F811
+def test_rerank_through_the_cli(invoke, settings, client, cross_encoder_path):
     env = {"LOADER_RERANKER_MODEL": cross_encoder_path}
     result = invoke("refund for a late order", "--tenant", "A", "--k", "3", "--json", env=env)
     assert result.exit_code == 0, result.output
