@@ -7,8 +7,8 @@ clear error or a normal result. The corpus and the models are in search_corpus.p
 from __future__ import annotations
 
 import pytest
-from conftest import cleanup_owned
-from search_corpus import (
+from tests.conftest import cleanup_owned
+from tests.integration.search_corpus import (
     INJECTIONS,
     RETURNS,
     SHIPPING,

@@ -8,8 +8,8 @@ import re
 
 import pytest
 from click.testing import CliRunner
-from conftest import cleanup_owned
-from search_corpus import (
+from tests.conftest import cleanup_owned
+from tests.integration.search_corpus import (
     INJECTIONS,
     build_corpus,
     make_cross_encoder,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from sample_text import long_code, long_sentence, long_table, prose
+from tests.unit.chunking.sample_text import long_code, long_sentence, long_table, prose
 
 from loader.documents import Block, Document, Section
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sample_text import prose
+from tests.unit.chunking.sample_text import prose
 
 from loader.chunking import ChunkingConfig, chunk_document, split_sentences
 from loader.documents import Block, Document, Section, section_id

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sample_text import long_code, long_table, prose
+from tests.unit.chunking.sample_text import long_code, long_table, prose
 
 from loader.chunking import ChunkingConfig, chunk_document, split_sentences
 from loader.documents import Block, Document, Section, section_id
