@@ -310,12 +310,14 @@ def _retrieve(
                 index=alias, body={"id": template_id, "params": params}, params=url_params
             )
     except ClusterError as exc:
-        if isinstance(exc.__cause__, opensearchpy.NotFoundError):
-            # A missing alias, template or pipeline: the configuration was never applied.
+        cause = exc.__cause__
+        if isinstance(cause, opensearchpy.NotFoundError) and isinstance(cause.info, dict):
+            # OpenSearch's own 404 (JSON): a missing alias, template or pipeline, so the
+            # configuration was never applied. Another server's 404 page is not that.
             raise ClusterError(
                 f"{exc}; run `loader apply` (and `loader push`) for index {alias!r} on "
                 f"{safe_url(settings.opensearch_url)} first"
-            ) from exc.__cause__
+            ) from cause
         raise
     hits = []
     for rank, document in enumerate(response.get("hits", {}).get("hits", []), start=1):
