@@ -3,9 +3,10 @@
 #
 #   opensearch/build-image.sh [--force]
 #
-# 1. Fetches the OpenSearch core (integ-test-zip) and the k-NN and neural-search plugin zips from
-#    Maven Central with `mvn` (strict checksum checks; cached in ~/.m2, so a second build
-#    downloads nothing).
+# 1. Fetches the OpenSearch core (integ-test-zip) and the k-NN, neural-search, job-scheduler and
+#    ml-commons plugin zips from Maven Central with `mvn` (strict checksum checks; cached in ~/.m2,
+#    so a second build downloads nothing). ml-commons runs the index's embedding model inside the
+#    node (server-side query embedding); it extends job-scheduler, so that is installed first.
 # 2. Makes a minimal Debian root filesystem with debootstrap from the mirror this machine's apt
 #    uses (cached as a tarball) and imports it as the base image.
 # 3. Installs the plugins into the distribution with the host's JDK and builds the image from
@@ -31,10 +32,10 @@ fi
 mkdir -p "$cache"
 
 # --- 1. artifacts -------------------------------------------------------------------------
-fetch() {  # groupId:artifactId:version:zip -> path of the file in the local Maven repository
-    local coordinate=$1 group artifact ver
-    IFS=: read -r group artifact ver _ <<<"$coordinate"
-    local file=${HOME}/.m2/repository/${group//.//}/${artifact}/${ver}/${artifact}-${ver}.zip
+fetch() {  # groupId:artifactId:version:packaging[:classifier] -> path in the local Maven repository
+    local coordinate=$1 group artifact ver packaging classifier
+    IFS=: read -r group artifact ver packaging classifier <<<"$coordinate"
+    local file=${HOME}/.m2/repository/${group//.//}/${artifact}/${ver}/${artifact}-${ver}${classifier:+-$classifier}.${packaging}
     if [[ ! -f $file ]]; then
         mvn --batch-mode --quiet --strict-checksums dependency:get \
             -Dartifact="$coordinate" -Dtransitive=false >&2
@@ -44,7 +45,20 @@ fetch() {  # groupId:artifactId:version:zip -> path of the file in the local Mav
 core_zip=$(fetch "org.opensearch.distribution.integ-test-zip:opensearch:${version}:zip")
 knn_zip=$(fetch "org.opensearch.plugin:opensearch-knn:${version}.0:zip")
 neural_zip=$(fetch "org.opensearch.plugin:neural-search:${version}.0:zip")
-sha256sum "$core_zip" "$knn_zip" "$neural_zip"
+job_scheduler_zip=$(fetch "org.opensearch.plugin:opensearch-job-scheduler:${version}.0:zip")
+ml_zip=$(fetch "org.opensearch.plugin:opensearch-ml-plugin:${version}.0:zip")
+# ml-commons runs ONNX models with DJL's onnxruntime engine, which does its pre/post-processing
+# NDArray maths (mean pooling, normalisation) on DJL's PyTorch engine; that engine downloads
+# libtorch and its JNI library on first use, impossible offline. Both come from Maven Central
+# instead, unpacked into the engine cache DJL looks in first (ENGINE_CACHE_DIR, see Dockerfile).
+# DJL 0.31.1 (in ml-commons 3.6) wants PyTorch 2.5.1; Maven has its JNI built for DJL 0.32.0
+# only, which has the same native interface for what ml-commons calls.
+djl_version=0.31.1
+torch_version=2.5.1
+torch_zip=$(fetch "ai.djl.pytorch:pytorch-native-cpu:${torch_version}:jar:linux-x86_64")
+torch_jni_jar=$(fetch "ai.djl.pytorch:pytorch-jni:${torch_version}-0.32.0:jar")
+sha256sum "$core_zip" "$knn_zip" "$neural_zip" "$job_scheduler_zip" "$ml_zip" "$torch_zip" \
+    "$torch_jni_jar"
 
 # --- 2. base image --------------------------------------------------------------------------
 if ! docker image inspect "$base_image" >/dev/null 2>&1; then
@@ -72,9 +86,17 @@ cp "$here/Dockerfile" "$here/opensearch.yml" "$here/docker-entrypoint.sh" "$cont
 cp -a "$jdk" "$context/jdk"
 unzip -q "$core_zip" -d "$context"
 mv "$context/opensearch-${version}" "$context/opensearch"
-for zip in "$knn_zip" "$neural_zip"; do
+# Order matters: a plugin is installed after the plugins it extends.
+for zip in "$knn_zip" "$neural_zip" "$job_scheduler_zip" "$ml_zip"; do
     OPENSEARCH_JAVA_HOME=$jdk "$context/opensearch/bin/opensearch-plugin" install --batch \
         "file://$zip" >/dev/null
 done
+# ml-commons sets PYTORCH_PRECXX11=true, so DJL looks for the "cpu-precxx11" flavour; PyTorch 2.x
+# builds use one C++ ABI throughout, so the cpu libtorch and its matching JNI serve it.
+torch_dir=$context/djl-engines/pytorch/${torch_version}-cpu-precxx11-linux-x86_64
+mkdir -p "$torch_dir"
+unzip -q -j "$torch_zip" 'pytorch/cpu/linux-x86_64/*' -d "$torch_dir"
+unzip -q -p "$torch_jni_jar" jnilib/linux-x86_64/cpu/libdjl_torch.so \
+    >"$torch_dir/${djl_version}-libdjl_torch.so"
 docker build --quiet --build-arg "BASE_IMAGE=$base_image" -t "$image" "$context" >/dev/null
 echo "built $image: OpenSearch $version with $(ls "$context/opensearch/plugins" | tr '\n' ' ')"
