@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import time
@@ -43,6 +44,8 @@ ACTION_SYMBOLS = {"create": "+", "update": "~", "delete": "-", "none": "="}
 
 # Order of application: pipelines before the index that names them as default_pipeline, the new
 # index and its documents before the alias moves to it, an old index deleted last.
+# The ml model (server_side_embedding) goes first: the text-only templates name its id.
+STEP_ML_MODEL = -1
 STEP_INGEST_PIPELINE = 0
 STEP_INDEX = 1
 STEP_MAPPING = 2
@@ -590,10 +593,46 @@ def plan_apply(
     """
     if dimension is None:
         dimension = model_dimension(settings)
-    desired = render_config(settings, dimension, project_dir)
     client = client or connect(settings)
+    model_change = None
+    ml_model_id = None
+    if settings.server_side_embedding:
+        model_change = _ml_model_change(client, settings)
+        ml_model_id = model_change.detail_id or PENDING_ML_MODEL_ID
+    desired = render_config(settings, dimension, project_dir, ml_model_id=ml_model_id)
     state = read_cluster_state(client, settings, desired)
-    return plan_changes(desired, state, delete_old=delete_old)
+    plan = plan_changes(desired, state, delete_old=delete_old)
+    if model_change is not None:
+        plan.changes = sorted([*plan.changes, model_change.change])
+    return plan
+
+
+# The text-only templates are planned with this in place of the id of a model not yet registered;
+# execute_plan puts the real id in once the "ml model" change has run.
+PENDING_ML_MODEL_ID = "ML-MODEL-ID-ASSIGNED-ON-APPLY"
+
+
+@dataclass(frozen=True)
+class _ModelChange:
+    change: Change
+    detail_id: str | None  # the registered model's id, if any
+
+
+def _ml_model_change(client: OpenSearch, settings: Settings) -> _ModelChange:
+    """The plan step for the index's embedding model in ml-commons (see ``loader.ml``)."""
+    from loader import ml
+
+    package = ml.export_model(settings)
+    status = ml.find_model(client, settings, package)
+    if status.model_id is None:
+        action, detail = "create", f"(register and deploy, sha256 {package.content_hash[:12]})"
+    elif not status.deployed:
+        action, detail = "update", f"(deploy {status.model_id}, now {status.state})"
+    else:
+        action, detail = "none", ""
+    name = f"{package.name} ({status.model_id})" if status.model_id else package.name
+    change = Change(STEP_ML_MODEL, "ml model", name, action, detail, payload=package)
+    return _ModelChange(change, status.model_id)
 
 
 def apply_config(
@@ -630,10 +669,26 @@ def apply_config(
 def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
     """Make the plan's changes in order; stops at the first failure (the alias only moves after
     the new index is complete)."""
+    ml_model_id = None
     for change in plan.pending:
+        if change.kind == "ml model":
+            from loader import ml
+
+            ml_model_id = ml.ensure_model(client, settings, change.payload).model_id
+            log.info("done: %s -> %s", change.line(), ml_model_id)
+            continue
+        if ml_model_id and change.kind == "search template":
+            change = _with_model_id(change, ml_model_id)
         with cluster_errors(settings, f"{change.action} {change.kind} {change.name}"):
             _execute(client, settings, plan.alias, change)
         log.info("done: %s", change.line())
+
+
+def _with_model_id(change: Change, model_id: str) -> Change:
+    """The template change with the just-registered model's id in place of the placeholder."""
+    script = dict(change.payload["script"])
+    script["source"] = script["source"].replace(PENDING_ML_MODEL_ID, model_id)
+    return dataclasses.replace(change, payload={**change.payload, "script": script})
 
 
 def _execute(client: OpenSearch, settings: Settings, alias: str, change: Change) -> None:

@@ -42,6 +42,9 @@ SEARCH_PIPELINE_FOLDER = "pipelines/search/"
 INGEST_PIPELINE_FOLDER = "pipelines/ingest/"
 SEARCH_TEMPLATE_FOLDER = "search_templates/"
 FILE_SUFFIX = ".json.j2"
+# Search templates named <stem>_text.json.j2 take text only (the cluster embeds it with the model
+# loader/ml.py registers); render_config renders them only when that model's id is given.
+TEXT_TEMPLATE_SUFFIX = "_text"
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,11 @@ def list_config_files(project_dir: str | Path | None = None) -> list[str]:
 
 
 def render_file(
-    name: str, settings: Settings, dimension: int, project_dir: str | Path | None = None
+    name: str,
+    settings: Settings,
+    dimension: int,
+    project_dir: str | Path | None = None,
+    ml_model_id: str | None = None,
 ) -> dict[str, Any]:
     """Render one config file and parse it as JSON.
 
@@ -194,6 +201,8 @@ def render_file(
         dimension: the embedding model's vector dimension.
         project_dir: the project's folder (default: the working directory if it has config
             folders).
+        ml_model_id: the ml-commons id of the index's embedding model, for the text-only
+            templates (``null`` in them when not given).
 
     Returns:
         The parsed JSON object.
@@ -203,6 +212,7 @@ def render_file(
         "settings": settings,
         "dimension": int(dimension),
         "names": config_names(settings.index_name),
+        "ml_model_id": ml_model_id,
     }
     try:
         text = env.get_template(name).render(**context)
@@ -229,7 +239,10 @@ def render_file(
 
 
 def render_config(
-    settings: Settings, dimension: int, project_dir: str | Path | None = None
+    settings: Settings,
+    dimension: int,
+    project_dir: str | Path | None = None,
+    ml_model_id: str | None = None,
 ) -> DesiredConfig:
     """Render every config file into the bodies ``loader apply`` puts on the cluster.
 
@@ -238,6 +251,8 @@ def render_config(
         dimension: the embedding model's vector dimension (``get_embedder(...).dimension``).
         project_dir: the project's folder; ``None`` uses the working directory if it has config
             folders. Packaged defaults fill in the files it lacks.
+        ml_model_id: the ml-commons id of the index's embedding model; with it, the text-only
+            search templates (``*_text.json.j2``) are rendered too, else they are left out.
 
     Returns:
         The desired configuration.
@@ -255,10 +270,12 @@ def render_config(
         elif name.startswith(INGEST_PIPELINE_FOLDER):
             target = config.ingest_pipelines
         elif name.startswith(SEARCH_TEMPLATE_FOLDER):
+            if stem.endswith(TEXT_TEMPLATE_SUFFIX) and ml_model_id is None:
+                continue  # no model on the cluster to embed the text with
             target = config.search_templates
         else:
             continue  # mappings: only the chunk index is rendered
-        body = render_file(name, settings, dimension, project_dir)
+        body = render_file(name, settings, dimension, project_dir, ml_model_id)
         if target is config.search_templates:
             _check_script(name, body)
         target[names.object_name(stem)] = body

@@ -83,6 +83,11 @@ class Settings:
     )
     embedding_batch_size: int = _setting(64, "Texts per embedding batch.")
     device: str = _setting("cpu", "Torch device for the models.")
+    server_side_embedding: bool = _setting(
+        False,
+        "`loader apply` also puts the embedding model on the cluster (ml-commons) and stores the "
+        "text-only search templates <alias>-hybrid_text and <alias>-vector_text.",
+    )
 
     # --- chunking ----------------------------------------------------------------------------
     chunk_strategy: str = _setting(
@@ -107,6 +112,11 @@ class Settings:
     max_file_bytes: int = _setting(10_000_000, "Files larger than this are skipped by push.")
     tenant: str = _setting(
         "default", "Tenant of documents whose front matter names none (push --tenant)."
+    )
+    bulk_batch_size: int = _setting(
+        500,
+        "Actions per bulk request of push (also capped at 8 MiB). Smaller batches spread a push "
+        "over more, lighter requests: less to resend after a 429 and less pressure per request.",
     )
 
     # --- query -------------------------------------------------------------------------------
