@@ -490,3 +490,22 @@ def eval_command(
     if comparison is not None and comparison.regressions:
         with handle_errors():
             raise RegressionError(comparison.failure_message())
+
+
+@cli.command()
+@click.option(
+    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback only)."
+)
+@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@settings_options
+def serve(settings: Settings, host: str, port: int) -> None:
+    """Serve the search (retrieve, rerank, context) as an HTTP API: POST /search, GET /health,
+    GET /openapi.json. Needs `pip install 'loader[serve]'`."""
+    try:
+        from loader.serve import run_server
+    except ImportError as exc:
+        raise click.ClickException(
+            f"loader serve needs fastapi and uvicorn: pip install 'loader[serve]' ({exc})"
+        ) from exc
+    with handle_errors():
+        run_server(settings, host=host, port=port)

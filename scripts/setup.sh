@@ -26,6 +26,6 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 # torch is pinned in pyproject.toml; pip only installs what is missing.
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test,model,onnx]'
+python3 -m pip install --quiet --disable-pip-version-check -e '.[test,model,onnx,serve]'
 
 bash opensearch/build-image.sh
