@@ -64,6 +64,9 @@ def main() -> int:
     parser.add_argument("--dataset", default=str(DEFAULT_DATASET), help="SciFact BEIR folder.")
     parser.add_argument("--out-dir", default="/tmp/eval-scifact", help="Where outputs go.")
     parser.add_argument("--limit", type=int, default=None, help="Only the first N queries.")
+    parser.add_argument(
+        "--candidates", type=int, default=100, help="Chunks retrieved per query (default 100)."
+    )
     args = parser.parse_args()
 
     settings, _ = resolve_settings(overrides={"opensearch_url": args.url})
@@ -72,6 +75,7 @@ def main() -> int:
         task,
         settings,
         rerank_options=[False],
+        candidates=args.candidates,
         show_progress=sys.stderr.isatty(),
         on_event=lambda line: print(line, file=sys.stderr, flush=True),
     )

@@ -354,7 +354,8 @@ def search(
     type=click.IntRange(min=1),
     default=100,
     show_default=True,
-    help="Chunks retrieved per query (recall@100 needs at least 100).",
+    help="Chunks retrieved per query. Chunks of one document collapse into one result, so "
+    "recall@100 sees 100 documents only when this is several times 100.",
 )
 @click.option(
     "--sweep",
