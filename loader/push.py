@@ -352,7 +352,12 @@ def sync_documents(
 
     bar = _progress(None, show_progress, "indexing", total=len(actions))
     with cluster_errors(settings, f"writing chunks to {alias}"):
-        result = send_bulk(client, actions, on_batch=bar.update if bar else None)
+        result = send_bulk(
+            client,
+            actions,
+            max_count=settings.bulk_batch_size,
+            on_batch=bar.update if bar else None,
+        )
         if bar:
             bar.close()
         client.indices.refresh(index=alias)

@@ -1,0 +1,1 @@
+"""Multi-node and fault tests: they start their own OpenSearch containers."""
