@@ -116,7 +116,7 @@ def make_frame(
     cap = max(1, max_tokens // MAX_PREFIX_SHARE)
     title, path = _fit_prefix(doc.title, section.heading_path, cap, count)
     if (title, path) != (doc.title, section.heading_path):
-        log.warning("%s: heading path too long for the prefix; shortened it", doc.source)
+        log.info("%s: heading path too long for the prefix; shortened it", doc.source)
     prefix_tokens = count(PATH_SEPARATOR.join((title, *path)))
     return Frame(
         title=title,
