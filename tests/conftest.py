@@ -24,6 +24,9 @@ from loader.settings import Settings
 os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
 os.environ.setdefault("TC_HOST", "127.0.0.1")
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+# A node with ml-commons takes one to three minutes to turn green on two busy cores; testcontainers
+# waits TC_MAX_TRIES seconds.
+os.environ.setdefault("TC_MAX_TRIES", "400")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
