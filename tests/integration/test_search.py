@@ -7,6 +7,11 @@ clear error or a normal result. The corpus and the models are in search_corpus.p
 from __future__ import annotations
 
 import pytest
+
+from loader.embedding import get_embedder
+from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
+from loader.rerank import load_reranker
+from loader.search import MAX_QUESTION_CHARS, SEARCH_MODES, SearchFilters, search
 from tests.conftest import cleanup_owned
 from tests.integration.search_corpus import (
     INJECTIONS,
@@ -16,11 +21,6 @@ from tests.integration.search_corpus import (
     build_corpus,
     make_cross_encoder,
 )
-
-from loader.embedding import get_embedder
-from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
-from loader.rerank import load_reranker
-from loader.search import MAX_QUESTION_CHARS, SEARCH_MODES, SearchFilters, search
 
 
 @pytest.fixture(scope="session")

@@ -8,17 +8,17 @@ import re
 
 import pytest
 from click.testing import CliRunner
+
+from loader.cli import cli
+from loader.embedding import get_embedder
+from loader.rerank import load_reranker
+from loader.search import search
 from tests.conftest import cleanup_owned
 from tests.integration.search_corpus import (
     INJECTIONS,
     build_corpus,
     make_cross_encoder,
 )
-
-from loader.cli import cli
-from loader.embedding import get_embedder
-from loader.rerank import load_reranker
-from loader.search import search
 
 
 @pytest.fixture(scope="session")

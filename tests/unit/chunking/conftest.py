@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 
 import pytest
-from tests.unit.chunking.sample_text import long_code, long_sentence, long_table, prose
 
 from loader.documents import Block, Document, Section
+from tests.unit.chunking.sample_text import long_code, long_sentence, long_table, prose
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from tests.unit.chunking.sample_text import prose
-
 from loader.chunking import ChunkingConfig, chunk_document, split_sentences
 from loader.documents import Block, Document, Section, section_id
+from tests.unit.chunking.sample_text import prose
 
 
 def sentences_of(text: str) -> list[str]:

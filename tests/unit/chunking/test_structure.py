@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from tests.unit.chunking.sample_text import long_code, long_table, prose
-
 from loader.chunking import ChunkingConfig, chunk_document, split_sentences
 from loader.documents import Block, Document, Section, section_id
+from tests.unit.chunking.sample_text import long_code, long_table, prose
 
 CONFIG = ChunkingConfig()
 
