@@ -21,6 +21,7 @@ from loader.cli import cli
 from loader.embedding import get_embedder
 from loader.errors import PartialFailure
 from loader.push import push
+from loader.search import search
 
 REFUNDS = """---
 title: Refund policy
@@ -186,9 +187,29 @@ def test_push_refuses_an_index_of_another_dimension(client, base_settings, uniqu
     assert client.count(index=unique_name)["count"] == 0
 
 
-def test_sample_docs_push_cleanly(client, settings, embedder, tmp_path):
+SEED_QUESTION = "Do I get a refund if my order is more than 45 minutes late, and how is it paid?"
+
+
+@pytest.mark.parametrize("mode", ["hybrid-rrf", "hybrid-minmax"])
+def test_sample_docs_answer_the_seed_question(client, settings, embedder, tmp_path, mode):
     docs = Path(__file__).resolve().parents[2] / "docs"
     copy = shutil.copytree(docs, tmp_path / "docs")
     report = push(copy, settings, client=client, embedder=embedder)
     assert report.failed == 0 and report.warnings == []
     assert client.count(index=settings.index_name)["count"] == report.chunks > 0
+
+    result = search(
+        SEED_QUESTION,
+        settings,
+        tenant="default",
+        mode=mode,
+        rerank=False,
+        k=1,
+        client=client,
+        embedder=embedder,
+    )
+    top = result.hits[0]
+    assert top.source == "refund-policy.md"
+    # Both answer sentences, in the one chunk the prompt would get.
+    assert "delayed by more than 45 minutes past the promised time" in top.text
+    assert "paid to the original payment method within 5 to 7 working days" in top.text
