@@ -44,6 +44,12 @@ def wait_for(condition, timeout: float, what: str, interval: float = 0.2) -> Non
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
+def writes(client, alias: str) -> int:
+    """Documents indexed into the alias's primaries so far, refreshed or not."""
+    stats = client.indices.stats(index=alias, metric="indexing")
+    return stats["_all"]["primaries"]["indexing"]["index_total"]
+
+
 def count_matching(client, alias: str, phrase: str) -> int:
     """Chunks whose content has ``phrase`` (visible after the 1 s refresh interval)."""
     body = {"query": {"match_phrase": {"content": phrase}}}
@@ -165,6 +171,7 @@ def test_interrupted_push_converges(three_nodes, replicated, embedder, tmp_path,
         HF_HUB_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
     )
+    writes_before = writes(client, alias)
     process = subprocess.Popen(
         loader_push_command(folder),
         cwd=tmp_path,  # no loader.toml of the repository is read
@@ -174,10 +181,13 @@ def test_interrupted_push_converges(three_nodes, replicated, embedder, tmp_path,
         text=True,
     )
     try:
+        # Indexing stats count each write at once (a search waits for a refresh, and on an
+        # idle machine the whole write phase can end within that second).
         wait_for(
-            lambda: process.poll() is not None or count_matching(client, alias, "revised log") >= 5,
+            lambda: process.poll() is not None or writes(client, alias) - writes_before >= 10,
             timeout=240,
             what="`loader push` to start writing",
+            interval=0.05,
         )
         assert process.poll() is None, f"push ended before the signal: {process.communicate()}"
         process.send_signal(signal_number)
@@ -241,7 +251,13 @@ def test_backpressure_is_retried(three_nodes, index_name, embedder, tmp_path):
             wait_for_no_relocating_shards=True,
             request_timeout=60,
         )
-        assert {row["node"] for row in shard_copies(client, index_name)} == {slow.name}
+        # The allocation filter moves shards asynchronously: health may answer before the
+        # relocation has even started.
+        wait_for(
+            lambda: {row["node"] for row in shard_copies(client, index_name)} == {slow.name},
+            timeout=120,
+            what=f"every shard of {index_name} to move to {slow.name}",
+        )
 
         stop = threading.Event()
         rejected = []
