@@ -91,23 +91,72 @@ def chunk_id(doc_id: str, position: int) -> str:
     return f"{doc_id}-{position}"
 
 
+# Bump when the chunkers cut the same document differently, so every document is re-chunked.
+CHUNKING_VERSION = "1"
+
+
+def document_hash(document: Document, settings: Settings) -> str:
+    """Everything that decides a document's chunks and vectors: its text and metadata, the
+    chunking settings and the model. Equal hashes mean the document need not even be chunked."""
+    digest = hashlib.sha256()
+    parts = [
+        CHUNKING_VERSION,
+        settings.embedding_model,
+        settings.chunk_strategy,
+        str(settings.chunk_target_tokens),
+        str(settings.chunk_max_tokens),
+        str(settings.chunk_overlap_tokens),
+        repr(settings.semantic_threshold),
+        str(settings.sentence_window),
+        document.source,
+        document.title,
+        repr(sorted(document.metadata.items())),
+    ]
+    for section in document.sections:
+        parts.append("\x1e".join(section.heading_path))
+        for block in section.blocks:
+            parts.extend((block.kind, block.text, str(block.page)))
+    for part in parts:
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def stored_doc_hash(source_hash: str, chunk_count: int) -> str:
+    """The doc_hash field: the document hash and its chunk count, so a document whose writes
+    were interrupted (fewer chunks than planned) is never taken for unchanged."""
+    return f"{source_hash}:{chunk_count}"
+
+
+def is_unchanged(existing: dict[str, Any] | None, source_hash: str) -> bool:
+    if existing is None or len(existing["doc_hashes"]) != 1:
+        return False
+    (stored,) = existing["doc_hashes"]
+    return stored == stored_doc_hash(source_hash, len(existing["chunks"]))
+
+
+def identify(
+    document: Document, collection: str, settings: Settings, tenant: str | None
+) -> tuple[str, str]:
+    """Give the document its tenant (the push's, its own, or the default); return its stable id
+    and its hash."""
+    document.metadata["tenant"] = tenant or document.metadata.get("tenant") or settings.tenant
+    return stable_id(collection, document.source), document_hash(document, settings)
+
+
 def plan_document(
     document: Document,
-    collection: str,
+    doc_id: str,
+    source_hash: str,
     settings: Settings,
     embedder: Embedder,
-    tenant: str | None,
 ) -> PlannedDocument:
-    """Chunk one document and compute the ids and hashes that decide what to write."""
-    document.metadata["tenant"] = tenant or document.metadata.get("tenant") or settings.tenant
+    """Chunk one document and compute the hashes that decide what to write."""
     config = chunking_config(settings, embedder.max_text_tokens)
     chunks = chunk_document(document, config, embedder.count_tokens, embed=embedder.embed)
     hashes = [chunk_hash(chunk, settings.embedding_model) for chunk in chunks]
-    doc_hash = hashlib.sha256(
-        "\x00".join([settings.chunk_strategy, *hashes]).encode("utf-8")
-    ).hexdigest()
     return PlannedDocument(
-        document, stable_id(collection, document.source), doc_hash, chunks, hashes
+        document, doc_id, stored_doc_hash(source_hash, len(chunks)), chunks, hashes
     )
 
 
@@ -250,8 +299,13 @@ def sync_documents(
     )
     alias = settings.index_name
 
-    # 1-2. read and chunk
-    planned: list[PlannedDocument] = []
+    # 1. what the index holds
+    with cluster_errors(settings, f"reading the chunks of collection {collection!r}"):
+        state = read_index_state(client, alias, collection)
+
+    # 2. read every document; chunk only those whose hash the index does not hold
+    to_write: list[PlannedDocument] = []
+    chunk_counts: dict[str, int] = {}  # doc_id -> chunks it keeps, for every readable document
     skipped_sources: set[str] = set()
     for item in _progress(items, show_progress, "reading"):
         if isinstance(item, Skipped):
@@ -259,35 +313,29 @@ def sync_documents(
             skipped_sources.add(item.source)
             notify(f"skipped {item.source}: {item.reason}")
             continue
+        doc_id, source_hash = identify(item, collection, settings, tenant)
+        existing = state.get(doc_id)
+        if is_unchanged(existing, source_hash):
+            report.unchanged += 1
+            chunk_counts[doc_id] = len(existing["chunks"])
+            continue
         try:
-            planned.append(plan_document(item, collection, settings, embedder, tenant))
+            planned = plan_document(item, doc_id, source_hash, settings, embedder)
         except LoaderError as exc:
             if isinstance(exc, ConfigError):
                 raise  # a bad setting fails every document alike: stop at once
             report.skipped.append({"source": item.source, "reason": str(exc)})
             skipped_sources.add(item.source)
             notify(f"skipped {item.source}: {exc}")
-    report.chunks = sum(len(p.chunks) for p in planned)
-    _warn_about_truncation(planned, embedder, report, notify)
-
-    # 3. what the index holds
-    with cluster_errors(settings, f"reading the chunks of collection {collection!r}"):
-        state = read_index_state(client, alias, collection)
-
-    # 4. decide per document
-    to_write: list[PlannedDocument] = []
-    for doc in planned:
-        existing = state.get(doc.doc_id)
+            continue
         if existing is None:
             report.added += 1
-            to_write.append(doc)
-        elif existing["doc_hashes"] == {doc.doc_hash} and len(existing["chunks"]) == len(
-            doc.chunks
-        ):
-            report.unchanged += 1
         else:
             report.updated += 1
-            to_write.append(doc)
+        to_write.append(planned)
+        chunk_counts[doc_id] = len(planned.chunks)
+    report.chunks = sum(chunk_counts.values())
+    _warn_about_truncation(to_write, embedder, report, notify)
 
     if to_write:
         # Before any document is sent: vectors of another dimension must never reach the index.
@@ -336,12 +384,10 @@ def sync_documents(
                     ),
                 )
             )
-    planned_ids = {doc.doc_id: doc for doc in planned}
     removed_docs = 0
     for doc_id, entry in state.items():
-        doc = planned_ids.get(doc_id)
-        if doc is not None:
-            keep = {chunk_id(doc_id, position) for position in range(len(doc.chunks))}
+        if doc_id in chunk_counts:
+            keep = {chunk_id(doc_id, position) for position in range(chunk_counts[doc_id])}
         elif keep_removed or entry["source"] in skipped_sources:
             continue  # removed but kept on request, or unreadable now: never lose indexed text
         else:

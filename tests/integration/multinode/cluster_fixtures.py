@@ -33,7 +33,7 @@ from opensearchpy import OpenSearch
 
 from loader.cluster import connect
 from loader.documents import Document
-from loader.push import chunk_id, plan_document
+from loader.push import chunk_id, identify, plan_document
 from loader.readers import iter_documents
 from loader.settings import Settings
 
@@ -275,7 +275,8 @@ def planned_chunks(
     expected: dict[str, tuple[str, str]] = {}
     for item in iter_documents(folder, settings.max_file_bytes):
         assert isinstance(item, Document), f"generated file could not be read: {item}"
-        planned = plan_document(item, collection, settings, embedder, None)
+        doc_id, source_hash = identify(item, collection, settings, None)
+        planned = plan_document(item, doc_id, source_hash, settings, embedder)
         for position, content_hash in enumerate(planned.hashes):
             expected[chunk_id(planned.doc_id, position)] = (content_hash, planned.doc_hash)
     return expected
