@@ -90,7 +90,7 @@ def main() -> int:
     embedder.embed(["warm up"])
     rerankers: dict[str, Reranker] = {}
     skipped = ""
-    for backend in ("torch", "onnx"):
+    for backend in ("torch", "onnx", "onnx-int8"):
         try:
             rerankers[backend] = Reranker(
                 settings.reranker_model,
@@ -148,13 +148,14 @@ def main() -> int:
                 extra += f"   rerank {p50_p95(reranks)}"
             print(f"{label:<34}{p50_p95(totals)}{extra}")
 
-    if len(rerankers) < 2:
+    if "torch" not in rerankers or "onnx" not in rerankers:
         print("\nrerank alone: needs both the torch and onnx backends" + (skipped or ""))
         return 0
     title = f"rerank alone, {args.candidates} candidates (ms)"
     print(f"\n{title:<34}{'p50':>8} {'p95':>8}")
     times: dict[str, list[float]] = {backend: [] for backend in rerankers}
-    same_set = same_order = 0
+    same_set = {backend: 0 for backend in rerankers if backend != "torch"}
+    same_order = dict(same_set)
     for question in questions:
         hits = search(
             question,
@@ -174,14 +175,19 @@ def main() -> int:
             times[backend].append((time.perf_counter() - started) * 1000)
             order = sorted(range(len(scores)), key=lambda i: -scores[i])
             tops[backend] = order[: args.k]
-        same_set += set(tops["torch"]) == set(tops["onnx"])
-        same_order += tops["torch"] == tops["onnx"]
+        for backend in same_set:
+            same_set[backend] += set(tops["torch"]) == set(tops[backend])
+            same_order[backend] += tops["torch"] == tops[backend]
+    torch_p50 = percentile(times["torch"], 50)
     for backend, values in times.items():
-        print(f"{backend:<34}{p50_p95(values)}")
-    print(
-        f"top-{args.k} agreement torch vs onnx: same set {same_set}/{len(questions)}, "
-        f"same order {same_order}/{len(questions)}"
-    )
+        speedup = torch_p50 / percentile(values, 50)
+        print(f"{backend:<34}{p50_p95(values)}   {speedup:.2f}x torch (p50)")
+    for backend in same_set:
+        total = len(questions)
+        print(
+            f"top-{args.k} agreement torch vs {backend}: same set {same_set[backend]}/{total}, "
+            f"same order {same_order[backend]}/{total}"
+        )
     return 0
 
 
