@@ -179,6 +179,9 @@ def test_interrupted_push_converges(three_nodes, replicated, embedder, tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # A job started in the background (nohup, `&`, some CI runners) inherits SIGINT ignored,
+        # and Python then installs no KeyboardInterrupt handler: restore the default first.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         # Indexing stats count each write at once (a search waits for a refresh, and on an
