@@ -4,8 +4,9 @@
 #   opensearch/build-image.sh [--force]
 #
 # 1. Fetches the OpenSearch core (integ-test-zip) and the k-NN, neural-search, job-scheduler and
-#    ml-commons plugin zips from Maven Central with `mvn` (strict checksum checks; cached in ~/.m2,
-#    so a second build downloads nothing). ml-commons runs the index's embedding model inside the
+#    ml-commons plugin zips from Maven Central with `mvn` (cached in ~/.m2, so a second build
+#    downloads nothing), each checked against its SHA-256 pinned in opensearch/artifacts.sha256
+#    (the plugin zips are published without checksum files, so Maven cannot check them). ml-commons runs the index's embedding model inside the
 #    node (server-side query embedding); it extends job-scheduler, so that is installed first.
 # 2. Makes a minimal Debian root filesystem with debootstrap from the mirror this machine's apt
 #    uses (cached as a tarball) and imports it as the base image.
@@ -13,7 +14,8 @@
 #    opensearch/Dockerfile with the JDK copied in.
 #
 # Environment: OPENSEARCH_VERSION (3.6.0), OPENSEARCH_IMAGE (loader-opensearch:<version>),
-# OPENSEARCH_JDK (a JDK 21+ on this machine), LOADER_CACHE_DIR (~/.cache/loader).
+# OPENSEARCH_JDK (a JDK 21+ on this machine), LOADER_CACHE_DIR (~/.cache/loader),
+# MAVEN_REPO_LOCAL (~/.m2/repository).
 set -euo pipefail
 
 version=${OPENSEARCH_VERSION:-3.6.0}
@@ -32,15 +34,26 @@ fi
 mkdir -p "$cache"
 
 # --- 1. artifacts -------------------------------------------------------------------------
+maven_repo=${MAVEN_REPO_LOCAL:-${HOME}/.m2/repository}
+pins=$here/artifacts.sha256
 fetch() {  # groupId:artifactId:version:packaging[:classifier] -> path in the local Maven repository
     local coordinate=$1 group artifact ver packaging classifier
     IFS=: read -r group artifact ver packaging classifier <<<"$coordinate"
-    local file=${HOME}/.m2/repository/${group//.//}/${artifact}/${ver}/${artifact}-${ver}${classifier:+-$classifier}.${packaging}
-    if [[ ! -f $file ]]; then
-        mvn --batch-mode --quiet --strict-checksums dependency:get \
+    local relative=${group//.//}/${artifact}/${ver}/${artifact}-${ver}${classifier:+-$classifier}.${packaging}
+    local expected
+    expected=$(awk -v path="$relative" '$2 == path {print $1}' "$pins")
+    [[ -n $expected ]] || { echo "no pinned SHA-256 for $relative in $pins" >&2; exit 1; }
+    if [[ ! -f $maven_repo/$relative ]]; then
+        mvn --batch-mode --quiet -Dmaven.repo.local="$maven_repo" dependency:get \
             -Dartifact="$coordinate" -Dtransitive=false >&2
     fi
-    echo "$file"
+    local actual
+    actual=$(sha256sum "$maven_repo/$relative" | awk '{print $1}')
+    if [[ $actual != "$expected" ]]; then
+        echo "checksum mismatch for $relative: $actual, pinned $expected" >&2
+        exit 1
+    fi
+    echo "$maven_repo/$relative"
 }
 core_zip=$(fetch "org.opensearch.distribution.integ-test-zip:opensearch:${version}:zip")
 knn_zip=$(fetch "org.opensearch.plugin:opensearch-knn:${version}.0:zip")
@@ -57,8 +70,6 @@ djl_version=0.31.1
 torch_version=2.5.1
 torch_zip=$(fetch "ai.djl.pytorch:pytorch-native-cpu:${torch_version}:jar:linux-x86_64")
 torch_jni_jar=$(fetch "ai.djl.pytorch:pytorch-jni:${torch_version}-0.32.0:jar")
-sha256sum "$core_zip" "$knn_zip" "$neural_zip" "$job_scheduler_zip" "$ml_zip" "$torch_zip" \
-    "$torch_jni_jar"
 
 # --- 2. base image --------------------------------------------------------------------------
 if ! docker image inspect "$base_image" >/dev/null 2>&1; then
