@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from loader.embedding import get_embedder
 from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
 from loader.rerank import load_reranker
 from loader.search import MAX_QUESTION_CHARS, SEARCH_MODES, SearchFilters, search
@@ -19,18 +18,7 @@ from tests.integration.search_corpus import (
     SHIPPING,
     TENANT_A,
     build_corpus,
-    make_cross_encoder,
 )
-
-
-@pytest.fixture(scope="session")
-def embedder(base_settings):
-    return get_embedder(base_settings.embedding_model, device=base_settings.device)
-
-
-@pytest.fixture(scope="session")
-def cross_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return make_cross_encoder(tmp_path_factory.mktemp("search-cross-encoder"))
 
 
 @pytest.fixture(scope="module")

@@ -10,25 +10,13 @@ import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
-from loader.embedding import get_embedder
 from loader.rerank import load_reranker
 from loader.search import search
 from tests.conftest import cleanup_owned
 from tests.integration.search_corpus import (
     INJECTIONS,
     build_corpus,
-    make_cross_encoder,
 )
-
-
-@pytest.fixture(scope="session")
-def embedder(base_settings):
-    return get_embedder(base_settings.embedding_model, device=base_settings.device)
-
-
-@pytest.fixture(scope="session")
-def cross_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> str:
-    return make_cross_encoder(tmp_path_factory.mktemp("search-cross-encoder"))
 
 
 @pytest.fixture(scope="module")
