@@ -23,7 +23,6 @@ from click.testing import CliRunner
 from loader.apply import apply_config
 from loader.cli import cli
 from loader.config_files import config_names
-from loader.embedding import get_embedder
 from loader.errors import ClusterError, ConfigError
 from loader.push import push
 from loader.search import SEARCH_MODES, SearchFilters, search
@@ -88,11 +87,6 @@ def write(folder: Path, files: dict[str, str]) -> Path:
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
     return folder
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder("all-MiniLM-L6-v2")
 
 
 @pytest.fixture(scope="module")

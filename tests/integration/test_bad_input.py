@@ -24,7 +24,6 @@ from opensearchpy import helpers
 
 from loader.apply import apply_config
 from loader.cli import cli
-from loader.embedding import get_embedder
 from loader.errors import PartialFailure
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "bad_input"
@@ -71,11 +70,6 @@ def corpus(tmp_path: Path) -> Path:
     shutil.copytree(FIXTURES, root)
     add_uncommittable_files(root)
     return root
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder("all-MiniLM-L6-v2")
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ import pytest
 from loader import ml
 from loader.apply import PENDING_ML_MODEL_ID, apply_config, plan_apply
 from loader.config_files import config_names
-from loader.embedding import get_embedder, resolve_model_path
+from loader.embedding import resolve_model_path
 from tests.conftest import cleanup_owned
 from tests.integration.search_corpus import build_corpus
 
@@ -28,11 +28,6 @@ QUESTIONS = [
     "how long does shipping take",
     "refund for a damaged item",
 ]
-
-
-@pytest.fixture(scope="module")
-def embedder(base_settings):
-    return get_embedder(base_settings.embedding_model, device=base_settings.device)
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,6 @@ from opensearchpy import helpers
 
 from loader.apply import apply_config
 from loader.cli import cli
-from loader.embedding import get_embedder
 from loader.errors import PartialFailure
 from loader.push import push
 from loader.search import search
@@ -53,11 +52,6 @@ Card refunds take 5 to 7 working days.
 """
 
 FAQ = "Opening hours\n\nSupport answers every day from 8 to 22.\n"
-
-
-@pytest.fixture(scope="module")
-def embedder():
-    return get_embedder("all-MiniLM-L6-v2")
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import pytest
 
 from loader.apply import apply_config
 from loader.config_files import config_names
-from loader.embedding import get_embedder
 
 DOCS = [
     # (id, tenant, lang, tags, published, title, heading_path, body)
@@ -87,11 +86,6 @@ INJECTIONS = [
     "\n\t\u0000\u2028",
 ]
 NUMBER_INJECTIONS = ['10, "query": {"match_all": {}}', "10}}", "-1", "1e9", "A", '"10"']
-
-
-@pytest.fixture(scope="session")
-def embedder(base_settings):
-    return get_embedder(base_settings.embedding_model, device=base_settings.device)
 
 
 @pytest.fixture

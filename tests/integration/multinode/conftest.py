@@ -12,8 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from loader.embedding import get_embedder
-
 from .cluster_fixtures import DockerCluster, start_cluster
 
 log = logging.getLogger(__name__)
@@ -50,11 +48,6 @@ def three_nodes(request: pytest.FixtureRequest) -> DockerCluster:
     cluster = start_cluster(request, 3, node_settings={SLOW_NODE: TINY_WRITE_QUEUE})
     log.info("3-node cluster %s green in %.0f s", cluster.prefix, time.monotonic() - started)
     return cluster
-
-
-@pytest.fixture(scope="package")
-def embedder():
-    return get_embedder("all-MiniLM-L6-v2")
 
 
 @pytest.fixture
