@@ -13,8 +13,13 @@ Two backends:
 Why not ``CrossEncoder(path, backend="onnx")``: sentence-transformers' ONNX backend needs the
 ``optimum-onnx`` package, whose releases (up to 0.1.0) require ``transformers<4.58``, while
 sentence-transformers 6 requires ``transformers>=5``; pip cannot install both. The export here
-uses ``torch.onnx.export`` and ``onnxruntime.quantization.quantize_dynamic`` directly and needs
-only ``pip install "loader[onnx]"`` (onnx + onnxruntime).
+does what optimum's "O2 + avx512_vnni dynamic quantization" recipe does, with the pieces it is made
+of, and needs only ``pip install "loader[onnx]"`` (onnx + onnxruntime):
+
+1. ``torch.onnx.export`` with eager attention (the SDPA path exports NaN guards around every
+   softmax that cost a quarter of the run time and hide attention from step 2);
+2. onnxruntime's transformer optimizer fuses attention, layer norms and GELU;
+3. ``quantize_dynamic`` with per-channel int8 weights for ``onnx-int8``.
 
 Example::
 
@@ -46,6 +51,8 @@ log = logging.getLogger(__name__)
 BACKENDS = ("torch", "onnx", "onnx-int8")
 ONNX_FILE = "model.onnx"
 ONNX_INT8_FILE = "model_int8.onnx"
+# Part of every export's cache key: bump it when _export_onnx changes, so old exports are redone.
+EXPORT_VERSION = "2"
 
 
 def onnx_cache_root() -> Path:
@@ -59,7 +66,7 @@ def _model_fingerprint(path: str) -> str:
 
     Retraining a model in place changes the fingerprint, so a stale export is never used.
     """
-    digest = hashlib.sha256(path.encode("utf-8"))
+    digest = hashlib.sha256(f"{EXPORT_VERSION}:{path}".encode())
     folder = Path(path)
     if folder.is_dir():
         for file in sorted(folder.rglob("*")):
@@ -125,6 +132,8 @@ def _export_onnx(model: Any, target: Path, quantize: bool) -> None:
     import torch
 
     hf_model = model.model.eval()
+    if hasattr(hf_model, "set_attn_implementation"):
+        hf_model.set_attn_implementation("eager")
     tokenizer = model.tokenizer
     input_names = list(tokenizer.model_input_names)
     activation = model.activation_fn or torch.nn.Identity()
@@ -144,12 +153,13 @@ def _export_onnx(model: Any, target: Path, quantize: bool) -> None:
     )
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
     try:
+        traced = tmp / "traced.onnx"
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")  # tracer warnings about Python control flow
             torch.onnx.export(
                 _Scores(),
                 tuple(example[name] for name in input_names),
-                str(tmp / ONNX_FILE),
+                str(traced),
                 input_names=input_names,
                 output_names=["scores"],
                 dynamic_axes={name: {0: "batch", 1: "tokens"} for name in input_names}
@@ -157,10 +167,21 @@ def _export_onnx(model: Any, target: Path, quantize: bool) -> None:
                 opset_version=17,
                 dynamo=False,  # the TorchScript exporter needs no onnxscript
             )
+        _fuse_transformer_ops(traced, tmp / ONNX_FILE, hf_model.config)
+        traced.unlink()
         if quantize:
+            import onnx
             from onnxruntime.quantization import QuantType, quantize_dynamic
 
-            quantize_dynamic(tmp / ONNX_FILE, tmp / ONNX_INT8_FILE, weight_type=QuantType.QInt8)
+            quantize_dynamic(
+                tmp / ONNX_FILE,
+                tmp / ONNX_INT8_FILE,
+                weight_type=QuantType.QInt8,
+                per_channel=True,  # one scale per output column: closer to fp32 at no cost
+                # Fused ops (Attention, SkipLayerNormalization) are outside ONNX's type
+                # inference; their outputs are float.
+                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+            )
         # Rename into place last: a concurrent process sees a complete export or none.
         try:
             tmp.rename(target)
@@ -169,6 +190,27 @@ def _export_onnx(model: Any, target: Path, quantize: bool) -> None:
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _fuse_transformer_ops(source: Path, target: Path, config: Any) -> None:
+    """Fuse attention, layer norms and GELU with onnxruntime's transformer optimizer.
+
+    Fusion finds BERT-style encoder patterns (BERT, RoBERTa, XLM-R, MiniLM); for another
+    architecture it fuses what it recognises, and if it fails the unfused graph is kept.
+    """
+    from onnxruntime.transformers import optimizer
+
+    try:
+        optimized = optimizer.optimize_model(
+            str(source),
+            model_type="bert",
+            num_heads=int(getattr(config, "num_attention_heads", 0)),
+            hidden_size=int(getattr(config, "hidden_size", 0)),
+        )
+        optimized.save_model_to_file(str(target))
+    except Exception as exc:  # an optional speed-up: never a reason to fail the export
+        log.warning("onnxruntime graph fusion failed (%s); using the unfused graph", exc)
+        shutil.copyfile(source, target)
 
 
 class Reranker:
@@ -259,10 +301,14 @@ class Reranker:
             )
             return [float(value) for value in scores.reshape(-1)]
         assert self._onnx is not None
-        scores: list[float] = []
-        for start in range(0, len(passages), self.batch_size):
-            batch = passages[start : start + self.batch_size]
-            scores.extend(self._onnx.score([question] * len(batch), batch))
+        # Longest first, as CrossEncoder.predict does: batches of similar length pad less.
+        order = sorted(range(len(passages)), key=lambda i: len(passages[i]), reverse=True)
+        scores = [0.0] * len(passages)
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            batch_scores = self._onnx.score([question] * len(batch), [passages[i] for i in batch])
+            for index, score in zip(batch, batch_scores, strict=True):
+                scores[index] = score
         return scores
 
 

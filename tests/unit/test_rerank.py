@@ -145,6 +145,22 @@ def test_onnx_export_happens_once_and_int8_works(
 
 
 @needs_onnx
+def test_onnx_export_fuses_attention_and_quantizes_it(
+    cross_encoder_path: str, onnx_cache: Path
+) -> None:
+    import onnx
+
+    Reranker(cross_encoder_path, backend="onnx-int8", cache_dir=onnx_cache)
+    (export,) = [p for p in onnx_cache.iterdir() if not p.name.startswith(".")]
+    fp32_ops = {node.op_type for node in onnx.load(export / ONNX_FILE).graph.node}
+    int8_ops = {node.op_type for node in onnx.load(export / ONNX_INT8_FILE).graph.node}
+    # Eager-attention export, fused by onnxruntime: one Attention op per layer, no NaN guards.
+    assert {"Attention", "SkipLayerNormalization"} <= fp32_ops
+    assert "IsNaN" not in fp32_ops
+    assert {"QAttention", "MatMulInteger"} <= int8_ops
+
+
+@needs_onnx
 def test_onnx_truncation_matches_torch(cross_encoder_path: str, onnx_cache: Path) -> None:
     long_passage = "Orders delayed by more than 45 minutes qualify for compensation. " * 40
     torch_short = Reranker(cross_encoder_path, max_tokens=64)
