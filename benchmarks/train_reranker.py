@@ -22,7 +22,7 @@ The test split is never read. Measure the result with ``loader eval --rerank`` a
 
 The model is a measuring device, not a reranker to deploy: its scores spread like a trained
 model's, which is what comparing backends needs, but 800 training queries are far too few. On
-SciFact test, reranking the hybrid-rrf top 50 with it lowers nDCG@10 from 0.723 to 0.460.
+SciFact test, reranking the hybrid-rrf top 50 with it lowers nDCG@10 from 0.722 to 0.460.
 
 Not a test; requests go only to a loopback ``--url`` (one search per train query).
 """
