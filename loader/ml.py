@@ -32,7 +32,6 @@ import math
 import os
 import tempfile
 import time
-import warnings
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from loader.cluster import cluster_errors
 from loader.errors import ClusterError, ModelError
+from loader.onnx_export import trace_to_onnx
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -231,19 +231,15 @@ def _export_zip(embedder: Any, target: Path, zip_name: str) -> None:
     try:
         onnx_path = tmp / ONNX_FILE
         try:
-            with warnings.catch_warnings(), torch.no_grad():
-                warnings.simplefilter("ignore")  # tracer warnings about Python control flow
-                torch.onnx.export(
-                    _TokenEmbeddings(),
-                    tuple(example[name] for name in input_names),
-                    str(onnx_path),
-                    input_names=input_names,
-                    output_names=["last_hidden_state"],
-                    dynamic_axes={name: {0: "batch", 1: "tokens"} for name in input_names}
-                    | {"last_hidden_state": {0: "batch", 1: "tokens"}},
-                    opset_version=ONNX_OPSET,
-                    dynamo=False,  # the TorchScript exporter needs no onnxscript
-                )
+            trace_to_onnx(
+                _TokenEmbeddings(),
+                example,
+                input_names,
+                "last_hidden_state",
+                {0: "batch", 1: "tokens"},
+                onnx_path,
+                ONNX_OPSET,
+            )
             exported = onnx.load(str(onnx_path))
             exported.ir_version = min(exported.ir_version, ONNX_IR_VERSION)
             onnx.save(exported, str(onnx_path))

@@ -13,8 +13,8 @@ Two backends:
 Why not ``CrossEncoder(path, backend="onnx")``: sentence-transformers' ONNX backend needs the
 ``optimum-onnx`` package, whose releases (up to 0.1.0) require ``transformers<4.58``, while
 sentence-transformers 6 requires ``transformers>=5``; pip cannot install both. The export here
-does what optimum's "O2 + avx512_vnni dynamic quantization" recipe does, with the pieces it is made
-of, and needs only ``pip install "loader[onnx]"`` (onnx + onnxruntime):
+builds the model from onnxruntime's own pieces and needs only ``pip install "loader[onnx]"``
+(onnx + onnxruntime):
 
 1. ``torch.onnx.export`` with eager attention (the SDPA path exports NaN guards around every
    softmax that cost a quarter of the run time and hide attention from step 2);
@@ -36,12 +36,12 @@ import logging
 import os
 import shutil
 import tempfile
-import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader.embedding import resolve_model_path
 from loader.errors import ConfigError, ModelError
+from loader.onnx_export import trace_to_onnx
 
 if TYPE_CHECKING:
     from loader.settings import Settings
@@ -154,19 +154,7 @@ def _export_onnx(model: Any, target: Path, quantize: bool) -> None:
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
     try:
         traced = tmp / "traced.onnx"
-        with warnings.catch_warnings(), torch.no_grad():
-            warnings.simplefilter("ignore")  # tracer warnings about Python control flow
-            torch.onnx.export(
-                _Scores(),
-                tuple(example[name] for name in input_names),
-                str(traced),
-                input_names=input_names,
-                output_names=["scores"],
-                dynamic_axes={name: {0: "batch", 1: "tokens"} for name in input_names}
-                | {"scores": {0: "batch"}},
-                opset_version=17,
-                dynamo=False,  # the TorchScript exporter needs no onnxscript
-            )
+        trace_to_onnx(_Scores(), example, input_names, "scores", {0: "batch"}, traced, opset=17)
         _fuse_transformer_ops(traced, tmp / ONNX_FILE, hf_model.config)
         traced.unlink()
         if quantize:
