@@ -18,6 +18,7 @@ import pytest
 from opensearchpy import NotFoundError
 
 from loader.settings import Settings
+from tests.models import make_cross_encoder
 
 # These machines have /.dockerenv, so testcontainers would otherwise talk to the bridge gateway;
 # tests may only talk to loopback.
@@ -96,3 +97,9 @@ def cleanup_owned(client, prefix: str) -> None:
     for pipeline in ingest if isinstance(ingest, dict) and "error" not in ingest else []:
         if pipeline.startswith(prefix):
             client.ingest.delete_pipeline(id=pipeline)
+
+
+@pytest.fixture(scope="session")
+def cross_encoder_path(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A small local CrossEncoder (see ``tests.models.make_cross_encoder``), made once."""
+    return make_cross_encoder(tmp_path_factory.mktemp("cross-encoder"))

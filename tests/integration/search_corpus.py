@@ -16,7 +16,6 @@ import uuid
 from pathlib import Path
 
 from loader.apply import apply_config
-from loader.embedding import resolve_model_path
 from loader.push import push
 
 TENANT_A = {
@@ -174,13 +173,3 @@ def build_corpus(client, base_settings, root: Path, embedder):
         )
         assert report.failed == 0, report
     return settings
-
-
-def make_cross_encoder(folder: Path) -> str:
-    """Save a CrossEncoder built from the bundled MiniLM weights with a seeded random head."""
-    import torch
-    from sentence_transformers import CrossEncoder
-
-    torch.manual_seed(0)  # the same random head every session: reproducible scores
-    CrossEncoder(resolve_model_path("all-MiniLM-L6-v2"), num_labels=1).save(str(folder))
-    return str(folder)

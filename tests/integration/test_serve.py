@@ -18,7 +18,8 @@ from loader.embedding import get_embedder
 from loader.search import MAX_QUESTION_CHARS
 from loader.serve import MAX_BODY_BYTES, create_app
 from tests.conftest import cleanup_owned
-from tests.integration.search_corpus import build_corpus, make_cross_encoder
+from tests.integration.search_corpus import build_corpus
+from tests.models import make_cross_encoder
 
 uvicorn = pytest.importorskip("uvicorn")
 
