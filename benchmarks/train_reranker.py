@@ -130,7 +130,7 @@ def train(pairs: list[tuple[str, str, float]], args: argparse.Namespace) -> None
     warmup = max(1, steps // 10)
     schedule = torch.optim.lr_scheduler.LambdaLR(
         optimizer,
-        lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / (steps - warmup))),
+        lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup))),
     )
     loss_function = torch.nn.BCEWithLogitsLoss()
     shuffler = random.Random(args.seed)
