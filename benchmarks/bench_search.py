@@ -1,7 +1,8 @@
 """Search latency per mode, with and without rerank, and the rerank step alone per backend.
 
     python benchmarks/bench_search.py --url http://127.0.0.1:9200 --index scifact \\
-        [--tenant default] [--count 50] [--reranker-model PATH] [--candidates 50]
+        [--tenant default] [--count 50] [--reranker-model PATH] [--candidates 50] \\
+        [--batch-size 8]
 
 The index alias must already hold a pushed corpus (e.g. SciFact: ``loader apply`` then
 ``loader push``); the questions are the first ``--count`` test queries of
@@ -11,7 +12,9 @@ The index alias must already hold a pushed corpus (e.g. SciFact: ``loader apply`
   and rerank stages inside it);
 - the rerank step alone on the same ``--candidates`` candidates per question, each backend in
   turn (torch, ONNX, ONNX int8), and how often their top 5 agree with torch's (same set; same
-  order; how many of the 5 are shared).
+  order; how many of the 5 are shared), with what decides that agreement: torch's score gap
+  between the k-th and the (k+1)-th passage, against each backend's score error. A top-k set
+  survives a lossy backend only where the gap is larger than the error.
 
 Not a test. Requests go only to a loopback ``--url``; at most ``--count`` x 9 searches are sent.
 Without a loadable ``--reranker-model`` (the default ms-marco model cannot be downloaded here) the
@@ -74,6 +77,9 @@ def main() -> int:
     parser.add_argument("--candidates", type=int, default=50)
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--reranker-model", default=None, help="local CrossEncoder folder")
+    parser.add_argument(
+        "--batch-size", type=int, default=None, help="pairs per forward pass (rerank_batch_size)"
+    )
     args = parser.parse_args()
 
     if urlsplit(args.url).hostname not in LOOPBACK:
@@ -84,6 +90,8 @@ def main() -> int:
         overrides["reranker_model"] = args.reranker_model
     settings, _ = resolve_settings(overrides=overrides)
     settings = settings.replace(candidates=args.candidates, top_k=args.k)
+    if args.batch_size:
+        settings = settings.replace(rerank_batch_size=args.batch_size)
 
     questions = read_questions(args.dataset, count)
     client = connect(settings)
@@ -97,13 +105,15 @@ def main() -> int:
                 settings.reranker_model,
                 backend=backend,
                 max_tokens=settings.rerank_max_tokens,
+                batch_size=settings.rerank_batch_size,
                 device=settings.device,
             )
         except LoaderError as exc:
             skipped += f"\n  rerank {backend} skipped: {exc}"
     print(
         f"{len(questions)} questions; index {args.index} on {args.url}; tenant {args.tenant!r}; "
-        f"{args.candidates} candidates, k={args.k}; {os.cpu_count()} cpus{skipped}"
+        f"{args.candidates} candidates, k={args.k}; rerank batches of "
+        f"{settings.rerank_batch_size}; {os.cpu_count()} cpus{skipped}"
     )
 
     def run(mode: str, rerank: bool):
@@ -176,20 +186,29 @@ def main() -> int:
     # One backend after the other, not interleaved per question: a backend's idle threads still
     # spin for a while after its run, and would slow whichever backend ran next.
     times: dict[str, list[float]] = {}
-    tops: dict[str, list[list[int]]] = {}
+    scores: dict[str, list[list[float]]] = {}
     for backend, reranker in rerankers.items():
         reranker.rerank(*candidates[0])  # warm-up
-        times[backend], tops[backend] = [], []
+        times[backend], scores[backend] = [], []
         for question, passages in candidates:
             started = time.perf_counter()
-            scores = reranker.rerank(question, passages)
+            scores[backend].append(reranker.rerank(question, passages))
             times[backend].append((time.perf_counter() - started) * 1000)
-            tops[backend].append(sorted(range(len(scores)), key=lambda i: -scores[i])[: args.k])
+    tops = {
+        backend: [sorted(range(len(s)), key=lambda i: -s[i])[: args.k] for s in lists]
+        for backend, lists in scores.items()
+    }
     torch_p50 = percentile(times["torch"], 50)
     for backend, values in times.items():
         speedup = torch_p50 / percentile(values, 50)
         print(f"{backend:<34}{p50_p95(values)}   {speedup:.2f}x torch (p50)")
     total = len(questions)
+    gaps = [boundary_gap(s, args.k) for s in scores["torch"]]
+    print(
+        f"\ntorch score gap between passage {args.k} and {args.k + 1}: "
+        f"p10 {percentile(gaps, 10):.4f}, p50 {percentile(gaps, 50):.4f}, "
+        f"min {min(gaps):.4f}"
+    )
     for backend in rerankers:
         if backend == "torch":
             continue
@@ -197,11 +216,24 @@ def main() -> int:
         same_set = sum(set(a) == set(b) for a, b in pairs)
         same_order = sum(a == b for a, b in pairs)
         shared = sum(len(set(a) & set(b)) for a, b in pairs) / total
+        errors = [
+            max(abs(a - b) for a, b in zip(mine, theirs, strict=True))
+            for mine, theirs in zip(scores["torch"], scores[backend], strict=True)
+        ]
+        within = sum(gap <= error for gap, error in zip(gaps, errors, strict=True))
         print(
             f"top-{args.k} agreement torch vs {backend}: same set {same_set}/{total}, "
-            f"same order {same_order}/{total}, {shared:.2f} of {args.k} shared on average"
+            f"same order {same_order}/{total}, {shared:.2f} of {args.k} shared on average; "
+            f"largest score error per question p50 {percentile(errors, 50):.4f}, "
+            f"gap within it on {within}/{total}"
         )
     return 0
+
+
+def boundary_gap(scores: list[float], k: int) -> float:
+    """Score gap between the k-th and (k+1)-th best passage: the margin a top-k set has."""
+    ranked = sorted(scores, reverse=True)
+    return ranked[k - 1] - ranked[k] if len(ranked) > k else float("inf")
 
 
 if __name__ == "__main__":

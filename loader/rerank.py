@@ -209,7 +209,9 @@ class Reranker:
         backend: ``torch``, ``onnx`` or ``onnx-int8``.
         max_tokens: tokens of question + passage given to the model (longer pairs are truncated,
             the longer of the two first).
-        batch_size: pairs per forward pass.
+        batch_size: pairs per forward pass. On CPU small batches are not slower: 32 pairs of
+            256 tokens make 12 MB activations per layer, which stream through memory, while
+            batches of 1-8 stay in cache (measured: onnx-int8 ~20 % faster at 4-8 than at 32).
         device: torch device (``cpu``, ``cuda``); the ONNX backend uses CUDA if onnxruntime has it.
         cache_dir: root of the ONNX exports (default ``onnx_cache_root()``).
 
@@ -222,7 +224,7 @@ class Reranker:
         model: str,
         backend: str = "torch",
         max_tokens: int = 256,
-        batch_size: int = 32,
+        batch_size: int = 8,
         device: str = "cpu",
         cache_dir: str | Path | None = None,
     ) -> None:
@@ -232,6 +234,8 @@ class Reranker:
             )
         if max_tokens < 8:
             raise ConfigError(f"rerank_max_tokens must be at least 8, got {max_tokens}")
+        if batch_size < 1:
+            raise ConfigError(f"rerank_batch_size must be at least 1, got {batch_size}")
         self.name = model
         self.backend = backend
         self.max_tokens = max_tokens
@@ -301,15 +305,20 @@ class Reranker:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_reranker(model: str, backend: str, max_tokens: int, device: str) -> Reranker:
-    return Reranker(model, backend=backend, max_tokens=max_tokens, device=device)
+def _cached_reranker(
+    model: str, backend: str, max_tokens: int, batch_size: int, device: str
+) -> Reranker:
+    return Reranker(
+        model, backend=backend, max_tokens=max_tokens, batch_size=batch_size, device=device
+    )
 
 
 def load_reranker(settings: Settings) -> Reranker:
-    """The process-wide reranker for the settings, loaded once per (model, backend, max_tokens)."""
+    """The process-wide reranker for the settings, loaded once per model and rerank settings."""
     return _cached_reranker(
         settings.reranker_model,
         settings.rerank_backend,
         settings.rerank_max_tokens,
+        settings.rerank_batch_size,
         settings.device,
     )

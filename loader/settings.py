@@ -134,6 +134,9 @@ class Settings:
         "torch", "torch, onnx or onnx-int8 (exported locally from the model once, then cached)."
     )
     rerank_max_tokens: int = _setting(256, "Tokens of question + passage given to the reranker.")
+    rerank_batch_size: int = _setting(
+        8, "Pairs per reranker forward pass (small batches keep activations in the CPU cache)."
+    )
 
     def public_items(self) -> dict[str, Any]:
         """All settings, with secret values masked: safe to print or log."""

@@ -85,11 +85,13 @@ def test_missing_model_is_a_model_error(tmp_path: Path) -> None:
     assert "reranker_model" in str(error.value)
 
 
-def test_bad_backend_and_max_tokens_are_config_errors(cross_encoder_path: str) -> None:
+def test_bad_backend_max_tokens_and_batch_size_are_config_errors(cross_encoder_path: str) -> None:
     with pytest.raises(ConfigError, match="rerank_backend"):
         Reranker(cross_encoder_path, backend="tensorflow")
     with pytest.raises(ConfigError, match="rerank_max_tokens"):
         Reranker(cross_encoder_path, max_tokens=0)
+    with pytest.raises(ConfigError, match="rerank_batch_size"):
+        Reranker(cross_encoder_path, batch_size=0)
 
 
 def test_load_reranker_is_cached(cross_encoder_path: str) -> None:
@@ -97,7 +99,9 @@ def test_load_reranker_is_cached(cross_encoder_path: str) -> None:
     first = load_reranker(settings)
     assert load_reranker(settings) is first
     assert first.max_tokens == 128 and first.backend == "torch"
+    assert first.batch_size == settings.rerank_batch_size
     assert load_reranker(settings.replace(rerank_max_tokens=64)) is not first
+    assert load_reranker(settings.replace(rerank_batch_size=2)).batch_size == 2
 
 
 def _rank(scores: list[float]) -> list[int]:
