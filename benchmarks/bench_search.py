@@ -29,6 +29,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -40,7 +41,7 @@ from loader.embedding import get_embedder  # noqa: E402
 from loader.errors import LoaderError  # noqa: E402
 from loader.metrics import percentile  # noqa: E402
 from loader.rerank import Reranker  # noqa: E402
-from loader.search import SEARCH_MODES, search  # noqa: E402
+from loader.search import SEARCH_MODES, SearchHit, search  # noqa: E402
 from loader.settings import resolve_settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
@@ -61,6 +62,23 @@ def read_questions(dataset: Path, count: int) -> list[str]:
             if len(questions) == count:
                 break
     return questions
+
+
+def hybrid_candidates(
+    question: str, settings: Any, tenant: str, count: int, client: Any, embedder: Any
+) -> list[SearchHit]:
+    """The ``count`` hybrid-rrf hits a reranker is given for the question (no rerank)."""
+    return search(
+        question,
+        settings,
+        tenant=tenant,
+        mode="hybrid-rrf",
+        rerank=False,
+        k=count,
+        candidates=count,
+        client=client,
+        embedder=embedder,
+    ).hits
 
 
 def p50_p95(values: list[float]) -> str:
@@ -169,16 +187,9 @@ def main() -> int:
             question,
             [
                 hit.text
-                for hit in search(
-                    question,
-                    settings,
-                    tenant=args.tenant,
-                    mode="hybrid-rrf",
-                    rerank=False,
-                    k=args.candidates,
-                    client=client,
-                    embedder=embedder,
-                ).hits
+                for hit in hybrid_candidates(
+                    question, settings, args.tenant, args.candidates, client, embedder
+                )
             ],
         )
         for question in questions

@@ -41,14 +41,13 @@ from urllib.parse import urlsplit
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# The script's folder is on sys.path when it runs: share the candidate fetch with the benchmark.
+from bench_search import DEFAULT_DATASET, LOOPBACK, hybrid_candidates  # noqa: E402
+
 from loader.cluster import connect  # noqa: E402
 from loader.datasets import load_qrels  # noqa: E402
 from loader.embedding import get_embedder, resolve_model_path  # noqa: E402
-from loader.search import search  # noqa: E402
 from loader.settings import resolve_settings  # noqa: E402
-
-DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
 
 
 def training_pairs(args: argparse.Namespace) -> list[tuple[str, str, float]]:
@@ -66,25 +65,15 @@ def training_pairs(args: argparse.Namespace) -> list[tuple[str, str, float]]:
     pairs: list[tuple[str, str, float]] = []
     skipped = 0
     for query_id, question in questions.items():
-        result = search(
-            question,
-            settings,
-            tenant=args.tenant,
-            mode="hybrid-rrf",
-            rerank=False,
-            k=args.candidates,
-            candidates=args.candidates,
-            client=client,
-            embedder=embedder,
-        )
+        hits = hybrid_candidates(question, settings, args.tenant, args.candidates, client, embedder)
         relevant = {doc for doc, grade in qrels[query_id].items() if grade > 0}
         seen: set[str] = set()
         positives, negatives = [], []
-        for hit in result.hits:
+        for hit in hits:
             if hit.source in seen:
                 continue
             seen.add(hit.source)
-            passage = hit.text or hit.body
+            passage = hit.text  # what search gives the reranker
             if hit.source in relevant:
                 positives.append(passage)
             elif len(negatives) < args.negatives:
