@@ -14,12 +14,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from loader.embedding import get_embedder
 from loader.search import MAX_QUESTION_CHARS
 from loader.serve import MAX_BODY_BYTES, create_app
 from tests.conftest import cleanup_owned
 from tests.integration.search_corpus import build_corpus
-from tests.models import make_cross_encoder
 
 uvicorn = pytest.importorskip("uvicorn")
 
@@ -66,13 +64,11 @@ class Server:
 
 
 @pytest.fixture(scope="module")
-def settings(client, base_settings, tmp_path_factory) -> Iterator:
-    embedder = get_embedder(base_settings.embedding_model, device=base_settings.device)
+def settings(client, base_settings, tmp_path_factory, embedder, cross_encoder_path) -> Iterator:
     built = None
     try:
         built = build_corpus(client, base_settings, tmp_path_factory.mktemp("serve"), embedder)
-        cross_encoder = make_cross_encoder(tmp_path_factory.mktemp("serve-cross-encoder"))
-        yield built.replace(reranker_model=cross_encoder)
+        yield built.replace(reranker_model=cross_encoder_path)
     finally:
         if built is not None:
             cleanup_owned(client, built.index_name)
