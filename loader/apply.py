@@ -35,6 +35,7 @@ from opensearchpy import OpenSearch
 
 from loader.cluster import cluster_errors, connect, safe_url
 from loader.config_files import DesiredConfig, render_config
+from loader.documents import DOC_ID_SCHEME
 from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
 from loader.settings import Settings
 
@@ -174,6 +175,7 @@ class IndexDiff:
     settings_updates: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # key: (old, new)
     incompatible: list[str] = field(default_factory=list)  # why a new version is needed
     dimension_change: tuple[int, int] | None = None  # (cluster, files)
+    id_scheme_change: tuple[str | None, str] | None = None  # (cluster, files): doc_id_scheme
 
     @property
     def in_place(self) -> bool:
@@ -299,6 +301,9 @@ def diff_index(desired: Mapping[str, Any], current: Mapping[str, Any]) -> IndexD
     for key, want in desired_mappings.items():
         if key == "properties":
             continue
+        if key == "_meta":
+            _diff_meta(want, current_mappings.get("_meta") or {}, diff)
+            continue
         if first_difference(want, current_mappings.get(key)) is None:
             continue
         if key in DYNAMIC_MAPPING_PARAMS:
@@ -309,6 +314,18 @@ def diff_index(desired: Mapping[str, Any], current: Mapping[str, Any]) -> IndexD
         desired_mappings.get("properties") or {}, current_mappings.get("properties") or {}, diff
     )
     return diff
+
+
+def _diff_meta(desired: Mapping[str, Any], current: Mapping[str, Any], diff: IndexDiff) -> None:
+    """``_meta.doc_id_scheme`` names how document ids are made: another scheme needs a new,
+    empty index version (copied documents would keep ids of the old scheme)."""
+    want = desired.get("doc_id_scheme")
+    have = current.get("doc_id_scheme")
+    if want != have:
+        diff.id_scheme_change = (have, want)
+        diff.incompatible.append(f"document id scheme: {have or 'source path only'} -> {want}")
+    if any(current.get(key) != value for key, value in desired.items() if key != "doc_id_scheme"):
+        diff.mapping_params["_meta"] = {**current, **desired}
 
 
 def _diff_bodies(
@@ -387,6 +404,14 @@ def plan_changes(desired: DesiredConfig, state: ClusterState, delete_old: bool =
                     f"the vector dimension changed ({old} -> {new}): the documents of "
                     f"{state.index_name} are not copied, their vectors are useless. {next_index} "
                     f"starts empty; run `loader push` to embed the documents again"
+                )
+            elif diff.id_scheme_change:
+                notes.append(
+                    f"{state.index_name} was built with document ids that ignore the tenant: its "
+                    f"documents are not copied (their ids would collide across tenants). "
+                    f"{next_index} starts empty; run `loader push FOLDER --tenant T` once per "
+                    f"tenant (vectors are embedded again; {state.index_name} is kept until "
+                    "`loader apply --delete-old`)"
                 )
             else:
                 changes.append(
@@ -753,7 +778,7 @@ def _reindex(client: OpenSearch, settings: Settings, source: str, dest: str) -> 
 
 
 def check_index_compatible(client: OpenSearch, settings: Settings, dimension: int) -> str:
-    """Refuse to write vectors of ``dimension`` into an index built for another dimension.
+    """Refuse to push into an index built for another dimension or another document id scheme.
 
     Args:
         client: from ``connect``.
@@ -764,7 +789,8 @@ def check_index_compatible(client: OpenSearch, settings: Settings, dimension: in
         The concrete index the alias points at.
 
     Raises:
-        IncompatibleIndexError: the index is missing or holds vectors of another dimension.
+        IncompatibleIndexError: the index is missing, holds vectors of another dimension, or
+            was built with another document id scheme (``DOC_ID_SCHEME``).
     """
     alias = settings.index_name
     where = safe_url(settings.opensearch_url)
@@ -775,6 +801,14 @@ def check_index_compatible(client: OpenSearch, settings: Settings, dimension: in
             f"index {alias!r} does not exist on {where}; run `loader apply` to create it, then push"
         )
     for index, body in sorted(mappings.items()):
+        scheme = ((body.get("mappings") or {}).get("_meta") or {}).get("doc_id_scheme")
+        if scheme != DOC_ID_SCHEME:
+            raise IncompatibleIndexError(
+                f"index {index} (alias {alias!r}) was built with document ids "
+                f"{'that ignore the tenant' if scheme is None else f'of scheme {scheme!r}'}; "
+                "pushing into it could overwrite another tenant's documents. Run `loader apply` "
+                "(it plans a new, empty index version), then push each tenant's folder again"
+            )
         properties = (body.get("mappings") or {}).get("properties") or {}
         dimensions = _vector_dimensions(properties)
         if not dimensions:

@@ -30,6 +30,7 @@ from typing import Any
 
 import jinja2
 
+from loader.documents import DOC_ID_SCHEME
 from loader.errors import ConfigError
 from loader.settings import Settings
 
@@ -263,6 +264,9 @@ def render_config(
         dimension=int(dimension),
         index=render_file(INDEX_FILE, settings, dimension, project_dir),
     )
+    # Set here, not in the mapping file: a user's own mapping must not be able to drop it.
+    mappings = config.index.setdefault("mappings", {})
+    mappings.setdefault("_meta", {})["doc_id_scheme"] = DOC_ID_SCHEME
     for name in list_config_files(project_dir):
         stem = name.rsplit("/", 1)[-1].removesuffix(FILE_SUFFIX)
         if name.startswith(SEARCH_PIPELINE_FOLDER):

@@ -11,9 +11,16 @@ The work is planned, then applied:
    from the folder (unless ``keep_removed``);
 6. refresh once, so searches see the new state.
 
-Chunk ids are stable (``<doc_id>-<position>``, where ``doc_id`` hashes the collection and source
-path), so a re-push overwrites rather than duplicates, and a rerun after an interruption converges
-to the same index.
+Chunk ids are stable (``<doc_id>-<position>``, where ``doc_id`` hashes the tenant, the collection
+and the source path), so a re-push overwrites rather than duplicates, and a rerun after an
+interruption converges to the same index.
+
+A push's scope is ``(tenant, collection)``: it reads, reuses, overwrites and deletes only the
+chunks of that collection that belong to its tenants. With ``--tenant T`` that is T alone (a file
+whose front matter names another tenant is skipped with a message); without, each file belongs to
+the tenant its front matter names, else to the ``tenant`` setting, and the push's tenants are
+those. Two tenants pushing folders of the same name with the same file names never touch each
+other's documents.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from loader.chunking import chunk_document, chunking_config
 from loader.cluster import cluster_errors, connect
 from loader.documents import PATH_SEPARATOR, Chunk, Document
 from loader.embedding import Embedder, get_embedder
-from loader.errors import ConfigError, LoaderError
+from loader.errors import ConfigError, InputError, LoaderError
 from loader.readers import Skipped, iter_documents
 from loader.settings import Settings
 
@@ -48,6 +55,7 @@ class PushReport:
     """What a push did. ``failed`` counts documents that could not be read or written."""
 
     collection: str = ""
+    tenants: list[str] = field(default_factory=list)  # the tenants whose chunks it synced
     added: int = 0
     updated: int = 0
     unchanged: int = 0
@@ -138,10 +146,30 @@ def is_unchanged(existing: dict[str, Any] | None, source_hash: str) -> bool:
 def identify(
     document: Document, collection: str, settings: Settings, tenant: str | None
 ) -> tuple[str, str]:
-    """Give the document its tenant (the push's, its own, or the default); return its stable id
-    and its hash."""
-    document.metadata["tenant"] = tenant or document.metadata.get("tenant") or settings.tenant
-    return stable_id(collection, document.source), document_hash(document, settings)
+    """Give the document its tenant; return its stable id and its hash.
+
+    The tenant is the push's ``tenant`` when given, else the document's front matter, else the
+    ``tenant`` setting.
+
+    Raises:
+        InputError: the push names a tenant and the document's front matter names another.
+    """
+    named = document.metadata.get("tenant")
+    named = None if named in (None, "") else str(named)
+    if tenant and named and named != tenant:
+        raise InputError(
+            f"its front matter names tenant {named!r} but this push is for tenant {tenant!r}; "
+            f"push it with --tenant {named!r}, or without --tenant"
+        )
+    owner = tenant or named or settings.tenant
+    document.metadata["tenant"] = owner
+    return document_id(owner, collection, document.source), document_hash(document, settings)
+
+
+def document_id(tenant: str, collection: str, source: str) -> str:
+    """A document's identity: its tenant, collection and path. The tenant is part of it so that
+    two tenants' files of the same name are two documents (``DOC_ID_SCHEME``)."""
+    return stable_id(tenant, collection, source)
 
 
 def plan_document(
@@ -198,13 +226,24 @@ def chunk_body(
     return body
 
 
-def read_index_state(client: OpenSearch, alias: str, collection: str) -> dict[str, dict[str, Any]]:
-    """What the index holds for a collection: doc_id -> {source, doc_hash, chunks: {id: hash}}."""
+def scope_query(tenant: str, collection: str) -> dict[str, Any]:
+    """The chunks a push of ``collection`` for ``tenant`` owns: the only ones it may read for
+    reuse, overwrite or delete."""
+    return {
+        "bool": {"filter": [{"term": {"tenant": tenant}}, {"term": {"collection": collection}}]}
+    }
+
+
+def read_index_state(
+    client: OpenSearch, alias: str, tenant: str, collection: str
+) -> dict[str, dict[str, Any]]:
+    """What the index holds for one tenant's collection:
+    doc_id -> {source, doc_hashes, chunks: {id: hash}}."""
     state: dict[str, dict[str, Any]] = {}
     hits = helpers.scan(
         client,
         index=alias,
-        query={"query": {"term": {"collection": collection}}, "_source": STATE_FIELDS},
+        query={"query": scope_query(tenant, collection), "_source": STATE_FIELDS},
         size=2000,
         preserve_order=False,
     )
@@ -249,7 +288,8 @@ def push(
         root: the folder to push.
         settings: resolved settings.
         collection: the name that scopes this folder's documents in the index (default: the
-            folder's name). Removed-file deletion only touches this collection.
+            folder's name). Removed-file deletion only touches this collection of this push's
+            tenant.
         options: as for ``sync_documents``.
 
     Returns:
@@ -281,7 +321,9 @@ def sync_documents(
         items: documents, and files that could not be read (their indexed chunks are kept).
         settings: resolved settings.
         collection: the name scoping these documents in the index.
-        tenant: tenant of every document (default: its metadata, then ``settings.tenant``).
+        tenant: the one tenant this push writes; without it, each document's front matter
+            tenant, else ``settings.tenant``. The sync reads, reuses, overwrites and deletes
+            only the chunks of ``collection`` of the tenants it writes.
         keep_removed: keep the chunks of documents no longer among ``items``.
         show_progress: progress bars on stderr (for terminals).
         client, embedder: reuse existing ones (tests, eval).
@@ -299,9 +341,23 @@ def sync_documents(
     )
     alias = settings.index_name
 
-    # 1. what the index holds
-    with cluster_errors(settings, f"reading the chunks of collection {collection!r}"):
-        state = read_index_state(client, alias, collection)
+    # 1. can the index take this push at all (the model's dimension, document ids that include
+    # the tenant); then what it holds, read per tenant as the push meets each tenant
+    from loader.apply import check_index_compatible
+
+    check_index_compatible(client, settings, embedder.dimension)
+    state: dict[str, dict[str, Any]] = {}
+
+    def read_scope(owner: str) -> None:
+        if owner in report.tenants:
+            return
+        with cluster_errors(
+            settings, f"reading the chunks of collection {collection!r} of tenant {owner!r}"
+        ):
+            state.update(read_index_state(client, alias, owner, collection))
+        report.tenants.append(owner)
+
+    read_scope(tenant or settings.tenant)
 
     # 2. read every document; chunk only those whose hash the index does not hold
     to_write: list[PlannedDocument] = []
@@ -313,7 +369,14 @@ def sync_documents(
             skipped_sources.add(item.source)
             notify(f"skipped {item.source}: {item.reason}")
             continue
-        doc_id, source_hash = identify(item, collection, settings, tenant)
+        try:
+            doc_id, source_hash = identify(item, collection, settings, tenant)
+        except InputError as exc:
+            report.skipped.append({"source": item.source, "reason": str(exc)})
+            skipped_sources.add(item.source)
+            notify(f"skipped {item.source}: {exc}")
+            continue
+        read_scope(item.metadata["tenant"])
         existing = state.get(doc_id)
         if is_unchanged(existing, source_hash):
             report.unchanged += 1
@@ -336,12 +399,6 @@ def sync_documents(
         chunk_counts[doc_id] = len(planned.chunks)
     report.chunks = sum(chunk_counts.values())
     _warn_about_truncation(to_write, embedder, report, notify)
-
-    if to_write:
-        # Before any document is sent: vectors of another dimension must never reach the index.
-        from loader.apply import check_index_compatible
-
-        check_index_compatible(client, settings, embedder.dimension)
 
     known_hashes: dict[str, str] = {}
     for entry in state.values():

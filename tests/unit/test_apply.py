@@ -15,6 +15,7 @@ from loader.apply import (
     plan_changes,
 )
 from loader.config_files import render_config
+from loader.documents import DOC_ID_SCHEME
 from loader.errors import ConfigError
 from loader.settings import Settings
 
@@ -177,6 +178,30 @@ def test_dimension_change_skips_the_reindex_and_says_to_push(desired):
         "~ update alias kb -> kb-v2 (was kb-v1; one atomic _aliases call)",
     ]
     assert any("384 -> 8" in note and "loader push" in note for note in plan.notes)
+
+
+def test_index_of_the_old_id_scheme_gets_an_empty_new_version(desired):
+    """ids that ignore the tenant are never copied into an index of the new scheme."""
+    assert desired.index["mappings"]["_meta"]["doc_id_scheme"] == DOC_ID_SCHEME
+    state = state_in_sync(desired)
+    del state.index["mappings"]["_meta"]
+    plan = plan_changes(desired, state)
+    pending = [change.line() for change in plan.pending]
+    assert pending == [
+        "+ create index kb-v2 (replaces kb-v1: document id scheme: source path only -> "
+        f"{DOC_ID_SCHEME})",
+        "~ update alias kb -> kb-v2 (was kb-v1; one atomic _aliases call)",
+    ]
+    assert any("ignore the tenant" in note and "--tenant" in note for note in plan.notes)
+
+
+def test_a_users_mapping_file_cannot_drop_the_id_scheme(tmp_path):
+    (tmp_path / "mappings").mkdir()
+    (tmp_path / "mappings" / "chunks.json.j2").write_text(
+        '{"settings": {}, "mappings": {"_meta": {"team": "search"}, "properties": {}}}'
+    )
+    config = render_config(Settings(index_name=ALIAS), 8, project_dir=tmp_path)
+    assert config.index["mappings"]["_meta"] == {"team": "search", "doc_id_scheme": DOC_ID_SCHEME}
 
 
 def test_old_versions_are_deleted_only_with_the_flag(desired):
