@@ -5,7 +5,11 @@ nothing here loads a model or touches a file.
 
 Every strategy keeps ``count_tokens(chunk.text) <= config.max_tokens`` — ``chunk.text`` being the
 ``"Title > Heading > Subheading"`` prefix, a blank line and the body — because the model silently
-truncates anything longer, and truncated text is text that can never be found.
+truncates anything longer, and truncated text is text that can never be found. Every strategy
+also keeps ``len(chunk.body) <= config.max_chars`` (``chunk_max_chars``): a tokenizer may count a
+2 MB line without spaces as three tokens, so text with too few token boundaries is cut by
+characters too; the heading prefix gets at most a quarter of that, and ``parent_text`` and
+``window`` (stored for context expansion, never embedded) at most four times it, around the chunk.
 
 Example::
 
@@ -24,7 +28,7 @@ import numpy as np
 
 from loader.chunking import strategies
 from loader.chunking.sentences import split_sentences
-from loader.chunking.units import counting_cache, enforce_limit
+from loader.chunking.units import counting_cache, enforce_chars, enforce_limit
 from loader.documents import Chunk, Document
 from loader.errors import ConfigError
 from loader.settings import Settings
@@ -50,6 +54,8 @@ STRATEGIES: tuple[str, ...] = (
 
 # Below this a heading prefix plus any useful text cannot fit; a typo in the setting, surely.
 MIN_MAX_TOKENS = 16
+# Likewise for characters: the heading prefix gets a quarter of this.
+MIN_MAX_CHARS = 200
 
 
 @dataclass(frozen=True)
@@ -57,7 +63,8 @@ class ChunkingConfig:
     """How to cut documents; sizes are in the embedding model's tokens.
 
     ``max_tokens`` is the hard limit for ``chunk.text`` (prefix included); ``target_tokens`` is
-    what the packing strategies aim for, prefix included.
+    what the packing strategies aim for, prefix included. ``max_chars`` is the hard limit for
+    ``chunk.body`` in characters, for text the tokenizer sees as a few tokens.
     """
 
     strategy: str = "structure"
@@ -67,6 +74,7 @@ class ChunkingConfig:
     semantic_threshold: float = 0.5
     semantic_min_tokens: int = 40
     sentence_window: int = 3
+    max_chars: int = 4000
 
 
 def _check(config: ChunkingConfig) -> None:
@@ -95,6 +103,10 @@ def _check(config: ChunkingConfig) -> None:
             f"semantic_threshold is {config.semantic_threshold}; a cosine similarity is "
             "between -1 and 1"
         )
+    if config.max_chars < MIN_MAX_CHARS:
+        raise ConfigError(
+            f"chunk_max_chars is {config.max_chars}; it must be at least {MIN_MAX_CHARS}"
+        )
     if config.sentence_window < 0:
         raise ConfigError(f"sentence_window is {config.sentence_window}; it cannot be negative")
     if config.semantic_min_tokens < 0:
@@ -107,7 +119,8 @@ def chunking_config(settings: Settings, max_text_tokens: int) -> ChunkingConfig:
     """The chunking configuration for ``settings`` and a model that takes ``max_text_tokens``.
 
     Args:
-        settings: resolved settings (``chunk_*``, ``semantic_threshold``, ``sentence_window``).
+        settings: resolved settings (``chunk_*``, ``semantic_threshold``, ``sentence_window``;
+            ``chunk_max_chars`` becomes ``max_chars``).
         max_text_tokens: the most tokens of text the model reads (``Embedder.max_text_tokens``).
 
     Returns:
@@ -136,6 +149,7 @@ def chunking_config(settings: Settings, max_text_tokens: int) -> ChunkingConfig:
         overlap_tokens=settings.chunk_overlap_tokens,
         semantic_threshold=settings.semantic_threshold,
         sentence_window=settings.sentence_window,
+        max_chars=settings.chunk_max_chars,
     )
     _check(config)
     return config
@@ -157,7 +171,8 @@ def chunk_document(
 
     Returns:
         The chunks in document order, ``position`` 0..n-1, each with
-        ``count_tokens(chunk.text) <= config.max_tokens``.
+        ``count_tokens(chunk.text) <= config.max_tokens`` and
+        ``len(chunk.body) <= config.max_chars``.
 
     Raises:
         ConfigError: for an unusable configuration, or ``semantic`` without ``embed``.
@@ -176,6 +191,9 @@ def chunk_document(
             "parent-document": strategies.parent_document,
         }[strategy]
         chunks = chunker(doc, config, count)
+    # Characters first: a piece cut out of a long word can count more tokens than the word did,
+    # and enforce_limit only ever shortens bodies, so the character limit still holds after it.
+    chunks = enforce_chars(chunks, config.max_chars)
     chunks = enforce_limit(chunks, config.max_tokens, count)
     for position, chunk in enumerate(chunks):
         chunk.position = position

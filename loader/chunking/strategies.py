@@ -46,7 +46,7 @@ def structure(doc: Document, config: ChunkingConfig, count: TokenCounter) -> lis
     """
     chunks = []
     for ordinal, section in enumerate(doc.sections):
-        frame = make_frame(doc, section, ordinal, config.max_tokens, count)
+        frame = make_frame(doc, section, ordinal, config.max_tokens, count, config.max_chars)
         target = body_target(frame, config.target_tokens)
         units = section_units(section, target, frame.body_budget, count)
         for group in pack(units, target, frame.body_budget, config.overlap_tokens, count):
@@ -59,7 +59,7 @@ def parent_document(doc: Document, config: ChunkingConfig, count: TokenCounter) 
     small = dataclasses.replace(config, target_tokens=max(1, config.target_tokens // 2))
     chunks = []
     for ordinal, section in enumerate(doc.sections):
-        frame = make_frame(doc, section, ordinal, config.max_tokens, count)
+        frame = make_frame(doc, section, ordinal, config.max_tokens, count, config.max_chars)
         target = min(frame.body_budget, max(1, small.target_tokens - frame.prefix_tokens))
         units = section_units(section, target, frame.body_budget, count)
         for group in pack(units, target, frame.body_budget, 0, count):
@@ -76,7 +76,7 @@ def sentence_window(doc: Document, config: ChunkingConfig, count: TokenCounter) 
     """
     chunks = []
     for ordinal, section in enumerate(doc.sections):
-        frame = make_frame(doc, section, ordinal, config.max_tokens, count)
+        frame = make_frame(doc, section, ordinal, config.max_tokens, count, config.max_chars)
         units = section_units(section, 0, frame.body_budget, count)
         for index, unit in enumerate(units):
             start = max(0, index - config.sentence_window)
@@ -98,7 +98,7 @@ def semantic(
         raise ConfigError("semantic chunking needs the embedding model")
     sections = []
     for ordinal, section in enumerate(doc.sections):
-        frame = make_frame(doc, section, ordinal, config.max_tokens, count)
+        frame = make_frame(doc, section, ordinal, config.max_tokens, count, config.max_chars)
         sections.append((frame, section_units(section, 0, frame.body_budget, count)))
     texts = [unit.text for _, units in sections for unit in units]
     if not texts:
@@ -146,7 +146,7 @@ def fixed(doc: Document, config: ChunkingConfig, count: TokenCounter) -> list[Ch
     texts = []
     offset = 0
     for ordinal, section in enumerate(doc.sections):
-        frames.append(make_frame(doc, section, ordinal, config.max_tokens, count))
+        frames.append(make_frame(doc, section, ordinal, config.max_tokens, count, config.max_chars))
         starts.append(offset)
         texts.append(section.text)
         offset += len(section.text) + 2
@@ -231,7 +231,7 @@ def recursive(doc: Document, config: ChunkingConfig, count: TokenCounter) -> lis
     """
     chunks = []
     for ordinal, section in enumerate(doc.sections):
-        frame = make_frame(doc, section, ordinal, config.max_tokens, count)
+        frame = make_frame(doc, section, ordinal, config.max_tokens, count, config.max_chars)
         target = body_target(frame, config.target_tokens)
         page_at = _section_pages(section)
         for body, offset in _merge_pieces(section.text, target, config.overlap_tokens, count):

@@ -2,11 +2,13 @@
 
 ``iter_documents`` walks a folder and yields a ``Document`` for every file it can read and a
 ``Skipped`` (with a one-line reason) for every file it cannot — one bad file never stops a push.
+Symbolic links to anything outside the folder are reported, not followed, unless asked for
+(``follow_symlinks``): pushing a folder must not index whatever a link in it points at.
 ``read_document`` reads one file and raises ``InputError`` instead.
 
 Example::
 
-    for item in iter_documents(Path("docs"), max_bytes=10_000_000):
+    for item in iter_documents(Path("docs"), max_bytes=10_000_000, follow_symlinks=False):
         if isinstance(item, Skipped):
             log.warning("skipped %s: %s", item.source, item.reason)
         else:
@@ -36,6 +38,10 @@ __all__ = ["SUPPORTED_SUFFIXES", "Skipped", "iter_documents", "read_document"]
 log = logging.getLogger(__name__)
 
 SUPPORTED_SUFFIXES = (".md", ".markdown", ".html", ".htm", ".txt", ".pdf")
+
+OUTSIDE_REASON = (
+    "symbolic link to a target outside the pushed folder; set follow_symlinks = true to index it"
+)
 
 
 @dataclass(frozen=True)
@@ -149,23 +155,42 @@ def read_document(path: Path, root: Path, max_bytes: int) -> Document:
         raise InputError(f"{source}: {exc.reason}") from None
 
 
-def iter_documents(root: Path, max_bytes: int) -> Iterator[Document | Skipped]:
+def iter_documents(
+    root: Path, max_bytes: int, *, follow_symlinks: bool = False
+) -> Iterator[Document | Skipped]:
     """Read every file under ``root`` in sorted path order.
 
     Hidden files and folders (names starting with ``.``) are passed over silently; every other
     file yields either a ``Document`` or a ``Skipped`` — unsupported types, unreadable,
-    oversized and malformed files included. Symbolic links are followed, except those that would
-    loop (or revisit a folder already read), which are reported as skipped.
+    oversized and malformed files included.
+
+    Symbolic links (to files or folders) whose target lies outside ``root`` are skipped with
+    ``OUTSIDE_REASON`` unless ``follow_symlinks``; broken links and links that loop are skipped
+    too. Links that stay inside ``root`` never make a file count twice: a link to a file or
+    folder the walk reads anyway (under its own, visible path; for a file, one with a supported
+    suffix) is skipped, naming that path, and a file reached through several links is read
+    once, under the first link in path order. A link to a hidden file or folder inside ``root``
+    is read under the link's name.
 
     Args:
         root: the folder to read.
         max_bytes: files larger than this are skipped.
+        follow_symlinks: follow links to targets outside ``root`` too (setting
+            ``follow_symlinks``).
 
     Yields:
-        ``Document`` or ``Skipped``, one per file (or per unreadable folder).
+        ``Document`` or ``Skipped``, one per file (or per unreadable or skipped folder).
 
     Raises:
         InputError: only when ``root`` itself is not a readable folder.
+
+    Example::
+
+        # kb/shared.md -> /etc/passwd.md
+        list(iter_documents(Path("kb"), 10_000_000))
+        # [Skipped("shared.md", OUTSIDE_REASON)]
+        list(iter_documents(Path("kb"), 10_000_000, follow_symlinks=True))
+        # [Document(source="shared.md", ...)]
     """
     root = Path(root)
     try:
@@ -179,6 +204,7 @@ def iter_documents(root: Path, max_bytes: int) -> Iterator[Document | Skipped]:
     real_root = root.resolve()
     seen = {root_id}  # every folder read so far
     ancestors = [root_id]  # folders on the current path, to tell loops from plain revisits
+    linked_files: dict[tuple[int, int], str] = {}  # files read through a link -> that link
     stack = [iter(_children(root))]
     while stack:
         path = next(stack[-1], None)
@@ -192,14 +218,17 @@ def iter_documents(root: Path, max_bytes: int) -> Iterator[Document | Skipped]:
         except OSError as exc:
             yield Skipped(source, _os_reason(exc, path))
             continue
+        target = path.resolve() if path.is_symlink() else None
+        if target is not None and not follow_symlinks and not target.is_relative_to(real_root):
+            log.debug("skipped %s: link to %s", source, target)
+            yield Skipped(source, OUTSIDE_REASON)
+            continue
         if stat.S_ISDIR(info.st_mode):
             folder_id = (info.st_dev, info.st_ino)
             if folder_id in ancestors:
                 yield Skipped(source, "symlink loop")
                 continue
-            if path.is_symlink() and (
-                folder_id in seen or path.resolve().is_relative_to(real_root)
-            ):
+            if target is not None and (folder_id in seen or _walked(target, real_root)):
                 # Read once, under its real path: the same documents twice would be duplicates.
                 yield Skipped(source, "symlink to a folder that is read under another path")
                 continue
@@ -212,6 +241,17 @@ def iter_documents(root: Path, max_bytes: int) -> Iterator[Document | Skipped]:
             ancestors.append(folder_id)
             stack.append(iter(children))
             continue
+        if target is not None:
+            if _walked(target, real_root) and target.suffix.lower() in SUPPORTED_SUFFIXES:
+                real = _source(target, real_root)
+                yield Skipped(source, f"symlink to {real}, which is read under its own path")
+                continue
+            file_id = (info.st_dev, info.st_ino)
+            if file_id in linked_files:
+                first = linked_files[file_id]
+                yield Skipped(source, f"symlink to the same file as {first}, which is read")
+                continue
+            linked_files[file_id] = source
         try:
             yield _read(path, source, max_bytes)
         except Rejected as exc:
@@ -220,6 +260,14 @@ def iter_documents(root: Path, max_bytes: int) -> Iterator[Document | Skipped]:
         except Exception as exc:  # one odd file must not stop the other thousand
             log.warning("unexpected error reading %s", source, exc_info=True)
             yield Skipped(source, f"unexpected error: {type(exc).__name__}: {exc}")
+
+
+def _walked(target: Path, real_root: Path) -> bool:
+    """Whether the walk of ``real_root`` reaches ``target`` (resolved) under its own path: inside
+    the root, and no part of the path hidden."""
+    if not target.is_relative_to(real_root):
+        return False
+    return not any(part.startswith(".") for part in target.relative_to(real_root).parts)
 
 
 def _children(folder: Path) -> list[Path]:

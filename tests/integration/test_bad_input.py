@@ -4,9 +4,11 @@ already indexed is lost when a file turns bad.
 
 The committed corpus is tests/fixtures/bad_input/. What cannot be committed is made in tmp_path
 at test time: a file over max_file_bytes (sparse, so it costs no disk), a symlink to itself, a
-symlink folder loop, a FIFO and a dangling symlink. The tests run as root, for whom chmod 000
-does not stop reads, so "unreadable" is played by the FIFO (not a regular file: reading it would
-block forever) and the dangling symlink (the target cannot be opened) — both deterministic.
+symlink folder loop, a FIFO, a dangling symlink, a symlink to a file outside the folder (skipped:
+follow_symlinks is off) and a 2 MB line without spaces (indexed, cut at chunk_max_chars). The
+tests run as root, for whom chmod 000 does not stop reads, so "unreadable" is played by the FIFO
+(not a regular file: reading it would block forever) and the dangling symlink (the target cannot
+be opened) — both deterministic.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from opensearchpy import helpers
 from loader.apply import apply_config
 from loader.cli import cli
 from loader.errors import PartialFailure
+from loader.readers import OUTSIDE_REASON
 
 FIXTURES = Path(__file__).parents[1] / "fixtures" / "bad_input"
 
@@ -39,22 +42,29 @@ EXPECTED = {
     "good/guide.md": None,
     "good/notes.txt": None,
     "good/page.html": None,
+    "huge-line.md": None,
     "invalid-utf8.md": "not valid UTF-8 (byte 0xe9 at offset 17)",
     "logo.png": "unsupported file type .png",
     "loop.md": "symlink loop",
     "loops/back": "symlink loop",
     "malformed.md": None,
     "only-markup.html": "no text found",
+    "outside.md": OUTSIDE_REASON,
     "oversized.txt": "larger than max_file_bytes (12 MB > 10 MB)",
     "pipe.md": "not a regular file (a FIFO)",
     "unclosed-front-matter.md": "front matter opened on line 1 is never closed with '---'",
 }
 GOOD = sorted(source for source, reason in EXPECTED.items() if reason is None)
 BAD = {source: reason for source, reason in EXPECTED.items() if reason is not None}
+UNCOMMITTABLE = {"oversized.txt", "loop.md", "loops/back", "pipe.md", "dangling.md"}
+UNCOMMITTABLE |= {"outside.md", "huge-line.md"}
+HUGE_LINE = "".join(f"w{number:07d}" for number in range(2 * 1024 * 1024 // 8))
+FORGED = "forged\nfailed ok.md: everything lost.exe"
 
 
 def add_uncommittable_files(root: Path) -> None:
-    """The bad files git cannot hold: oversized, symlink loops, a FIFO, a dangling symlink."""
+    """The bad files git cannot hold: oversized, symlink loops, a FIFO, a dangling symlink, a
+    symlink out of the folder, a 2 MB line."""
     with (root / "oversized.txt").open("wb") as handle:
         handle.truncate(12_000_000)  # over the default max_file_bytes (10 MB)
     (root / "loop.md").symlink_to("loop.md")
@@ -62,6 +72,10 @@ def add_uncommittable_files(root: Path) -> None:
     (root / "loops" / "back").symlink_to("..")
     os.mkfifo(root / "pipe.md")
     (root / "dangling.md").symlink_to("gone.md")
+    secret = root.parent / "secret.md"
+    secret.write_text("# Secret\n\nThe vault code is 7731.\n", encoding="utf-8")
+    (root / "outside.md").symlink_to(secret)
+    (root / "huge-line.md").write_text(f"# Huge line\n\n{HUGE_LINE}\n", encoding="utf-8")
 
 
 @pytest.fixture
@@ -90,13 +104,7 @@ def test_the_committed_corpus_is_as_described():
     committed = {
         path.relative_to(FIXTURES).as_posix() for path in FIXTURES.rglob("*") if path.is_file()
     }
-    assert committed == set(EXPECTED) - {
-        "oversized.txt",
-        "loop.md",
-        "loops/back",
-        "pipe.md",
-        "dangling.md",
-    }
+    assert committed == set(EXPECTED) - UNCOMMITTABLE
 
 
 def test_push_indexes_the_good_files_and_reports_each_bad_one(settings, client, corpus, tmp_path):
@@ -125,6 +133,11 @@ def test_push_indexes_the_good_files_and_reports_each_bad_one(settings, client, 
         "help desk answers",
     ):
         assert words in texts
+    assert "vault code" not in texts  # the symlink's target outside the folder
+    huge = [chunk for chunk in chunks if chunk["source"] == "huge-line.md"]
+    assert max(len(chunk["body"]) for chunk in huge) <= settings.chunk_max_chars
+    assert sum(len(chunk["body"]) for chunk in huge) == len(HUGE_LINE)
+    assert max(len(chunk["content"]) for chunk in huge) < settings.chunk_max_chars + 100
 
 
 def test_a_file_that_turns_bad_keeps_its_indexed_chunks(settings, client, corpus, tmp_path):
@@ -171,3 +184,26 @@ def test_a_file_that_turns_bad_keeps_its_indexed_chunks(settings, client, corpus
     ]
     assert out.startswith("kb: 0 added, 0 updated, 1 unchanged, 0 deleted, 6 failed; "), out
     assert indexed(client, settings.index_name) == before  # not one chunk lost or changed
+
+
+def test_a_file_name_cannot_forge_report_lines(settings, client, tmp_path):
+    """A newline in a file name is printed escaped: every line is one the push meant."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / FORGED).write_text("not a document")
+    (folder / "bad\x1b[2K.md").write_bytes(b"\x00\x01binary")
+    (folder / "fine.md").write_text("# Fine\n\nThis one is indexed.\n")
+    with contextlib.chdir(tmp_path):
+        result = CliRunner().invoke(
+            cli,
+            ["push", str(folder), "--index", settings.index_name, "--tenant", "T"],
+            env={"OPENSEARCH_URL": settings.opensearch_url},
+        )
+    assert result.exit_code == PartialFailure.exit_code, result.output
+    assert result.stderr.splitlines() == [
+        "skipped bad\\x1b[2K.md: binary file",
+        "skipped forged\\nfailed ok.md: everything lost.exe: unsupported file type .exe",
+    ]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kb: 1 added, "), result.stdout
+    assert all(line.startswith(("skipped ", "kb: ")) for line in result.output.splitlines())

@@ -10,7 +10,7 @@ import pytest
 import loader.readers as readers
 from loader.documents import Document
 from loader.errors import InputError
-from loader.readers import Skipped, iter_documents, read_document
+from loader.readers import OUTSIDE_REASON, Skipped, iter_documents, read_document
 
 
 def write(root: Path, name: str, content: str | bytes) -> Path:
@@ -23,11 +23,11 @@ def write(root: Path, name: str, content: str | bytes) -> Path:
     return path
 
 
-def outcome(root: Path, max_bytes: int = 1000) -> dict[str, str]:
+def outcome(root: Path, max_bytes: int = 1000, **options: bool) -> dict[str, str]:
     """source -> "ok" or the skip reason."""
     return {
         item.source: "ok" if isinstance(item, Document) else item.reason
-        for item in iter_documents(root, max_bytes)
+        for item in iter_documents(root, max_bytes, **options)
     }
 
 
@@ -81,7 +81,7 @@ def test_symlink_loops_are_reported_not_followed(tmp_path: Path) -> None:
     (tmp_path / "alias.md").symlink_to(tmp_path / "docs" / "guide.md")
     (tmp_path / "dangling.md").symlink_to(tmp_path / "missing.md")
     assert outcome(tmp_path) == {
-        "alias.md": "ok",  # a symlink to a file inside is fine
+        "alias.md": "symlink to docs/guide.md, which is read under its own path",
         "dangling.md": "broken symlink",
         "docs/guide.md": "ok",
         "docs/loop": "symlink loop",
@@ -130,3 +130,128 @@ def test_root_must_be_a_folder(tmp_path: Path) -> None:
 
 def test_skipped_is_a_value() -> None:
     assert Skipped("a.md", "binary file") == Skipped("a.md", "binary file")
+
+
+# --- symbolic links ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    """A folder beside the pushed one, holding a file and a subfolder nobody asked to push."""
+    folder = tmp_path / "outside"
+    write(folder, "secret.md", "# Secret\n\nThe vault code is 1234.\n")
+    write(folder, "more/notes.txt", "Private notes.")
+    return folder
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Path:
+    folder = tmp_path / "kb"
+    write(folder, "guide.md", "# Guide\n\nText.\n")
+    return folder
+
+
+def test_links_outside_the_folder_are_skipped_by_default(kb: Path, outside: Path) -> None:
+    (kb / "secret.md").symlink_to(outside / "secret.md")
+    (kb / "relative.md").symlink_to(Path("..") / "outside" / "secret.md")
+    (kb / "shared").symlink_to(outside, target_is_directory=True)
+    (kb / "etc.txt").symlink_to("/etc/hostname")
+    assert outcome(kb) == {
+        "etc.txt": OUTSIDE_REASON,
+        "guide.md": "ok",
+        "relative.md": OUTSIDE_REASON,
+        "secret.md": OUTSIDE_REASON,
+        "shared": OUTSIDE_REASON,
+    }
+    assert OUTSIDE_REASON == (
+        "symbolic link to a target outside the pushed folder; set follow_symlinks = true to "
+        "index it"
+    )
+    assert outcome(kb) == outcome(kb, follow_symlinks=False)
+
+
+def test_follow_symlinks_reads_the_targets_under_the_links_names(kb: Path, outside: Path) -> None:
+    (kb / "secret.md").symlink_to(outside / "secret.md")
+    (kb / "shared").symlink_to(outside, target_is_directory=True)
+    documents = {
+        item.source: item
+        for item in iter_documents(kb, 1000, follow_symlinks=True)
+        if isinstance(item, Document)
+    }
+    assert sorted(documents) == [
+        "guide.md",
+        "secret.md",
+        "shared/more/notes.txt",
+        "shared/secret.md",
+    ]
+    assert "vault code" in documents["secret.md"].sections[0].text
+
+
+def test_a_file_reached_through_links_inside_the_folder_is_read_once(kb: Path) -> None:
+    write(kb, "docs/faq.md", "# FAQ\n\nAnswers.\n")
+    write(kb, ".drafts/plan.md", "# Plan\n\nDraft.\n")
+    write(kb, "notes", "A file without a suffix.")
+    (kb / "a-faq.md").symlink_to(kb / "docs" / "faq.md")  # sorts before its target
+    (kb / "docs" / "again.md").symlink_to("faq.md")
+    (kb / "plan.md").symlink_to(Path(".drafts") / "plan.md")  # hidden target: read via the link
+    (kb / "plan-copy.md").symlink_to(Path(".drafts") / "plan.md")
+    (kb / "notes.md").symlink_to("notes")  # the target itself is not read (no suffix)
+    assert outcome(kb) == {
+        "a-faq.md": "symlink to docs/faq.md, which is read under its own path",
+        "docs/again.md": "symlink to docs/faq.md, which is read under its own path",
+        "docs/faq.md": "ok",
+        "guide.md": "ok",
+        "notes": "unsupported file type (no suffix)",
+        "notes.md": "ok",
+        "plan-copy.md": "ok",
+        "plan.md": "symlink to the same file as plan-copy.md, which is read",
+    }
+
+
+def test_a_folder_linked_inside_the_folder_is_read_once(kb: Path) -> None:
+    write(kb, "docs/faq.md", "# FAQ\n\nAnswers.\n")
+    (kb / "also-docs").symlink_to("docs", target_is_directory=True)
+    assert outcome(kb) == {
+        "also-docs": "symlink to a folder that is read under another path",
+        "docs/faq.md": "ok",
+        "guide.md": "ok",
+    }
+
+
+@pytest.mark.parametrize("follow_symlinks", [False, True])
+def test_folder_link_cycles_terminate(kb: Path, tmp_path: Path, follow_symlinks: bool) -> None:
+    (kb / "a").mkdir()
+    (kb / "a" / "up").symlink_to("..", target_is_directory=True)
+    (kb / "a" / "self").symlink_to(".", target_is_directory=True)
+    (kb / "root").symlink_to(kb, target_is_directory=True)
+    # A cycle through the outside: kb/out -> outer, outer/back -> kb.
+    outer = tmp_path / "outer"
+    outer.mkdir()
+    (outer / "back").symlink_to(kb, target_is_directory=True)
+    (outer / "round").symlink_to(outer, target_is_directory=True)
+    (kb / "out").symlink_to(outer, target_is_directory=True)
+    expected = {
+        "a/self": "symlink loop",
+        "a/up": "symlink loop",
+        "guide.md": "ok",
+        "out": OUTSIDE_REASON,
+        "root": "symlink loop",
+    }
+    if follow_symlinks:
+        del expected["out"]
+        expected["out/back"] = "symlink loop"
+        expected["out/round"] = "symlink loop"
+    assert outcome(kb, follow_symlinks=follow_symlinks) == expected
+
+
+def test_broken_links_are_skipped(kb: Path, tmp_path: Path) -> None:
+    (kb / "gone.md").symlink_to("nowhere.md")
+    (kb / "gone-outside.md").symlink_to(tmp_path / "nowhere" / "x.md")
+    (kb / "gone-folder").symlink_to(kb / "no-such-folder", target_is_directory=True)
+    for follow_symlinks in (False, True):
+        assert outcome(kb, follow_symlinks=follow_symlinks) == {
+            "gone-folder": "broken symlink",
+            "gone-outside.md": "broken symlink",
+            "gone.md": "broken symlink",
+            "guide.md": "ok",
+        }

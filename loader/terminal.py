@@ -1,0 +1,57 @@
+"""Text made safe to print on one terminal line.
+
+File names, headings and settings come from users (or from whoever wrote the files): a file named
+``forged\\nfailed ok.md: everything lost.exe`` must not print as two report lines, and a
+right-to-left override must not make ``exe.md`` look like ``dm.exe``. The CLI passes every line it
+prints through ``printable``; JSON output needs nothing (``json.dumps`` escapes on its own).
+
+Example::
+
+    >>> printable("forged\\nfailed ok.md")
+    'forged\\\\nfailed ok.md'
+    >>> printable("r\\u202egnp.exe")
+    'r\\\\u202egnp.exe'
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["printable", "printable_lines"]
+
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+# C0 controls (tab included: it can hide text), DEL, C1 controls, the Unicode line and paragraph
+# separators, and the bidirectional embeddings, overrides and isolates.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character escaped, so it prints as exactly one line.
+
+    ``\\n``, ``\\r`` and ``\\t`` become those two-character escapes; other C0 and C1 controls
+    and DEL become ``\\xNN``; U+2028, U+2029 and the bidi controls U+202A–U+202E and
+    U+2066–U+2069 become ``\\uNNNN``. Everything else, backslashes and non-ASCII letters
+    included, is left as it is.
+
+    Args:
+        text: anything that is about to be printed.
+
+    Returns:
+        The text, safe for one terminal line.
+    """
+    return _UNSAFE.sub(_escape, text)
+
+
+def printable_lines(text: str) -> str:
+    """A multi-line block (a table, a report) with each of its ``\\n``-separated lines made
+    ``printable``: the line breaks the program meant stay, any others are escaped."""
+    return "\n".join(printable(line) for line in text.split("\n"))
