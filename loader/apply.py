@@ -591,9 +591,9 @@ def read_cluster_state(
 
 def model_dimension(settings: Settings) -> int:
     """The vector dimension of the configured embedding model (loads the model once)."""
-    from loader.embedding import get_embedder
+    from loader.embedding import embedder_for
 
-    return get_embedder(settings.embedding_model, device=settings.device).dimension
+    return embedder_for(settings).dimension
 
 
 def plan_apply(

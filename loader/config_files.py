@@ -1,8 +1,8 @@
 """Search configuration as files: Jinja2 templates rendered from the settings into JSON bodies.
 
 Three folders, each looked up first in the project directory, then in the packaged defaults (the
-repository root next to the ``loader`` package), so a project overrides a file by giving one with
-the same name:
+repository's top-level folders, which the wheel carries as ``loader/defaults/``: in the checkout
+that folder links to them), so a project overrides a file by giving one with the same name:
 
 - ``mappings/chunks.json.j2``: the chunk index (settings and mappings);
 - ``pipelines/search/<name>.json.j2`` and ``pipelines/ingest/<name>.json.j2``: pipelines named
@@ -22,9 +22,12 @@ Example::
 
 from __future__ import annotations
 
+import importlib.resources
 import json
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +39,9 @@ from loader.settings import Settings
 
 log = logging.getLogger(__name__)
 
-PACKAGE_ROOT = Path(__file__).resolve().parent.parent
+# The packaged defaults, read through importlib.resources so that they are found wherever the
+# package is installed (a wheel in a venv as well as the checkout).
+DEFAULTS_PACKAGE, DEFAULTS_FOLDER = "loader", "defaults"
 CONFIG_FOLDERS = ("mappings", "pipelines", "search_templates")
 INDEX_FILE = "mappings/chunks.json.j2"
 SEARCH_PIPELINE_FOLDER = "pipelines/search/"
@@ -141,20 +146,33 @@ def default_project_dir() -> Path | None:
     return None
 
 
-def _search_roots(project_dir: str | Path | None) -> list[Path]:
-    roots = []
+def _project_root(project_dir: str | Path | None) -> Path | None:
     project = Path(project_dir) if project_dir is not None else default_project_dir()
-    if project is not None and project.resolve() != PACKAGE_ROOT:
-        roots.append(project.resolve())
-    roots.append(PACKAGE_ROOT)
-    return roots
+    return project.resolve() if project is not None else None
+
+
+def _defaults() -> Traversable:
+    return importlib.resources.files(DEFAULTS_PACKAGE) / DEFAULTS_FOLDER
+
+
+def packaged_file(name: str) -> str:
+    """The text of a packaged default config file, e.g. ``packaged_file(INDEX_FILE)``: the
+    starting point for a project's own copy."""
+    return (_defaults() / name).read_text(encoding="utf-8")
+
+
+def _describe_roots(project_dir: str | Path | None) -> str:
+    project = _project_root(project_dir)
+    return ", ".join([*([str(project)] if project else []), "the packaged defaults"])
 
 
 def _environment(project_dir: str | Path | None, mustache: bool) -> jinja2.Environment:
     # ChoiceLoader: the project's file wins over the packaged default of the same name.
-    loader = jinja2.ChoiceLoader(
-        [jinja2.FileSystemLoader(str(root)) for root in _search_roots(project_dir)]
-    )
+    loaders: list[jinja2.BaseLoader] = []
+    project = _project_root(project_dir)
+    if project is not None:
+        loaders.append(jinja2.FileSystemLoader(str(project)))
+    loaders.append(jinja2.PackageLoader(DEFAULTS_PACKAGE, DEFAULTS_FOLDER))
     options: dict[str, Any] = {}
     if mustache:
         # Search templates hold mustache {{ }} tags; give Jinja other delimiters.
@@ -167,7 +185,7 @@ def _environment(project_dir: str | Path | None, mustache: bool) -> jinja2.Envir
             "comment_end_string": "#]",
         }
     return jinja2.Environment(
-        loader=loader,
+        loader=jinja2.ChoiceLoader(loaders),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,
@@ -175,15 +193,29 @@ def _environment(project_dir: str | Path | None, mustache: bool) -> jinja2.Envir
     )
 
 
+def _template_names(root: Traversable, prefix: str = "") -> Iterator[str]:
+    """Names of the renderable files under ``root``, relative to it, partials excluded."""
+    if not root.is_dir():
+        return
+    for entry in root.iterdir():
+        name = f"{prefix}{entry.name}"
+        if entry.is_dir():
+            yield from _template_names(entry, f"{name}/")
+        elif entry.name.endswith(FILE_SUFFIX) and not entry.name.startswith("_"):
+            yield name
+
+
 def list_config_files(project_dir: str | Path | None = None) -> list[str]:
     """Template names (e.g. ``pipelines/search/rrf.json.j2``) of every renderable file, partials
     excluded, from the project directory and the packaged defaults."""
     names: set[str] = set()
-    for root in _search_roots(project_dir):
+    roots: list[Traversable] = [_defaults()]
+    project = _project_root(project_dir)
+    if project is not None:
+        roots.append(project)
+    for root in roots:
         for folder in CONFIG_FOLDERS:
-            for path in (root / folder).rglob(f"*{FILE_SUFFIX}"):
-                if not path.name.startswith("_"):
-                    names.add(path.relative_to(root).as_posix())
+            names.update(f"{folder}/{name}" for name in _template_names(root / folder))
     return sorted(names)
 
 
@@ -219,7 +251,7 @@ def render_file(
         text = env.get_template(name).render(**context)
     except jinja2.TemplateNotFound as exc:
         raise ConfigError(
-            f"config file {name} not found in {', '.join(map(str, _search_roots(project_dir)))}"
+            f"config file {name} not found in {_describe_roots(project_dir)}"
         ) from exc
     except jinja2.TemplateSyntaxError as exc:
         raise ConfigError(

@@ -114,6 +114,7 @@ def _read_max_seq_length(folder: Path) -> int | None:
     return int(json.loads(path.read_text(encoding="utf-8")).get("max_seq_length") or 0) or None
 
 
+@functools.lru_cache(maxsize=4)
 def _load_sentence_transformer(name: str, path: str, device: str):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -130,7 +131,19 @@ def _load_sentence_transformer(name: str, path: str, device: str):
         ) from exc
 
 
-@functools.lru_cache(maxsize=4)
 def get_embedder(name: str, device: str = "cpu", batch_size: int = 64) -> Embedder:
-    """The process-wide embedder for a model: loading one takes seconds, so do it once."""
+    """The process-wide embedder for a model: loading one takes seconds, so do it once.
+
+    One instance per (model, device, batch size), however the arguments are spelled, and one
+    loaded model per (model, device) whatever the batch size."""
+    return _embedder(name, device, batch_size)
+
+
+def embedder_for(settings) -> Embedder:
+    """The embedder ``settings`` configure (model, device, batch size)."""
+    return _embedder(settings.embedding_model, settings.device, settings.embedding_batch_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _embedder(name: str, device: str, batch_size: int) -> Embedder:
     return Embedder(name, device=device, batch_size=batch_size)

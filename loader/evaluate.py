@@ -87,6 +87,7 @@ INDEX_SETTINGS = frozenset(
         "chunk_target_tokens",
         "chunk_max_tokens",
         "chunk_overlap_tokens",
+        "chunk_max_chars",
         "semantic_threshold",
         "sentence_window",
         "max_file_bytes",
@@ -110,6 +111,8 @@ UNSWEEPABLE_SETTINGS = frozenset(
         "request_timeout",
         "opensearch_image",
         "local_port",
+        "api_keys_file",
+        "follow_symlinks",
         "index_name",
         "number_of_replicas",
         "tenant",
@@ -118,6 +121,7 @@ UNSWEEPABLE_SETTINGS = frozenset(
         "chunk_strategy",  # --strategy
         "search_mode",  # --mode
         "top_k",  # eval keeps every candidate
+        "rerank",  # --rerank
     }
 )
 
@@ -677,7 +681,7 @@ def evaluate(
     """
     from loader.apply import apply_config
     from loader.cluster import connect
-    from loader.embedding import get_embedder
+    from loader.embedding import embedder_for
     from loader.push import sync_documents
 
     started = time.perf_counter()
@@ -707,9 +711,7 @@ def evaluate(
         run_settings = settings.replace(index_name=alias, chunk_strategy=config.strategy)
         if config.sweep_setting is not None:
             run_settings = run_settings.replace(**{config.sweep_setting: config.sweep_value})
-        embedder = get_embedder(
-            run_settings.embedding_model, run_settings.device, run_settings.embedding_batch_size
-        )
+        embedder = embedder_for(run_settings)
         if alias not in pushed:
             # Apply with the index's own settings, then push: both are no-ops when unchanged.
             apply_config(run_settings, dimension=embedder.dimension, client=client)
@@ -765,7 +767,7 @@ def evaluate(
         if sweep is not None and sweep.changes_index:
             base = base.replace(**{sweep.setting: getattr(last, sweep.setting)})
         if last != base:
-            embedder = get_embedder(base.embedding_model, base.device, base.embedding_batch_size)
+            embedder = embedder_for(base)
             apply_config(base, dimension=embedder.dimension, client=client)
     report.seconds = time.perf_counter() - started
     return report

@@ -169,9 +169,9 @@ def export_model(settings: Settings, cache_root: Path | None = None) -> ModelPac
     Raises:
         ModelError: the model cannot be loaded or exported (``pip install 'loader[onnx]'``).
     """
-    from loader.embedding import get_embedder
+    from loader.embedding import embedder_for
 
-    embedder = get_embedder(settings.embedding_model, settings.device)
+    embedder = embedder_for(settings)
     folder = Path(embedder.path)
     if not folder.is_dir():
         raise ModelError(

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from loader.apply import apply_config, check_index_compatible
 from loader.cli import cli
 from loader.cluster import connect
-from loader.config_files import INDEX_FILE, PACKAGE_ROOT, config_names
+from loader.config_files import INDEX_FILE, config_names, packaged_file
 from loader.errors import IncompatibleIndexError
 
 DIMENSION = 8  # a test dimension; production reads it from the embedding model
@@ -112,7 +112,7 @@ def test_compatible_changes_are_applied_in_place(client, settings, tmp_path):
     index_docs(client, alias)
 
     # A project file that adds a field, and settings that change a dynamic index setting.
-    mapping = (PACKAGE_ROOT / INDEX_FILE).read_text()
+    mapping = packaged_file(INDEX_FILE)
     (tmp_path / "mappings").mkdir()
     (tmp_path / "mappings" / "chunks.json.j2").write_text(
         mapping.replace(
