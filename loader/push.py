@@ -1,15 +1,17 @@
 """`loader push`: make the index mirror a folder of documents.
 
-The work is planned, then applied:
+The work is planned (``plan_push``, which needs no cluster beyond the state it is given), then
+applied (``apply_push``):
 
 1. read every file (bad ones are reported and skipped; their indexed chunks are kept);
-2. cut each document into chunks and hash them;
-3. read what the index holds for this collection (chunk ids and hashes only);
-4. per document: unchanged (same hash) -> nothing; new or changed -> write its chunks, embedding
-   only texts whose hash the index does not hold yet (vectors of known texts are reused);
-5. delete chunks that no longer exist: stale positions of changed documents, and documents removed
+2. read what the index holds for the push's scope (chunk ids and hashes only);
+3. per document: unchanged (same hash) -> nothing, not even chunking; new or changed -> chunk it;
+4. delete chunks that no longer exist: stale positions of changed documents, and documents removed
    from the folder (unless ``keep_removed``);
-6. refresh once, so searches see the new state.
+5. apply: embed only texts whose hash the scope does not hold yet (known vectors are reused),
+   write and delete in bulk, refresh once, so searches see the new state.
+
+``loader push --dry-run`` stops after the plan and prints it.
 
 Chunk ids are stable (``<doc_id>-<position>``, where ``doc_id`` hashes the tenant, the collection
 and the source path), so a re-push overwrites rather than duplicates, and a rerun after an
@@ -39,7 +41,7 @@ from loader.bulk import BulkAction, send_bulk
 from loader.chunking import chunk_document, chunking_config
 from loader.cluster import cluster_errors, connect
 from loader.documents import PATH_SEPARATOR, Chunk, Document
-from loader.embedding import Embedder, get_embedder
+from loader.embedding import Embedder, embedder_for
 from loader.errors import ConfigError, InputError, LoaderError
 from loader.readers import Skipped, iter_documents
 from loader.settings import Settings
@@ -72,6 +74,7 @@ class PushReport:
     skipped: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
     errors: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
     warnings: list[str] = field(default_factory=list)
+    plan: list[str] | None = None  # dry run: what a push would do, one line per change
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -114,6 +117,7 @@ def document_hash(document: Document, settings: Settings) -> str:
         str(settings.chunk_target_tokens),
         str(settings.chunk_max_tokens),
         str(settings.chunk_overlap_tokens),
+        str(settings.chunk_max_chars),
         repr(settings.semantic_threshold),
         str(settings.sentence_window),
         document.source,
@@ -298,7 +302,7 @@ def push(
     root = Path(root)
     if not root.is_dir():
         raise ConfigError(f"{root} is not a folder; `loader push` takes a folder of documents")
-    items = iter_documents(root, settings.max_file_bytes)
+    items = iter_documents(root, settings.max_file_bytes, follow_symlinks=settings.follow_symlinks)
     return sync_documents(items, settings, collection=collection or root.resolve().name, **options)
 
 
@@ -309,13 +313,14 @@ def sync_documents(
     collection: str,
     tenant: str | None = None,
     keep_removed: bool = False,
+    dry_run: bool = False,
     show_progress: bool = False,
     client: OpenSearch | None = None,
     embedder: Embedder | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> PushReport:
     """Make the collection's documents in the index exactly ``items`` (documents from any source:
-    a folder, a BEIR corpus).
+    a folder, a BEIR corpus): plan the push, then (unless ``dry_run``) apply it.
 
     Args:
         items: documents, and files that could not be read (their indexed chunks are kept).
@@ -325,6 +330,8 @@ def sync_documents(
             tenant, else ``settings.tenant``. The sync reads, reuses, overwrites and deletes
             only the chunks of ``collection`` of the tenants it writes.
         keep_removed: keep the chunks of documents no longer among ``items``.
+        dry_run: plan only; the report's ``plan`` says what a push would do, nothing is
+            embedded or written.
         show_progress: progress bars on stderr (for terminals).
         client, embedder: reuse existing ones (tests, eval).
         on_event: called with one line per skipped file or failure as it happens.
@@ -333,88 +340,201 @@ def sync_documents(
         The report.
     """
     started = time.perf_counter()
-    report = PushReport(collection=collection)
     notify = on_event or (lambda line: None)
     client = client or connect(settings)
-    embedder = embedder or get_embedder(
-        settings.embedding_model, settings.device, settings.embedding_batch_size
-    )
-    alias = settings.index_name
+    embedder = embedder or embedder_for(settings)
 
-    # 1. can the index take this push at all (the model's dimension, document ids that include
-    # the tenant); then what it holds, read per tenant as the push meets each tenant
+    # Can the index take this push at all: the model's dimension, document ids with the tenant.
     from loader.apply import check_index_compatible
 
     check_index_compatible(client, settings, embedder.dimension)
-    state: dict[str, dict[str, Any]] = {}
 
-    def read_scope(owner: str) -> None:
-        if owner in report.tenants:
-            return
+    def read_scope(owner: str) -> dict[str, dict[str, Any]]:
         with cluster_errors(
             settings, f"reading the chunks of collection {collection!r} of tenant {owner!r}"
         ):
-            state.update(read_index_state(client, alias, owner, collection))
-        report.tenants.append(owner)
+            return read_index_state(client, settings.index_name, owner, collection)
 
-    read_scope(tenant or settings.tenant)
+    plan = plan_push(
+        _progress(items, show_progress, "reading"),
+        settings,
+        embedder,
+        read_scope,
+        collection=collection,
+        tenant=tenant,
+        keep_removed=keep_removed,
+        on_event=notify,
+    )
+    report = plan.report()
+    _warn_about_truncation(plan.to_write, embedder, report, notify)
+    if dry_run:
+        report.plan = plan.lines()
+    else:
+        apply_push(plan, settings, client, embedder, report, show_progress, notify)
+    report.seconds = time.perf_counter() - started
+    return report
 
-    # 2. read every document; chunk only those whose hash the index does not hold
-    to_write: list[PlannedDocument] = []
+
+@dataclass
+class PushPlan:
+    """What a push will do, decided from the documents and the index state alone."""
+
+    collection: str
+    tenants: list[str]
+    to_write: list[PlannedDocument]  # new or changed documents, chunked
+    added: list[str]  # sources
+    updated: list[str]
+    unchanged: int
+    removed: list[str]  # sources of documents no longer among the items
+    deletions: list[tuple[str, str]]  # (chunk id, source): stale and removed chunks
+    kept_chunks: int  # chunks the index keeps for unchanged documents
+    known_vectors: dict[str, str]  # content hash -> a chunk id in scope holding its vector
+    skipped: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
+
+    @property
+    def chunks(self) -> int:
+        return self.kept_chunks + sum(len(doc.chunks) for doc in self.to_write)
+
+    def hashes_to_embed(self) -> set[str]:
+        return {h for doc in self.to_write for h in doc.hashes if h not in self.known_vectors}
+
+    def report(self) -> PushReport:
+        return PushReport(
+            collection=self.collection,
+            tenants=list(self.tenants),
+            added=len(self.added),
+            updated=len(self.updated),
+            unchanged=self.unchanged,
+            deleted=len(self.removed),
+            chunks=self.chunks,
+            failed=len(self.skipped),
+            skipped=list(self.skipped),
+        )
+
+    def lines(self) -> list[str]:
+        """One line per change, as ``loader push --dry-run`` prints them."""
+        by_source = {doc.document.source: doc for doc in self.to_write}
+        deleted: dict[str, int] = {}
+        for _, source in self.deletions:
+            deleted[source] = deleted.get(source, 0) + 1
+        lines = []
+        for symbol, action, sources in (("+", "add", self.added), ("~", "update", self.updated)):
+            for source in sources:
+                doc = by_source[source]
+                fresh = sum(1 for h in set(doc.hashes) if h not in self.known_vectors)
+                lines.append(
+                    f"{symbol} {action} {source} ({len(doc.chunks)} chunks, {fresh} to embed"
+                    f"{f', {deleted[source]} stale deleted' if source in deleted else ''})"
+                )
+        for source in self.removed:
+            lines.append(f"- delete {source} ({deleted.get(source, 0)} chunks)")
+        for item in self.skipped:
+            lines.append(f"! skip {item['source']}: {item['reason']}")
+        return lines
+
+
+def plan_push(
+    items: Iterable[Document | Skipped],
+    settings: Settings,
+    embedder: Embedder,
+    read_scope: Callable[[str], dict[str, dict[str, Any]]],
+    *,
+    collection: str,
+    tenant: str | None = None,
+    keep_removed: bool = False,
+    on_event: Callable[[str], None] | None = None,
+) -> PushPlan:
+    """Decide what a push does. No cluster: the index state comes from ``read_scope(tenant)``
+    (``read_index_state`` for a real push), called once per tenant the push meets.
+
+    Per document: unchanged (same hash) -> nothing, not even chunking; new or changed -> chunk
+    it and write its chunks; then every chunk in scope that no longer exists is deleted (stale
+    positions, removed documents unless ``keep_removed``; never the chunks of a document that
+    could not be read now).
+    """
+    notify = on_event or (lambda line: None)
+    state: dict[str, dict[str, Any]] = {}
+    tenants: list[str] = []
+
+    def enter_scope(owner: str) -> None:
+        if owner not in tenants:
+            tenants.append(owner)
+            state.update(read_scope(owner))
+
+    enter_scope(tenant or settings.tenant)
+    plan = PushPlan(collection, tenants, [], [], [], 0, [], [], 0, {})
     chunk_counts: dict[str, int] = {}  # doc_id -> chunks it keeps, for every readable document
     skipped_sources: set[str] = set()
-    for item in _progress(items, show_progress, "reading"):
+
+    def skip(source: str, reason: str) -> None:
+        plan.skipped.append({"source": source, "reason": reason})
+        skipped_sources.add(source)
+        notify(f"skipped {source}: {reason}")
+
+    for item in items:
         if isinstance(item, Skipped):
-            report.skipped.append({"source": item.source, "reason": item.reason})
-            skipped_sources.add(item.source)
-            notify(f"skipped {item.source}: {item.reason}")
+            skip(item.source, item.reason)
             continue
         try:
             doc_id, source_hash = identify(item, collection, settings, tenant)
         except InputError as exc:
-            report.skipped.append({"source": item.source, "reason": str(exc)})
-            skipped_sources.add(item.source)
-            notify(f"skipped {item.source}: {exc}")
+            skip(item.source, str(exc))
             continue
-        read_scope(item.metadata["tenant"])
+        enter_scope(item.metadata["tenant"])
         existing = state.get(doc_id)
         if is_unchanged(existing, source_hash):
-            report.unchanged += 1
+            plan.unchanged += 1
             chunk_counts[doc_id] = len(existing["chunks"])
+            plan.kept_chunks += len(existing["chunks"])
             continue
         try:
             planned = plan_document(item, doc_id, source_hash, settings, embedder)
         except LoaderError as exc:
             if isinstance(exc, ConfigError):
                 raise  # a bad setting fails every document alike: stop at once
-            report.skipped.append({"source": item.source, "reason": str(exc)})
-            skipped_sources.add(item.source)
-            notify(f"skipped {item.source}: {exc}")
+            skip(item.source, str(exc))
             continue
-        if existing is None:
-            report.added += 1
-        else:
-            report.updated += 1
-        to_write.append(planned)
+        (plan.added if existing is None else plan.updated).append(item.source)
+        plan.to_write.append(planned)
         chunk_counts[doc_id] = len(planned.chunks)
-    report.chunks = sum(chunk_counts.values())
-    _warn_about_truncation(to_write, embedder, report, notify)
 
-    known_hashes: dict[str, str] = {}
-    for entry in state.values():
+    for doc_id, entry in state.items():
         for cid, content_hash in entry["chunks"].items():
-            known_hashes.setdefault(content_hash, cid)
-    needed = {h for doc in to_write for h in doc.hashes}
+            plan.known_vectors.setdefault(content_hash, cid)
+        if doc_id in chunk_counts:
+            keep = {chunk_id(doc_id, position) for position in range(chunk_counts[doc_id])}
+        elif keep_removed or entry["source"] in skipped_sources:
+            continue  # removed but kept on request, or unreadable now: never lose indexed text
+        else:
+            keep = set()
+            plan.removed.append(entry["source"])
+        plan.deletions += [(cid, entry["source"]) for cid in sorted(set(entry["chunks"]) - keep)]
+    return plan
+
+
+def apply_push(
+    plan: PushPlan,
+    settings: Settings,
+    client: OpenSearch,
+    embedder: Embedder,
+    report: PushReport,
+    show_progress: bool = False,
+    notify: Callable[[str], None] = lambda line: None,
+) -> None:
+    """Embed what the index does not hold yet, write the planned chunks, delete the stale ones,
+    refresh once; fill in ``report``."""
+    alias = settings.index_name
+    needed = {h for doc in plan.to_write for h in doc.hashes}
     with cluster_errors(settings, "reading stored vectors"):
         vectors = fetch_vectors(
-            client, alias, {h: known_hashes[h] for h in needed if h in known_hashes}
+            client, alias, {h: cid for h, cid in plan.known_vectors.items() if h in needed}
         )
     texts_by_hash: dict[str, str] = {}
-    for doc in to_write:
+    for doc in plan.to_write:
         for chunk, content_hash in zip(doc.chunks, doc.hashes, strict=True):
             if content_hash not in vectors:
                 texts_by_hash.setdefault(content_hash, chunk.text)
-    report.reused_vectors = sum(1 for doc in to_write for h in doc.hashes if h in vectors)
+    report.reused_vectors = sum(1 for doc in plan.to_write for h in doc.hashes if h in vectors)
     if texts_by_hash:
         embed_started = time.perf_counter()
         new_vectors = embedder.embed(list(texts_by_hash.values()), show_progress=show_progress)
@@ -422,36 +542,20 @@ def sync_documents(
         report.embedded = len(texts_by_hash)
         vectors.update(zip(texts_by_hash, (v.tolist() for v in new_vectors), strict=True))
 
-    # 5. writes, then deletions of what no longer exists
-    actions: list[BulkAction] = []
-    for doc in to_write:
-        for position in range(len(doc.chunks)):
-            actions.append(
-                BulkAction(
-                    "index",
-                    alias,
-                    chunk_id(doc.doc_id, position),
-                    doc.document.source,
-                    chunk_body(
-                        doc,
-                        position,
-                        collection,
-                        settings.chunk_strategy,
-                        vectors[doc.hashes[position]],
-                    ),
-                )
-            )
-    removed_docs = 0
-    for doc_id, entry in state.items():
-        if doc_id in chunk_counts:
-            keep = {chunk_id(doc_id, position) for position in range(chunk_counts[doc_id])}
-        elif keep_removed or entry["source"] in skipped_sources:
-            continue  # removed but kept on request, or unreadable now: never lose indexed text
-        else:
-            keep = set()
-            removed_docs += 1
-        for cid in sorted(set(entry["chunks"]) - keep):
-            actions.append(BulkAction("delete", alias, cid, entry["source"]))
+    actions = [
+        BulkAction(
+            "index",
+            alias,
+            chunk_id(doc.doc_id, position),
+            doc.document.source,
+            chunk_body(
+                doc, position, plan.collection, settings.chunk_strategy, vectors[content_hash]
+            ),
+        )
+        for doc in plan.to_write
+        for position, content_hash in enumerate(doc.hashes)
+    ]
+    actions += [BulkAction("delete", alias, cid, source) for cid, source in plan.deletions]
 
     bar = _progress(None, show_progress, "indexing", total=len(actions))
     with cluster_errors(settings, f"writing chunks to {alias}"):
@@ -472,10 +576,7 @@ def sync_documents(
     failed_ids = {item_id for _, item_id, _ in result.errors}
     report.chunks_written = sum(1 for a in actions if a.op == "index" and a.id not in failed_ids)
     report.chunks_deleted = sum(1 for a in actions if a.op == "delete" and a.id not in failed_ids)
-    report.deleted = removed_docs
     report.failed = len(report.skipped) + len(failed_sources)
-    report.seconds = time.perf_counter() - started
-    return report
 
 
 def _warn_about_truncation(

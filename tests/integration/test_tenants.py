@@ -9,6 +9,7 @@ chunks of that reference push.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -212,3 +213,27 @@ def test_an_index_of_the_old_id_scheme_is_refused_then_replaced(shared, client, 
     assert new != old
     report = push(folder, shared, tenant="acme", client=client, embedder=embedder)
     assert report.added == 2
+
+
+def test_push_dry_run_prints_the_plan_and_changes_nothing(shared, client, embedder, tmp_path):
+    folder = write(tmp_path / "kb", ACME)
+    push(folder, shared, tenant="acme", client=client, embedder=embedder)
+    before = tenant_chunks(client, shared.index_name, "acme")
+    write(folder, {"pricing.md": ACME["pricing.md"] + "\n## Support\n\nCall us.\n"})
+    env = {"OPENSEARCH_URL": shared.opensearch_url, "LOADER_INDEX_NAME": shared.index_name}
+    result = CliRunner().invoke(
+        cli, ["push", str(folder), "--tenant", "acme", "--dry-run"], env=env
+    )
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("~ update pricing.md (") and "to embed" in lines[0]
+    assert lines[1] == "- delete roadmap.md (1 chunks)"
+    assert lines[2].startswith("kb: 0 to add, 1 to update, 0 unchanged, 1 to delete, 0 failed")
+    assert "dry run: nothing changed" in lines[2]
+    assert tenant_chunks(client, shared.index_name, "acme") == before
+
+    as_json = CliRunner().invoke(
+        cli, ["push", str(folder), "--tenant", "acme", "--dry-run", "--json"], env=env
+    )
+    report = json.loads(as_json.output)
+    assert report["plan"] == lines[:2] and report["chunks_written"] == 0
