@@ -33,12 +33,12 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from loader.apply import apply_config  # noqa: E402
-from loader.cluster import connect  # noqa: E402
-from loader.datasets import corpus_to_documents, load_beir  # noqa: E402
-from loader.embedding import get_embedder  # noqa: E402
-from loader.push import sync_documents  # noqa: E402
-from loader.search import search  # noqa: E402
+from loader.cluster.client import connect  # noqa: E402
+from loader.eval.datasets import corpus_to_documents, load_beir  # noqa: E402
+from loader.index.apply import apply_config  # noqa: E402
+from loader.ingest.sync import sync_documents  # noqa: E402
+from loader.models.embedding import get_embedder  # noqa: E402
+from loader.query.search import search  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 
 REPOSITORY = Path(__file__).resolve().parents[1]

@@ -23,12 +23,12 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from loader.apply import apply_config  # noqa: E402
-from loader.chunking import chunk_document, chunking_config  # noqa: E402
-from loader.cluster import connect  # noqa: E402
-from loader.datasets import corpus_to_documents, load_beir  # noqa: E402
-from loader.embedding import get_embedder  # noqa: E402
-from loader.push import sync_documents  # noqa: E402
+from loader.cluster.client import connect  # noqa: E402
+from loader.eval.datasets import corpus_to_documents, load_beir  # noqa: E402
+from loader.index.apply import apply_config  # noqa: E402
+from loader.ingest.chunking import chunk_document, chunking_config  # noqa: E402
+from loader.ingest.sync import sync_documents  # noqa: E402
+from loader.models.embedding import get_embedder  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"

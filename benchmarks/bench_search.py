@@ -35,13 +35,13 @@ from urllib.parse import urlsplit
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from loader.cluster import connect  # noqa: E402
-from loader.datasets import load_qrels  # noqa: E402
-from loader.embedding import get_embedder  # noqa: E402
+from loader.cluster.client import connect  # noqa: E402
 from loader.errors import LoaderError  # noqa: E402
-from loader.metrics import percentile  # noqa: E402
-from loader.rerank import Reranker  # noqa: E402
-from loader.search import SEARCH_MODES, SearchHit, search  # noqa: E402
+from loader.eval.datasets import load_qrels  # noqa: E402
+from loader.eval.metrics import percentile  # noqa: E402
+from loader.models.embedding import get_embedder  # noqa: E402
+from loader.models.rerank import Reranker  # noqa: E402
+from loader.query.search import SEARCH_MODES, SearchHit, search  # noqa: E402
 from loader.settings import resolve_settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"

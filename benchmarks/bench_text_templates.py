@@ -33,12 +33,12 @@ from urllib.parse import urlsplit
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from loader.apply import apply_config  # noqa: E402
-from loader.cluster import connect  # noqa: E402
-from loader.config_files import config_names  # noqa: E402
-from loader.datasets import corpus_to_documents, load_beir  # noqa: E402
-from loader.embedding import get_embedder, resolve_model_path  # noqa: E402
-from loader.push import sync_documents  # noqa: E402
+from loader.cluster.client import connect  # noqa: E402
+from loader.eval.datasets import corpus_to_documents, load_beir  # noqa: E402
+from loader.index.apply import apply_config  # noqa: E402
+from loader.index.render import config_names  # noqa: E402
+from loader.ingest.sync import sync_documents  # noqa: E402
+from loader.models.embedding import get_embedder, resolve_model_path  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
@@ -151,7 +151,7 @@ def main() -> None:
 def serve_figures(settings: Settings, questions: list[str]) -> None:
     import uvicorn
 
-    from loader.serve import create_app
+    from loader.query.serve import create_app
 
     with tempfile.TemporaryDirectory() as folder:
         settings = settings.replace(reranker_model=cross_encoder(Path(folder)))

@@ -2,7 +2,7 @@
 
     python benchmarks/eval_scifact.py --url http://127.0.0.1:9250 [--out-dir /tmp/eval-scifact]
 
-Runs the four search modes without rerank through ``loader.evaluate`` (the same code as
+Runs the four search modes without rerank through ``loader.eval.runner`` (the same code as
 ``loader eval ../shared/datasets/scifact --no-rerank``), writes the usual outputs (JSON, Markdown
 table, PNG, TREC runs) into --out-dir, prints the table, then one line per target:
 
@@ -27,8 +27,8 @@ from typing import Any
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from loader.evaluate import evaluate, load_task  # noqa: E402
-from loader.report import render_table, write_outputs  # noqa: E402
+from loader.eval.report import render_table, write_outputs  # noqa: E402
+from loader.eval.runner import evaluate, load_task  # noqa: E402
 from loader.settings import resolve_settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"

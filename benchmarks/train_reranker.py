@@ -44,9 +44,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # The script's folder is on sys.path when it runs: share the candidate fetch with the benchmark.
 from bench_search import DEFAULT_DATASET, LOOPBACK, hybrid_candidates  # noqa: E402
 
-from loader.cluster import connect  # noqa: E402
-from loader.datasets import load_qrels  # noqa: E402
-from loader.embedding import get_embedder, resolve_model_path  # noqa: E402
+from loader.cluster.client import connect  # noqa: E402
+from loader.eval.datasets import load_qrels  # noqa: E402
+from loader.models.embedding import get_embedder, resolve_model_path  # noqa: E402
 from loader.settings import resolve_settings  # noqa: E402
 
 

@@ -116,7 +116,7 @@ def settings_command(config_path: str | None, as_json: bool) -> None:
 @settings_options
 def up(settings: Settings) -> None:
     """Start a local single-node OpenSearch in Docker (idempotent) and print its URL."""
-    from loader.local import start_local
+    from loader.cluster.local import start_local
 
     url = start_local(settings)
     click.echo(url)
@@ -126,7 +126,7 @@ def up(settings: Settings) -> None:
 @settings_options
 def down(settings: Settings) -> None:
     """Stop and remove the local OpenSearch started by `loader up` (idempotent)."""
-    from loader.local import stop_local
+    from loader.cluster.local import stop_local
 
     click.echo("stopped" if stop_local(settings) else "not running")
 
@@ -141,7 +141,7 @@ def down(settings: Settings) -> None:
 def apply(settings: Settings, dry_run: bool, delete_old: bool, as_json: bool) -> None:
     """Create or update the index, alias, pipelines and search templates from the config files:
     print the plan, then apply it (idempotent)."""
-    from loader.apply import apply_config
+    from loader.index.apply import apply_config
 
     plan = apply_config(settings, dry_run=dry_run, delete_old=delete_old)
     if as_json:
@@ -189,7 +189,7 @@ def push(
     Unchanged documents are neither embedded nor written; changed ones replace exactly their own
     chunks; files removed from the folder lose their chunks. Exit code 8 when any file failed.
     """
-    from loader.push import push as push_folder
+    from loader.ingest.sync import push as push_folder
 
     if chunk_strategy:
         settings = settings.replace(chunk_strategy=chunk_strategy)
@@ -288,8 +288,8 @@ def search(
     The default rerank needs reranker_model to be a CrossEncoder available locally (there is no
     model hub); without one, pass --no-rerank.
     """
-    from loader.search import SearchFilters, format_result
-    from loader.search import search as run_search
+    from loader.query.search import SearchFilters, format_result
+    from loader.query.search import search as run_search
 
     result = run_search(
         question,
@@ -439,14 +439,14 @@ def eval_command(
     With --compare, exit code 10 when a gated metric dropped by more than --threshold.
     """
     from loader.errors import RegressionError
-    from loader.evaluate import DEFAULT_GATE_METRICS, evaluate, load_task, parse_sweep
-    from loader.report import (
+    from loader.eval.report import (
         compare_reports,
         load_results,
         render_comparison,
         render_table,
         write_outputs,
     )
+    from loader.eval.runner import DEFAULT_GATE_METRICS, evaluate, load_task, parse_sweep
 
     rerank_options = {"on": [True], "off": [False], "both": [False, True]}[
         "off" if no_rerank else rerank
@@ -503,7 +503,7 @@ def serve(settings: Settings, host: str, port: int) -> None:
     """Serve the search (retrieve, rerank, context) as an HTTP API: POST /search, GET /health,
     GET /openapi.json. Needs `pip install 'loader[serve]'`."""
     try:
-        from loader.serve import run_server
+        from loader.query.serve import run_server
     except ImportError as exc:
         raise click.ClickException(
             f"loader serve needs fastapi and uvicorn: pip install 'loader[serve]' ({exc})"

@@ -62,7 +62,7 @@ def base_settings(opensearch_url: str) -> Settings:
 
 @pytest.fixture(scope="session")
 def client(base_settings: Settings):
-    from loader.cluster import connect
+    from loader.cluster.client import connect
 
     return connect(base_settings)
 

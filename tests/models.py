@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from loader.embedding import resolve_model_path
+from loader.models.embedding import resolve_model_path
 
 
 def make_cross_encoder(folder: Path) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loader.embedding import get_embedder
+from loader.models.embedding import get_embedder
 
 
 @pytest.fixture(scope="session")

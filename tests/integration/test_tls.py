@@ -31,7 +31,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from loader.cli import cli
-from loader.cluster import connect
+from loader.cluster.client import connect
 from loader.errors import AuthenticationError, ClusterError
 from loader.settings import Settings
 

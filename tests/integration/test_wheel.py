@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.paths import REPO
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +58,7 @@ def run_loader(env_dir: Path, cwd: Path, url: str, alias: str, *args: str):
 def test_the_wheel_carries_every_config_template(wheel_venv, tmp_path):
     listed = subprocess.run(
         [str(wheel_venv / "bin" / "python"), "-c",
-         "import loader, loader.config_files as c; print(loader.__file__); "
+         "import loader, loader.index.render as c; print(loader.__file__); "
          "print('\\n'.join(c.list_config_files(None)))"],
         cwd=tmp_path, capture_output=True, text=True, check=True,
     ).stdout.split("\n")  # fmt: skip

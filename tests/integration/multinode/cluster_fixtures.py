@@ -31,10 +31,10 @@ from pathlib import Path
 import pytest
 from opensearchpy import OpenSearch
 
-from loader.cluster import connect
+from loader.cluster.client import connect
 from loader.documents import Document
-from loader.push import chunk_id, identify, plan_document
-from loader.readers import iter_documents
+from loader.ingest.readers import iter_documents
+from loader.ingest.sync import chunk_id, identify, plan_document
 from loader.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -19,9 +19,9 @@ import time
 import pytest
 from opensearchpy import helpers
 
-from loader.apply import apply_config
 from loader.errors import LoaderError
-from loader.push import push
+from loader.index.apply import apply_config
+from loader.ingest.sync import push
 from loader.settings import Settings
 
 from .cluster_fixtures import (

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from loader.apply import apply_config
-from loader.push import push
-from loader.search import search
+from loader.index.apply import apply_config
+from loader.ingest.sync import push
+from loader.query.search import search
 from loader.settings import Settings
 
 from .cluster_fixtures import (

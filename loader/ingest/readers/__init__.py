@@ -1,0 +1,277 @@
+"""Readers: turn the files of a folder into ``Document`` objects.
+
+``iter_documents`` walks a folder and yields a ``Document`` for every file it can read and a
+``Skipped`` (with a one-line reason) for every file it cannot — one bad file never stops a push.
+Symbolic links to anything outside the folder are reported, not followed, unless asked for
+(``follow_symlinks``): pushing a folder must not index whatever a link in it points at.
+``read_document`` reads one file and raises ``InputError`` instead.
+
+Example::
+
+    for item in iter_documents(Path("docs"), max_bytes=10_000_000, follow_symlinks=False):
+        if isinstance(item, Skipped):
+            log.warning("skipped %s: %s", item.source, item.reason)
+        else:
+            chunks = chunk_document(item, config, embedder.count_tokens)
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+from loader.documents import Document
+from loader.errors import InputError
+from loader.ingest.readers.common import Rejected, decode_text
+from loader.ingest.readers.html import read_html
+from loader.ingest.readers.markdown import read_markdown
+from loader.ingest.readers.pdf import read_pdf
+from loader.ingest.readers.text import read_text
+
+__all__ = ["SUPPORTED_SUFFIXES", "Skipped", "iter_documents", "read_document"]
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_SUFFIXES = (".md", ".markdown", ".html", ".htm", ".txt", ".pdf")
+
+OUTSIDE_REASON = (
+    "symbolic link to a target outside the pushed folder; set follow_symlinks = true to index it"
+)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file that was not read, and why."""
+
+    source: str  # path relative to the root, forward slashes
+    reason: str  # one human line, e.g. "binary file"
+
+
+def _human_size(size: int) -> str:
+    """``12 MB``, ``340 kB``, ``900 bytes`` (decimal units, like max_file_bytes' default)."""
+    for unit, scale in (("MB", 1_000_000), ("kB", 1_000)):
+        if size >= scale:
+            value = size / scale
+            return (
+                f"{value:.0f} {unit}" if value >= 10 else f"{value:.1f} {unit}".replace(".0 ", " ")
+            )
+    return f"{size} bytes"
+
+
+def _source(path: Path, root: Path) -> str:
+    try:
+        return PurePath(os.path.relpath(path, root)).as_posix()
+    except ValueError:  # another drive on Windows
+        return path.as_posix()
+
+
+def _os_reason(exc: OSError, path: Path) -> str:
+    if exc.errno == errno.ELOOP:
+        return "symlink loop"
+    if exc.errno == errno.ENOENT and path.is_symlink():
+        return "broken symlink"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    return f"cannot read: {exc.strerror or exc}"
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+def _read(path: Path, source: str, max_bytes: int) -> Document:
+    """Read one file, raising ``Rejected`` with a one-line reason when it cannot be used."""
+    suffix = path.suffix.lower()
+    if suffix not in SUPPORTED_SUFFIXES:
+        raise Rejected(
+            f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
+        )
+    try:
+        info = path.stat()
+    except OSError as exc:
+        raise Rejected(_os_reason(exc, path)) from None
+    if not stat.S_ISREG(info.st_mode):
+        # Checked before opening: reading a FIFO would block forever.
+        raise Rejected(f"not a regular file ({_file_kind(info.st_mode)})")
+    if info.st_size == 0:
+        raise Rejected("empty file")
+    if info.st_size > max_bytes:
+        raise Rejected(
+            f"larger than max_file_bytes ({_human_size(info.st_size)} > {_human_size(max_bytes)})"
+        )
+    try:
+        data = read_bytes(path)
+    except OSError as exc:
+        raise Rejected(_os_reason(exc, path)) from None
+    stem = PurePath(source).stem
+    if suffix == ".pdf":
+        return read_pdf(data, source, stem)
+    text = decode_text(data)
+    if suffix in (".md", ".markdown"):
+        return read_markdown(text, source, stem)
+    if suffix in (".html", ".htm"):
+        return read_html(text, source, stem)
+    return read_text(text, source, stem)
+
+
+def read_bytes(path: Path) -> bytes:
+    """The file's bytes (one seam for tests that simulate unreadable files)."""
+    return path.read_bytes()
+
+
+def read_document(path: Path, root: Path, max_bytes: int) -> Document:
+    """Read one file into a ``Document``.
+
+    Args:
+        path: the file.
+        root: the folder being pushed; ``Document.source`` is ``path`` relative to it.
+        max_bytes: files larger than this are refused (``max_file_bytes``).
+
+    Returns:
+        The document.
+
+    Raises:
+        InputError: ``"<source>: <reason>"`` for a file that is binary, not UTF-8, empty, too
+            large, of an unsupported type, unreadable or malformed.
+    """
+    path, root = Path(path), Path(root)
+    source = _source(path, root)
+    try:
+        return _read(path, source, max_bytes)
+    except Rejected as exc:
+        raise InputError(f"{source}: {exc.reason}") from None
+
+
+def iter_documents(
+    root: Path, max_bytes: int, *, follow_symlinks: bool = False
+) -> Iterator[Document | Skipped]:
+    """Read every file under ``root`` in sorted path order.
+
+    Hidden files and folders (names starting with ``.``) are passed over silently; every other
+    file yields either a ``Document`` or a ``Skipped`` — unsupported types, unreadable,
+    oversized and malformed files included.
+
+    Symbolic links (to files or folders) whose target lies outside ``root`` are skipped with
+    ``OUTSIDE_REASON`` unless ``follow_symlinks``; broken links and links that loop are skipped
+    too. Links that stay inside ``root`` never make a file count twice: a link to a file or
+    folder the walk reads anyway (under its own, visible path; for a file, one with a supported
+    suffix) is skipped, naming that path, and a file reached through several links is read
+    once, under the first link in path order. A link to a hidden file or folder inside ``root``
+    is read under the link's name.
+
+    Args:
+        root: the folder to read.
+        max_bytes: files larger than this are skipped.
+        follow_symlinks: follow links to targets outside ``root`` too (setting
+            ``follow_symlinks``).
+
+    Yields:
+        ``Document`` or ``Skipped``, one per file (or per unreadable or skipped folder).
+
+    Raises:
+        InputError: only when ``root`` itself is not a readable folder.
+
+    Example::
+
+        # kb/shared.md -> /etc/passwd.md
+        list(iter_documents(Path("kb"), 10_000_000))
+        # [Skipped("shared.md", OUTSIDE_REASON)]
+        list(iter_documents(Path("kb"), 10_000_000, follow_symlinks=True))
+        # [Document(source="shared.md", ...)]
+    """
+    root = Path(root)
+    try:
+        root_info = root.stat()
+    except OSError as exc:
+        raise InputError(f"cannot read folder {root}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(root_info.st_mode):
+        raise InputError(f"{root} is not a folder; push reads a folder of documents")
+
+    root_id = (root_info.st_dev, root_info.st_ino)
+    real_root = root.resolve()
+    seen = {root_id}  # every folder read so far
+    ancestors = [root_id]  # folders on the current path, to tell loops from plain revisits
+    linked_files: dict[tuple[int, int], str] = {}  # files read through a link -> that link
+    stack = [iter(_children(root))]
+    while stack:
+        path = next(stack[-1], None)
+        if path is None:
+            stack.pop()
+            ancestors.pop()
+            continue
+        source = _source(path, root)
+        try:
+            info = path.stat()
+        except OSError as exc:
+            yield Skipped(source, _os_reason(exc, path))
+            continue
+        target = path.resolve() if path.is_symlink() else None
+        if target is not None and not follow_symlinks and not target.is_relative_to(real_root):
+            log.debug("skipped %s: link to %s", source, target)
+            yield Skipped(source, OUTSIDE_REASON)
+            continue
+        if stat.S_ISDIR(info.st_mode):
+            folder_id = (info.st_dev, info.st_ino)
+            if folder_id in ancestors:
+                yield Skipped(source, "symlink loop")
+                continue
+            if target is not None and (folder_id in seen or _walked(target, real_root)):
+                # Read once, under its real path: the same documents twice would be duplicates.
+                yield Skipped(source, "symlink to a folder that is read under another path")
+                continue
+            try:
+                children = _children(path)
+            except OSError as exc:
+                yield Skipped(source, _os_reason(exc, path))
+                continue
+            seen.add(folder_id)
+            ancestors.append(folder_id)
+            stack.append(iter(children))
+            continue
+        if target is not None:
+            if _walked(target, real_root) and target.suffix.lower() in SUPPORTED_SUFFIXES:
+                real = _source(target, real_root)
+                yield Skipped(source, f"symlink to {real}, which is read under its own path")
+                continue
+            file_id = (info.st_dev, info.st_ino)
+            if file_id in linked_files:
+                first = linked_files[file_id]
+                yield Skipped(source, f"symlink to the same file as {first}, which is read")
+                continue
+            linked_files[file_id] = source
+        try:
+            yield _read(path, source, max_bytes)
+        except Rejected as exc:
+            log.debug("skipped %s: %s", source, exc.reason)
+            yield Skipped(source, exc.reason)
+        except Exception as exc:  # one odd file must not stop the other thousand
+            log.warning("unexpected error reading %s", source, exc_info=True)
+            yield Skipped(source, f"unexpected error: {type(exc).__name__}: {exc}")
+
+
+def _walked(target: Path, real_root: Path) -> bool:
+    """Whether the walk of ``real_root`` reaches ``target`` (resolved) under its own path: inside
+    the root, and no part of the path hidden."""
+    if not target.is_relative_to(real_root):
+        return False
+    return not any(part.startswith(".") for part in target.relative_to(real_root).parts)
+
+
+def _children(folder: Path) -> list[Path]:
+    """The visible entries of a folder, sorted by name."""
+    with os.scandir(folder) as entries:
+        names = sorted(entry.name for entry in entries if not entry.name.startswith("."))
+    return [folder / name for name in names]

@@ -1,0 +1,249 @@
+"""`loader eval` against the test cluster, on the tiny fixture datasets (tests/fixtures/eval).
+
+The fixtures are built so BM25's numbers are known exactly (see tests/fixtures/eval/README.md):
+q1-q3 find their one document at rank 1; q4 ranks its grade-1 document above its grade-2 one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from loader.cli import cli
+from loader.errors import RegressionError
+from loader.eval.datasets import read_trec_run
+from tests.paths import FIXTURES as ALL_FIXTURES
+
+FIXTURES = ALL_FIXTURES / "eval"
+MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax")
+Q4_NDCG = (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3))
+
+
+def table_rows(output: str) -> dict[str, list[str]]:
+    """configuration -> its cells, from the Markdown table printed by `loader eval`."""
+    rows = {}
+    for line in output.splitlines():
+        if line.startswith("| ") and not line.startswith("| configuration"):
+            cells = [cell.strip() for cell in line.strip("|").split("|")]
+            if not cells[0].startswith("-"):
+                rows[cells[0]] = cells[1:]
+    return rows
+
+
+def run_eval(base_settings, prefix: str, out_dir: Path, *args: str):
+    return CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            *args,
+            "--url",
+            base_settings.opensearch_url,
+            "--index-prefix",
+            prefix,
+            "--out-dir",
+            str(out_dir),
+        ],
+    )
+
+
+def test_eval_beir_fixture_table_json_runs_and_gate(base_settings, unique_name, tmp_path):
+    first = run_eval(base_settings, unique_name, tmp_path / "first", str(FIXTURES / "tiny-beir"))
+    assert first.exit_code == 0, first.output
+
+    # the table: exact BM25 numbers, every mode finds everything within its 100 candidates
+    stdout = first.stdout
+    assert stdout.startswith("tiny-beir (test): 4 queries, 5 documents, 100 candidates\n\n")
+    rows = table_rows(stdout)
+    assert list(rows) == [f"structure:{mode}" for mode in MODES]
+    # recall@1, @5, @10, @50, @100, mrr@10, ndcg@10 (then latency p50, p95)
+    assert rows["structure:bm25"][:7] == [
+        "0.8750",
+        "1.0000",
+        "1.0000",
+        "1.0000",
+        "1.0000",
+        "1.0000",
+        f"{(3 + Q4_NDCG) / 4:.4f}",
+    ]
+    for mode in MODES[1:]:
+        assert rows[f"structure:{mode}"][1:5] == ["1.0000"] * 4
+    alias = f"{unique_name}-tiny-beir-structure"
+    assert f"{alias}: 5 added, 0 updated, 0 unchanged, 0 deleted, 0 failed" in first.stderr
+
+    # the JSON file
+    data = json.loads((tmp_path / "first" / "results.json").read_text(encoding="utf-8"))
+    assert (data["dataset"], data["split"], data["queries"], data["documents"]) == (
+        "tiny-beir",
+        "test",
+        4,
+        5,
+    )
+    bm25 = data["configurations"][0]
+    assert (bm25["name"], bm25["mode"], bm25["rerank"], bm25["index"]) == (
+        "structure:bm25",
+        "bm25",
+        False,
+        alias,
+    )
+    assert bm25["metrics"]["recall@1"] == pytest.approx(0.875)
+    assert bm25["metrics"]["mrr@10"] == pytest.approx(1.0)
+    assert bm25["metrics"]["ndcg@10"] == pytest.approx((3 + Q4_NDCG) / 4)
+    assert bm25["latency_ms"]["p95"] >= bm25["latency_ms"]["p50"] > 0
+    assert data["indexes"][0]["push"]["embedded"] == 5
+
+    # a TREC run per configuration; BM25's run holds exactly the documents sharing a term
+    bm25_run = read_trec_run(bm25["run_file"])
+    assert [doc for doc, _ in bm25_run["q4"]] == ["keeper", "coast"]
+    assert [doc for doc, _ in bm25_run["q1"]][:1] == ["bees"]
+    assert all(Path(c["run_file"]).is_file() for c in data["configurations"])
+    assert (tmp_path / "first" / "results.png").read_bytes().startswith(b"\x89PNG")
+    assert (tmp_path / "first" / "results.md").read_text(encoding="utf-8").startswith("tiny-beir")
+
+    # an identical re-run embeds and writes nothing, and passes the gate
+    previous = tmp_path / "first" / "results.json"
+    again = run_eval(
+        base_settings,
+        unique_name,
+        tmp_path / "again",
+        str(FIXTURES / "tiny-beir"),
+        "--compare",
+        str(previous),
+    )
+    assert again.exit_code == 0, again.output
+    assert (
+        f"{alias}: 0 added, 0 updated, 5 unchanged, 0 deleted, 0 failed; 5 chunks, 0 embedded"
+        in (again.stderr)
+    )
+    assert (
+        "passed: no gated metric (* ndcg@10, recall@10, recall@100) dropped by more than 0.01"
+        in (again.stdout)
+    )
+    assert "REGRESSION" not in again.stdout
+
+    # an injected regression: the previous file claims a better BM25
+    data["configurations"][0]["metrics"]["ndcg@10"] += 0.05
+    data["configurations"][0]["metrics"]["recall@1"] += 0.10  # not gated by default
+    better = tmp_path / "better.json"
+    better.write_text(json.dumps(data), encoding="utf-8")
+    failed = run_eval(
+        base_settings,
+        unique_name,
+        tmp_path / "failed",
+        str(FIXTURES / "tiny-beir"),
+        "--mode",
+        "bm25",
+        "--compare",
+        str(better),
+        "--quiet",
+    )
+    assert failed.exit_code == RegressionError.exit_code == 10
+    ndcg = (3 + Q4_NDCG) / 4
+    assert failed.stderr.strip() == (
+        "Error: 1 metric(s) dropped by more than 0.01: structure:bm25 ndcg@10 "
+        f"{ndcg + 0.05:.4f} -> {ndcg:.4f} (-0.0500)"
+    )
+    assert "configuration no longer run: structure:vector" in failed.stdout
+    # the results were still written before the gate failed
+    assert (tmp_path / "failed" / "results.json").is_file()
+
+    # a gate on recall@1 with a loose threshold passes the same comparison
+    loose = run_eval(
+        base_settings,
+        unique_name,
+        tmp_path / "loose",
+        str(FIXTURES / "tiny-beir"),
+        "--mode",
+        "bm25",
+        "--compare",
+        str(better),
+        "--gate-metric",
+        "recall@1",
+        "--threshold",
+        "0.1",
+        "--json",
+    )
+    assert loose.exit_code == 0, loose.output
+    payload = json.loads(loose.stdout)
+    assert payload["comparison"]["passed"] is True
+    assert payload["comparison"]["gate_metrics"] == ["recall@1"]
+
+
+def test_eval_questions_file_with_sections_and_a_query_side_sweep(
+    base_settings, client, unique_name, tmp_path
+):
+    result = run_eval(
+        base_settings,
+        unique_name,
+        tmp_path,
+        str(FIXTURES / "questions.jsonl"),
+        "--docs",
+        str(FIXTURES / "docs"),
+        "--mode",
+        "bm25",
+        "--mode",
+        "hybrid-minmax",
+        "--sweep",
+        "bm25_weight=0.3,0.9",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["dataset"], data["kind"], data["queries"], data["documents"]) == (
+        "docs",
+        "questions",
+        3,
+        2,
+    )
+    names = [c["name"] for c in data["configurations"]]
+    assert names == [
+        "structure:bm25:bm25_weight=0.3",
+        "structure:hybrid-minmax:bm25_weight=0.3",
+        "structure:bm25:bm25_weight=0.9",
+        "structure:hybrid-minmax:bm25_weight=0.9",
+    ]
+    # one index for the whole query-side sweep
+    assert [index["index"] for index in data["indexes"]] == [f"{unique_name}-docs-structure"]
+    bm25 = data["configurations"][0]["metrics"]
+    assert bm25["recall@1"] == 1.0
+    assert bm25["section_recall@1"] == 1.0  # the two questions that name a heading
+    assert bm25["section_mrr@10"] == 1.0
+    for configuration in data["configurations"]:
+        assert configuration["metrics"]["recall@5"] == 1.0
+    # the swept pipeline is left as the settings render it (bm25_weight 0.3), not at 0.9
+    pipeline = client.transport.perform_request(
+        "GET", f"/_search/pipeline/{unique_name}-docs-structure-minmax"
+    )[f"{unique_name}-docs-structure-minmax"]
+    processor = pipeline["phase_results_processors"][0]["normalization-processor"]
+    assert processor["combination"]["parameters"]["weights"] == [0.3, 0.7]
+
+
+def test_eval_index_side_sweep_builds_an_index_per_value(base_settings, unique_name, tmp_path):
+    result = run_eval(
+        base_settings,
+        unique_name,
+        tmp_path,
+        str(FIXTURES / "tiny-beir"),
+        "--mode",
+        "bm25",
+        "--sweep",
+        "chunk_target_tokens=64,128",
+        "--json",
+        "--no-chart",
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [index["index"] for index in data["indexes"]] == [
+        f"{unique_name}-tiny-beir-structure-chunk_target_tokens-64",
+        f"{unique_name}-tiny-beir-structure-chunk_target_tokens-128",
+    ]
+    assert [index["sweep"] for index in data["indexes"]] == [
+        {"chunk_target_tokens": 64},
+        {"chunk_target_tokens": 128},
+    ]
+    for configuration in data["configurations"]:
+        assert configuration["metrics"]["recall@1"] == pytest.approx(0.875)
+    assert "chart" not in data["outputs"]

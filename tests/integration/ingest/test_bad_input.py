@@ -1,0 +1,210 @@
+"""`loader push` on a folder of bad input: every good file is indexed, every bad one is reported
+on one line naming the file and the reason, the exit code is 8 (PartialFailure), and nothing
+already indexed is lost when a file turns bad.
+
+The committed corpus is tests/fixtures/bad_input/. What cannot be committed is made in tmp_path
+at test time: a file over max_file_bytes (sparse, so it costs no disk), a symlink to itself, a
+symlink folder loop, a FIFO, a dangling symlink, a symlink to a file outside the folder (skipped:
+follow_symlinks is off) and a 2 MB line without spaces (indexed, cut at chunk_max_chars). The
+tests run as root, for whom chmod 000 does not stop reads, so "unreadable" is played by the FIFO
+(not a regular file: reading it would block forever) and the dangling symlink (the target cannot
+be opened) — both deterministic.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from opensearchpy import helpers
+
+from loader.cli import cli
+from loader.errors import PartialFailure
+from loader.index.apply import apply_config
+from loader.ingest.readers import OUTSIDE_REASON
+from tests.paths import FIXTURES
+
+FIXTURES = FIXTURES / "bad_input"
+
+# source -> the reason push reports; None: hostile but readable, so it is indexed.
+EXPECTED = {
+    "binary.txt": "binary file",
+    "blank.txt": "empty file",
+    "broken.pdf": "unreadable PDF: Stream has ended unexpectedly",
+    "dangling.md": "broken symlink",
+    "deeply-nested.html": None,
+    "empty.md": "empty file",
+    "good/guide.md": None,
+    "good/notes.txt": None,
+    "good/page.html": None,
+    "huge-line.md": None,
+    "invalid-utf8.md": "not valid UTF-8 (byte 0xe9 at offset 17)",
+    "logo.png": "unsupported file type .png",
+    "loop.md": "symlink loop",
+    "loops/back": "symlink loop",
+    "malformed.md": None,
+    "only-markup.html": "no text found",
+    "outside.md": OUTSIDE_REASON,
+    "oversized.txt": "larger than max_file_bytes (12 MB > 10 MB)",
+    "pipe.md": "not a regular file (a FIFO)",
+    "unclosed-front-matter.md": "front matter opened on line 1 is never closed with '---'",
+}
+GOOD = sorted(source for source, reason in EXPECTED.items() if reason is None)
+BAD = {source: reason for source, reason in EXPECTED.items() if reason is not None}
+UNCOMMITTABLE = {"oversized.txt", "loop.md", "loops/back", "pipe.md", "dangling.md"}
+UNCOMMITTABLE |= {"outside.md", "huge-line.md"}
+HUGE_LINE = "".join(f"w{number:07d}" for number in range(2 * 1024 * 1024 // 8))
+FORGED = "forged\nfailed ok.md: everything lost.exe"
+
+
+def add_uncommittable_files(root: Path) -> None:
+    """The bad files git cannot hold: oversized, symlink loops, a FIFO, a dangling symlink, a
+    symlink out of the folder, a 2 MB line."""
+    with (root / "oversized.txt").open("wb") as handle:
+        handle.truncate(12_000_000)  # over the default max_file_bytes (10 MB)
+    (root / "loop.md").symlink_to("loop.md")
+    (root / "loops").mkdir()
+    (root / "loops" / "back").symlink_to("..")
+    os.mkfifo(root / "pipe.md")
+    (root / "dangling.md").symlink_to("gone.md")
+    secret = root.parent / "secret.md"
+    secret.write_text("# Secret\n\nThe vault code is 7731.\n", encoding="utf-8")
+    (root / "outside.md").symlink_to(secret)
+    (root / "huge-line.md").write_text(f"# Huge line\n\n{HUGE_LINE}\n", encoding="utf-8")
+
+
+@pytest.fixture
+def corpus(tmp_path: Path) -> Path:
+    root = tmp_path / "inbox"
+    shutil.copytree(FIXTURES, root)
+    add_uncommittable_files(root)
+    return root
+
+
+@pytest.fixture
+def settings(base_settings, unique_name, embedder):
+    settings = base_settings.replace(index_name=unique_name)
+    apply_config(settings, dimension=embedder.dimension)
+    return settings
+
+
+def indexed(client, alias: str) -> dict[str, dict]:
+    """chunk id -> source fields, straight from the index."""
+    client.indices.refresh(index=alias)
+    hits = helpers.scan(client, index=alias, query={"query": {"match_all": {}}})
+    return {hit["_id"]: hit["_source"] for hit in hits}
+
+
+def test_the_committed_corpus_is_as_described():
+    committed = {
+        path.relative_to(FIXTURES).as_posix() for path in FIXTURES.rglob("*") if path.is_file()
+    }
+    assert committed == set(EXPECTED) - UNCOMMITTABLE
+
+
+def test_push_indexes_the_good_files_and_reports_each_bad_one(settings, client, corpus, tmp_path):
+    """The real entry point in a child process: its stderr is exactly one line per bad file."""
+    env = {**os.environ, "OPENSEARCH_URL": settings.opensearch_url}
+    process = subprocess.run(
+        [sys.executable, "-c", "from loader.cli import cli; cli()", "push", str(corpus),
+         "--index", settings.index_name, "--tenant", "T"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert process.returncode == PartialFailure.exit_code == 8, process.stderr
+    assert process.stderr.splitlines() == [
+        f"skipped {source}: {reason}" for source, reason in sorted(BAD.items())
+    ]
+    assert process.stdout.startswith(
+        f"inbox: {len(GOOD)} added, 0 updated, 0 unchanged, 0 deleted, {len(BAD)} failed; "
+    )
+    chunks = indexed(client, settings.index_name).values()
+    assert sorted({chunk["source"] for chunk in chunks}) == GOOD
+    texts = " ".join(chunk["content"] for chunk in chunks)
+    for words in (
+        "warehouse closes at six",  # inside 3000 nested divs
+        "gift card balance never expires",  # after a code fence that is never closed
+        "Returns are accepted within 30 days",
+        "three to five working days",
+        "help desk answers",
+    ):
+        assert words in texts
+    assert "vault code" not in texts  # the symlink's target outside the folder
+    huge = [chunk for chunk in chunks if chunk["source"] == "huge-line.md"]
+    assert max(len(chunk["body"]) for chunk in huge) <= settings.chunk_max_chars
+    assert sum(len(chunk["body"]) for chunk in huge) == len(HUGE_LINE)
+    assert max(len(chunk["content"]) for chunk in huge) < settings.chunk_max_chars + 100
+
+
+def test_a_file_that_turns_bad_keeps_its_indexed_chunks(settings, client, corpus, tmp_path):
+    """Each way of turning bad, applied to a file that was indexed: its chunks stay."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    turns_bad = ["binary.md", "latin1.md", "emptied.md", "fifo.md", "dangling.md", "huge.txt"]
+    for number, name in enumerate(turns_bad):
+        (folder / name).write_text(f"# Article {number}\n\nFact number {number} is kept.\n")
+    (folder / "stays.md").write_text("# Stays\n\nThis file never changes.\n")
+
+    def push() -> tuple[int, str, str]:
+        with contextlib.chdir(tmp_path):
+            result = CliRunner().invoke(
+                cli,
+                ["push", str(folder), "--index", settings.index_name, "--tenant", "T"],
+                env={"OPENSEARCH_URL": settings.opensearch_url},
+            )
+        return result.exit_code, result.stdout, result.stderr
+
+    code, out, err = push()
+    assert (code, err) == (0, "") and out.startswith("kb: 7 added, 0 updated"), (out, err)
+    before = indexed(client, settings.index_name)
+
+    (folder / "binary.md").write_bytes(b"# Article 0\n\n\x00\x01\x02")
+    (folder / "latin1.md").write_bytes(b"# Article 1\n\nCaf\xe9\n")
+    (folder / "emptied.md").write_bytes(b"")
+    (folder / "fifo.md").unlink()
+    os.mkfifo(folder / "fifo.md")
+    (folder / "dangling.md").unlink()
+    (folder / "dangling.md").symlink_to("nowhere.md")
+    with (folder / "huge.txt").open("r+b") as handle:
+        handle.truncate(12_000_000)
+
+    code, out, err = push()
+    assert code == PartialFailure.exit_code
+    assert err.splitlines() == [
+        "skipped binary.md: binary file",
+        "skipped dangling.md: broken symlink",
+        "skipped emptied.md: empty file",
+        "skipped fifo.md: not a regular file (a FIFO)",
+        "skipped huge.txt: larger than max_file_bytes (12 MB > 10 MB)",
+        "skipped latin1.md: not valid UTF-8 (byte 0xe9 at offset 16)",
+    ]
+    assert out.startswith("kb: 0 added, 0 updated, 1 unchanged, 0 deleted, 6 failed; "), out
+    assert indexed(client, settings.index_name) == before  # not one chunk lost or changed
+
+
+def test_a_file_name_cannot_forge_report_lines(settings, client, tmp_path):
+    """A newline in a file name is printed escaped: every line is one the push meant."""
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    (folder / FORGED).write_text("not a document")
+    (folder / "bad\x1b[2K.md").write_bytes(b"\x00\x01binary")
+    (folder / "fine.md").write_text("# Fine\n\nThis one is indexed.\n")
+    with contextlib.chdir(tmp_path):
+        result = CliRunner().invoke(
+            cli,
+            ["push", str(folder), "--index", settings.index_name, "--tenant", "T"],
+            env={"OPENSEARCH_URL": settings.opensearch_url},
+        )
+    assert result.exit_code == PartialFailure.exit_code, result.output
+    assert result.stderr.splitlines() == [
+        "skipped bad\\x1b[2K.md: binary file",
+        "skipped forged\\nfailed ok.md: everything lost.exe: unsupported file type .exe",
+    ]
+    lines = result.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("kb: 1 added, "), result.stdout
+    assert all(line.startswith(("skipped ", "kb: ")) for line in result.output.splitlines())

@@ -1,0 +1,248 @@
+"""Plan diffing, pure: what `loader apply` would do for a given cluster state."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from loader.documents import DOC_ID_SCHEME
+from loader.errors import ConfigError
+from loader.index.apply import (
+    ClusterState,
+    Plan,
+    diff_index,
+    flatten_settings,
+    normalize,
+    plan_changes,
+)
+from loader.index.render import render_config
+from loader.settings import Settings
+
+ALIAS = "kb"
+
+
+@pytest.fixture
+def desired(tmp_path):
+    return render_config(Settings(index_name=ALIAS), 8, project_dir=tmp_path)
+
+
+def server_view(index_body: dict) -> dict:
+    """The index as GET <index>?flat_settings=true shows it: strings, plus server defaults."""
+    flat = {
+        key: str(value).lower() if isinstance(value, bool) else str(value)
+        for key, value in flatten_settings(index_body["settings"]).items()
+    }
+    flat |= {
+        "index.uuid": "abc",
+        "index.creation_date": "1",
+        "index.knn.derived_source.enabled": "true",
+    }
+    mappings = copy.deepcopy(index_body["mappings"])
+    return {"settings": flat, "mappings": mappings}
+
+
+def state_in_sync(desired, version: int = 1) -> ClusterState:
+    """A cluster holding exactly what the files describe."""
+    index = f"{ALIAS}-v{version}"
+    return ClusterState(
+        alias_targets=[index],
+        versions={version: index},
+        index_name=index,
+        index=server_view(desired.index),
+        search_pipelines=copy.deepcopy(desired.search_pipelines),
+        ingest_pipelines=copy.deepcopy(desired.ingest_pipelines),
+        search_templates={
+            name: {"_id": name, "found": True, **copy.deepcopy(body)}
+            for name, body in desired.search_templates.items()
+        },
+    )
+
+
+def lines(plan: Plan) -> list[str]:
+    return plan.lines()
+
+
+def test_empty_cluster_creates_everything(desired):
+    plan = plan_changes(desired, ClusterState())
+    assert lines(plan) == [
+        "+ create ingest pipeline kb-ingest",
+        "+ create index kb-v1",
+        "+ create alias kb -> kb-v1",
+        "+ create search pipeline kb-minmax",
+        "+ create search pipeline kb-rrf",
+        "+ create search template kb-bm25",
+        "+ create search template kb-hybrid",
+        "+ create search template kb-vector",
+    ]
+    assert plan.summary() == "8 to create, 0 to update, 0 to delete, 0 unchanged"
+    assert plan.has_changes
+
+
+def test_cluster_in_sync_means_no_changes_despite_server_defaults(desired):
+    state = state_in_sync(desired)
+    # Server-filled defaults the files never set must not count as differences.
+    state.index["mappings"]["properties"]["embedding"]["method"]["parameters"]["encoder"] = {}
+    state.index["mappings"]["properties"]["title"]["norms"] = True
+    plan = plan_changes(desired, state)
+    assert not plan.has_changes
+    assert plan.summary() == "no changes"
+    assert "= alias kb -> kb-v1 (no change)" in lines(plan)
+    assert "= index kb-v1 (no change)" in lines(plan)
+    assert plan.notes == []
+
+
+def test_string_and_number_settings_compare_equal():
+    assert normalize({"a": 1, "b": True, "c": [1.0]}) == normalize(
+        {"a": "1", "b": "true", "c": ["1"]}
+    )
+    assert flatten_settings({"index": {"knn": True, "knn.algo_param.ef_search": 100}, "x": 1}) == {
+        "index.knn": True,
+        "index.knn.algo_param.ef_search": 100,
+        "index.x": 1,
+    }
+
+
+def test_changed_pipeline_and_template_are_updated(desired):
+    state = state_in_sync(desired)
+    state.search_pipelines["kb-rrf"]["phase_results_processors"][0]["score-ranker-processor"][
+        "combination"
+    ]["rank_constant"] = 20
+    state.search_templates["kb-bm25"]["script"]["source"] = "{}"
+    state.ingest_pipelines["kb-ingest"] = None
+    plan = plan_changes(desired, state)
+    assert [line for line in lines(plan) if not line.startswith("=")] == [
+        "+ create ingest pipeline kb-ingest",
+        "~ update search pipeline kb-rrf",
+        "~ update search template kb-bm25",
+    ]
+
+
+def test_new_field_and_replicas_are_changed_in_place(desired):
+    state = state_in_sync(desired)
+    del state.index["mappings"]["properties"]["strategy"]
+    state.index["settings"]["index.number_of_replicas"] = "1"
+    plan = plan_changes(desired, state)
+    pending = plan.pending
+    assert [change.line() for change in pending] == [
+        "~ update mapping kb-v1 (add fields: strategy)",
+        "~ update index settings kb-v1 (number_of_replicas: 1 -> 0)",
+    ]
+    assert pending[0].payload == {"properties": {"strategy": {"type": "keyword"}}}
+    assert pending[1].payload == {"index.number_of_replicas": 0}
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (
+            lambda s: s["mappings"]["properties"]["content"].update(analyzer="french"),
+            "field content: analyzer 'french' -> 'english'",
+        ),
+        (
+            lambda s: s["mappings"]["properties"]["position"].update(type="long"),
+            "field position: type 'long' -> 'integer'",
+        ),
+        (
+            lambda s: s["settings"].update({"index.number_of_shards": "3"}),
+            "setting index.number_of_shards: '3' -> 1",
+        ),
+        (
+            lambda s: s["mappings"]["properties"]["content"].pop("fields"),
+            "field content: fields None ->",
+        ),
+    ],
+)
+def test_incompatible_change_creates_next_version_and_reindexes(desired, mutate, reason):
+    state = state_in_sync(desired)
+    mutate(state.index)
+    plan = plan_changes(desired, state)
+    pending = [change.line() for change in plan.pending]
+    assert pending[0].startswith("+ create index kb-v2 (replaces kb-v1: ")
+    assert reason in pending[0]
+    assert pending[1:] == [
+        "+ create reindex kb-v1 -> kb-v2",
+        "~ update alias kb -> kb-v2 (was kb-v1; one atomic _aliases call)",
+    ]
+    assert plan.pending[2].payload == {"remove": "kb-v1", "add": "kb-v2"}
+    assert any("kept kb-v1" in note for note in plan.notes)
+
+
+def test_dimension_change_skips_the_reindex_and_says_to_push(desired):
+    state = state_in_sync(desired)
+    state.index["mappings"]["properties"]["embedding"]["dimension"] = 384
+    plan = plan_changes(desired, state)
+    pending = [change.line() for change in plan.pending]
+    assert pending == [
+        "+ create index kb-v2 (replaces kb-v1: vector field embedding: dimension 384 -> 8)",
+        "~ update alias kb -> kb-v2 (was kb-v1; one atomic _aliases call)",
+    ]
+    assert any("384 -> 8" in note and "loader push" in note for note in plan.notes)
+
+
+def test_index_of_the_old_id_scheme_gets_an_empty_new_version(desired):
+    """ids that ignore the tenant are never copied into an index of the new scheme."""
+    assert desired.index["mappings"]["_meta"]["doc_id_scheme"] == DOC_ID_SCHEME
+    state = state_in_sync(desired)
+    del state.index["mappings"]["_meta"]
+    plan = plan_changes(desired, state)
+    pending = [change.line() for change in plan.pending]
+    assert pending == [
+        "+ create index kb-v2 (replaces kb-v1: document id scheme: source path only -> "
+        f"{DOC_ID_SCHEME})",
+        "~ update alias kb -> kb-v2 (was kb-v1; one atomic _aliases call)",
+    ]
+    assert any("ignore the tenant" in note and "--tenant" in note for note in plan.notes)
+
+
+def test_a_users_mapping_file_cannot_drop_the_id_scheme(tmp_path):
+    (tmp_path / "mappings").mkdir()
+    (tmp_path / "mappings" / "chunks.json.j2").write_text(
+        '{"settings": {}, "mappings": {"_meta": {"team": "search"}, "properties": {}}}'
+    )
+    config = render_config(Settings(index_name=ALIAS), 8, project_dir=tmp_path)
+    assert config.index["mappings"]["_meta"] == {"team": "search", "doc_id_scheme": DOC_ID_SCHEME}
+
+
+def test_old_versions_are_deleted_only_with_the_flag(desired):
+    state = state_in_sync(desired, version=2)
+    state.versions[1] = "kb-v1"
+    kept = plan_changes(desired, state)
+    assert not kept.has_changes
+    assert kept.notes == ["kept kb-v1; `loader apply --delete-old` deletes older versions"]
+    deleted = plan_changes(desired, state, delete_old=True)
+    assert [change.line() for change in deleted.pending] == ["- delete index kb-v1 (old version)"]
+    assert deleted.summary() == "0 to create, 0 to update, 1 to delete, 8 unchanged"
+
+
+def test_missing_alias_points_at_a_fitting_existing_version(desired):
+    state = state_in_sync(desired)
+    state.alias_targets = []
+    plan = plan_changes(desired, state)
+    assert [change.line() for change in plan.pending] == ["+ create alias kb -> kb-v1"]
+
+
+def test_a_concrete_index_with_the_alias_name_is_refused(desired):
+    with pytest.raises(ConfigError, match="'kb' is an index, not an alias"):
+        plan_changes(desired, ClusterState(alias_is_index=True))
+
+
+def test_an_alias_on_two_indices_is_refused(desired):
+    with pytest.raises(ConfigError, match="points at several indices"):
+        plan_changes(desired, ClusterState(alias_targets=["a", "b"]))
+
+
+def test_diff_index_reports_nothing_for_identical_bodies(desired):
+    diff = diff_index(desired.index, server_view(desired.index))
+    assert not diff.incompatible and not diff.in_place
+
+
+def test_plan_to_dict(desired):
+    data = plan_changes(desired, ClusterState()).to_dict()
+    assert data["alias"] == "kb" and data["applied"] is False
+    assert data["changes"][1] == {
+        "action": "create",
+        "kind": "index",
+        "name": "kb-v1",
+        "detail": "",
+    }

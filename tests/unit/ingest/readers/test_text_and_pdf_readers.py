@@ -1,0 +1,115 @@
+"""Plain text and PDF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pypdf import PdfWriter
+from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
+
+from loader.errors import InputError
+from loader.ingest.readers import read_document
+
+
+def test_text_paragraphs_and_title(tmp_path: Path) -> None:
+    path = tmp_path / "food_safety-notes.txt"
+    path.write_text(
+        "First paragraph wraps\nonto a second line.\n\n  \nSecond para-\ngraph.\n\n"
+        "Steps:\n- one\n- two\n",
+        encoding="utf-8",
+    )
+    doc = read_document(path, tmp_path, 10_000)
+    assert doc.title == "Food safety notes"
+    assert len(doc.sections) == 1 and doc.sections[0].heading_path == ()
+    assert [(b.kind, b.text) for b in doc.sections[0].blocks] == [
+        ("paragraph", "First paragraph wraps onto a second line."),
+        ("paragraph", "Second paragraph."),
+        ("paragraph", "Steps:"),
+        ("list", "- one\n- two"),
+    ]
+
+
+def write_pdf(path: Path, pages: list[list[str]], outline: list[tuple[str, int]], title: str = ""):
+    """A small text PDF built with pypdf (Helvetica, one text line per entry)."""
+    writer = PdfWriter()
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    for lines in pages:
+        page = writer.add_blank_page(612, 792)
+        page[NameObject("/Resources")] = DictionaryObject(
+            {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+        )
+        ops = ["BT /F1 12 Tf 72 720 Td 14 TL"]
+        for line in lines:
+            escaped = line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+            ops.append(f"({escaped}) Tj T*")
+        ops.append("ET")
+        stream = DecodedStreamObject()
+        stream.set_data("\n".join(ops).encode("latin-1"))
+        page.replace_contents(stream)
+    for heading, page_number in outline:
+        writer.add_outline_item(title=heading, page_number=page_number)
+    if title:
+        writer.add_metadata({"/Title": title})
+    with path.open("wb") as handle:
+        writer.write(handle)
+
+
+def test_pdf_pages_outline_and_title(tmp_path: Path) -> None:
+    path = tmp_path / "courier-handbook.pdf"
+    write_pdf(
+        path,
+        [
+            ["Welcome to the handbook.", "Introduction", "Couriers deliver food. They are fast."],
+            ["More about couriers on page two."],
+            ["Refunds", "Refunds are paid in 5 to 7 working days."],
+        ],
+        outline=[("Introduction", 0), ("Refunds", 2)],
+        title="Courier handbook",
+    )
+    doc = read_document(path, tmp_path, 1_000_000)
+    assert doc.title == "Courier handbook"
+    assert [s.heading_path for s in doc.sections] == [(), ("Introduction",), ("Refunds",)]
+    pages = [[(b.page, b.text) for b in s.blocks] for s in doc.sections]
+    assert pages == [
+        [(1, "Welcome to the handbook.")],
+        [(1, "Couriers deliver food. They are fast."), (2, "More about couriers on page two.")],
+        [(3, "Refunds are paid in 5 to 7 working days.")],
+    ]
+
+
+def test_pdf_without_outline_or_title(tmp_path: Path) -> None:
+    path = tmp_path / "late-deliveries.pdf"
+    write_pdf(path, [["Page one text."], ["Page two text."]], outline=[])
+    doc = read_document(path, tmp_path, 1_000_000)
+    assert doc.title == "Late deliveries"
+    assert [[(b.page, b.text) for b in s.blocks] for s in doc.sections] == [
+        [(1, "Page one text."), (2, "Page two text.")]
+    ]
+
+
+def test_broken_pdf_is_an_input_error(tmp_path: Path) -> None:
+    path = tmp_path / "broken.pdf"
+    path.write_bytes(b"%PDF-1.4\nthis is not really a pdf\n")
+    with pytest.raises(InputError, match=r"broken\.pdf: "):
+        read_document(path, tmp_path, 1_000_000)
+    fake = tmp_path / "fake.pdf"
+    fake.write_bytes(b"hello")
+    with pytest.raises(InputError, match=r"fake\.pdf: not a PDF file"):
+        read_document(fake, tmp_path, 1_000_000)
+
+
+def test_bom_and_crlf_are_handled_and_bad_bytes_located(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_bytes(b"\xef\xbb\xbfFirst line\r\nsecond line.\r\n\r\nNext.")
+    doc = read_document(path, tmp_path, 1000)
+    assert [b.text for b in doc.sections[0].blocks] == ["First line second line.", "Next."]
+    path.write_bytes(b"\xef\xbb\xbfab\xffc")
+    with pytest.raises(InputError, match=r"not valid UTF-8 \(byte 0xff at offset 5\)"):
+        read_document(path, tmp_path, 1000)

@@ -1,0 +1,51 @@
+"""Document identity and push scope: pure, no cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from loader.documents import Document, Section
+from loader.errors import InputError
+from loader.ingest.sync import document_id, identify, scope_query
+from loader.settings import Settings
+
+
+def doc(source: str = "pricing.md", **metadata) -> Document:
+    return Document(source=source, title="Pricing", sections=[Section(())], metadata=metadata)
+
+
+def test_same_path_in_two_tenants_is_two_documents():
+    settings = Settings()
+    acme, _ = identify(doc(), "kb", settings, "acme")
+    globex, _ = identify(doc(), "kb", settings, "globex")
+    assert acme != globex
+    assert acme == document_id("acme", "kb", "pricing.md")
+
+
+def test_id_parts_cannot_be_shifted_between_fields():
+    assert document_id("a", "b/c", "d") != document_id("a/b", "c", "d")
+    assert document_id("ab", "c", "d") != document_id("a", "bc", "d")
+
+
+def test_tenant_comes_from_the_push_then_front_matter_then_settings():
+    settings = Settings(tenant="fallback")
+    plain, named = doc(), doc(tenant="partners")
+    identify(plain, "kb", settings, None)
+    identify(named, "kb", settings, None)
+    assert (plain.metadata["tenant"], named.metadata["tenant"]) == ("fallback", "partners")
+    pushed = doc(tenant="acme")
+    identify(pushed, "kb", settings, "acme")
+    assert pushed.metadata["tenant"] == "acme"
+
+
+def test_front_matter_naming_another_tenant_than_the_push_is_refused():
+    with pytest.raises(
+        InputError, match="names tenant 'globex' but this push is for tenant 'acme'"
+    ):
+        identify(doc(tenant="globex"), "kb", Settings(), "acme")
+
+
+def test_scope_query_filters_on_tenant_and_collection():
+    assert scope_query("acme", "kb") == {
+        "bool": {"filter": [{"term": {"tenant": "acme"}}, {"term": {"collection": "kb"}}]}
+    }

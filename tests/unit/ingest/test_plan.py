@@ -1,0 +1,109 @@
+"""The push plan: what a push adds, updates, keeps and deletes, decided without a cluster."""
+
+from __future__ import annotations
+
+import pytest
+
+from loader.documents import Block, Document, Section
+from loader.ingest.readers import Skipped
+from loader.ingest.sync import chunk_id, plan_push
+from loader.models.embedding import embedder_for
+from loader.settings import Settings
+
+SETTINGS = Settings()
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    return embedder_for(SETTINGS)  # the tokenizer counts tokens; the model is not loaded
+
+
+def doc(source: str, text: str, **metadata) -> Document:
+    section = Section(("Part",), [Block("paragraph", text)])
+    return Document(source=source, title="Doc", sections=[section], metadata=dict(metadata))
+
+
+def as_state(plan) -> dict:
+    """The index state an applied ``plan`` leaves, as ``read_index_state`` returns it."""
+    return {
+        planned.doc_id: {
+            "source": planned.document.source,
+            "doc_hashes": {planned.doc_hash},
+            "chunks": {
+                chunk_id(planned.doc_id, position): content_hash
+                for position, content_hash in enumerate(planned.hashes)
+            },
+        }
+        for planned in plan.to_write
+    }
+
+
+def plan(items, embedder, states=None, **options):
+    calls = []
+
+    def read_scope(tenant):
+        calls.append(tenant)
+        return (states or {}).get(tenant, {})
+
+    result = plan_push(items, SETTINGS, embedder, read_scope, collection="kb", **options)
+    return result, calls
+
+
+def test_an_empty_index_adds_every_document(embedder):
+    result, calls = plan([doc("a.md", "Alpha text."), doc("b.md", "Beta text.")], embedder)
+    assert (result.added, result.updated, result.unchanged, result.deletions) == (
+        ["a.md", "b.md"], [], 0, []
+    )  # fmt: skip
+    assert calls == ["default"]
+    assert result.lines() == [
+        "+ add a.md (1 chunks, 1 to embed)",
+        "+ add b.md (1 chunks, 1 to embed)",
+    ]
+
+
+def test_unchanged_changed_removed_and_unreadable(embedder):
+    first, _ = plan(
+        [doc("same.md", "Same."), doc("edit.md", "Old."), doc("gone.md", "Gone."),
+         doc("bad.md", "Readable once.")],
+        embedder,
+    )  # fmt: skip
+    state = {"default": as_state(first)}
+    items = [
+        doc("same.md", "Same."),
+        doc("edit.md", "New."),
+        Skipped("bad.md", "not UTF-8"),
+        doc("new.md", "Same."),  # a known text: its vector is reused
+    ]
+    second, _ = plan(items, embedder, state)
+    assert (second.added, second.updated, second.unchanged) == (["new.md"], ["edit.md"], 1)
+    assert second.removed == ["gone.md"]
+    assert [source for _, source in second.deletions] == ["gone.md"]  # bad.md's chunks stay
+    assert second.skipped == [{"source": "bad.md", "reason": "not UTF-8"}]
+    assert second.lines() == [
+        "+ add new.md (1 chunks, 0 to embed)",
+        "~ update edit.md (1 chunks, 1 to embed)",
+        "- delete gone.md (1 chunks)",
+        "! skip bad.md: not UTF-8",
+    ]
+    report = second.report()
+    assert (report.added, report.updated, report.deleted, report.failed) == (1, 1, 1, 1)
+    assert report.chunks == 3  # same.md kept, edit.md and new.md written
+
+    kept, _ = plan(items, embedder, state, keep_removed=True)
+    assert kept.removed == [] and kept.deletions == []
+
+
+def test_each_tenant_is_read_once_and_only_its_scope_is_deleted(embedder):
+    acme, _ = plan([doc("p.md", "Acme.")], embedder, tenant="acme")
+    globex, _ = plan([doc("p.md", "Globex.")], embedder, tenant="globex")
+    states = {"acme": as_state(acme), "globex": as_state(globex)}
+    emptied, calls = plan([], embedder, states, tenant="acme")
+    assert calls == ["acme"]
+    assert emptied.removed == ["p.md"]
+    (acme_doc,) = states["acme"].values()
+    assert {cid for cid, _ in emptied.deletions} == set(acme_doc["chunks"])
+
+    mixed, calls = plan(
+        [doc("x.md", "X."), doc("y.md", "Y.", tenant="partners"), doc("z.md", "Z.")], embedder
+    )
+    assert calls == ["default", "partners"] and mixed.tenants == ["default", "partners"]
