@@ -12,13 +12,21 @@ import functools
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import click
 
 from loader.errors import LoaderError, PartialFailure
-from loader.settings import Settings, resolve_settings, setting_help
+from loader.settings import (
+    Settings,
+    parse_url,
+    resolve_settings,
+    scrub_secrets,
+    secret_values,
+    setting_help,
+)
+from loader.terminal import printable, printable_lines
 
 
 def settings_options(func: Callable) -> Callable:
@@ -57,27 +65,79 @@ def settings_options(func: Callable) -> Callable:
             logging.getLogger("opensearch").setLevel(logging.CRITICAL)
             # pypdf warns about damaged PDFs without naming the file; push reports each one.
             logging.getLogger("pypdf").setLevel(logging.ERROR)
-        with handle_errors(debug):
+        secrets: list[str] = []
+        with handle_errors(debug, secrets):
             settings, _ = resolve_settings(
                 config_path=config_path,
                 overrides={"opensearch_url": opensearch_url, "index_name": index_name},
             )
-            return func(*args, settings=settings, **kwargs)
+            secrets.extend(secret_values(settings))
+            _mask_secrets_in_logs(secrets)
+            parse_url(settings.opensearch_url)  # a malformed URL: one line, before any work
+            try:
+                return func(*args, settings=settings, **kwargs)
+            finally:
+                _SECRET_FILTER.secrets = []
 
     return wrapper
 
 
+class _SecretFilter(logging.Filter):
+    """Masks the running command's secrets in every record a root handler writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            message = record.getMessage()
+            scrubbed = scrub_secrets(message, self.secrets)
+            if scrubbed != message:
+                record.msg, record.args = scrubbed, None
+            if record.exc_info and not record.exc_text:
+                text = logging.Formatter().formatException(record.exc_info)
+                record.exc_text = scrub_secrets(text, self.secrets)
+        return True
+
+
+_SECRET_FILTER = _SecretFilter()
+
+
+def _mask_secrets_in_logs(secrets: list[str]) -> None:
+    _SECRET_FILTER.secrets = secrets
+    for handler in logging.getLogger().handlers:
+        if _SECRET_FILTER not in handler.filters:
+            handler.addFilter(_SECRET_FILTER)
+
+
 @contextlib.contextmanager
-def handle_errors(debug: bool = False) -> Iterator[None]:
-    """Turn a LoaderError into a ClickException: one line on stderr, the error's exit code."""
+def handle_errors(debug: bool = False, secrets: Sequence[str] = ()) -> Iterator[None]:
+    """Turn any error into one line on stderr and an exit code, never a traceback (unless
+    ``debug``): a LoaderError gets its class's exit code, anything else exit code 1.
+
+    ``secrets`` (read when the error happens) are masked in the line: the package's own messages
+    never hold one, but the text of an unexpected exception may.
+    """
     try:
         yield
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise
     except LoaderError as exc:
         if debug:
             raise
-        error = click.ClickException(str(exc))
+        # Whole secrets only: a piece of one may be a word of the message.
+        long_enough = [secret for secret in secrets if len(secret) >= 3]
+        error = click.ClickException(printable(scrub_secrets(str(exc), long_enough, pieces=False)))
         error.exit_code = exc.exit_code
         raise error from exc
+    except Exception as exc:
+        if debug:
+            raise
+        text = printable(scrub_secrets(" ".join(str(exc).split()), list(secrets)))
+        raise click.ClickException(
+            f"unexpected {type(exc).__name__}: {text}; run with --debug for the traceback"
+        ) from exc
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -108,7 +168,7 @@ def settings_command(config_path: str | None, as_json: bool) -> None:
         return
     helps = setting_help()
     for name, value in values.items():
-        click.echo(f"{name} = {value!r}  [{sources[name]}]")
+        click.echo(printable(f"{name} = {value!r}  [{sources[name]}]"))
         click.echo(f"    {helps[name]}")
 
 
@@ -119,7 +179,7 @@ def up(settings: Settings) -> None:
     from loader.cluster.local import start_local
 
     url = start_local(settings)
-    click.echo(url)
+    click.echo(printable(url))
 
 
 @cli.command()
@@ -148,16 +208,21 @@ def apply(settings: Settings, dry_run: bool, delete_old: bool, as_json: bool) ->
         click.echo(json.dumps({**plan.to_dict(), "dry_run": dry_run}, indent=2))
         return
     for line in plan.lines():
-        click.echo(line)
+        click.echo(printable(line))
     for note in plan.notes:
-        click.echo(f"! {note}")
+        click.echo(printable(f"! {note}"))
     suffix = " (dry run: nothing changed)" if dry_run and plan.has_changes else ""
-    click.echo(f"{plan.summary()}{suffix}")
+    click.echo(printable(f"{plan.summary()}{suffix}"))
 
 
 @cli.command()
 @click.argument("folder", type=click.Path(file_okay=False))
-@click.option("--tenant", default=None, help="Tenant of every document of this push.")
+@click.option(
+    "--tenant",
+    default=None,
+    help="The one tenant of this push: only its chunks of the collection are read, updated or "
+    "deleted (default: each file's front matter, else the tenant setting).",
+)
 @click.option(
     "--collection",
     default=None,
@@ -171,6 +236,9 @@ def apply(settings: Settings, dry_run: bool, delete_old: bool, as_json: bool) ->
     "parent-document.",
 )
 @click.option("--keep-removed", is_flag=True, help="Keep chunks of files no longer in the folder.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print what the push would do; embed and write nothing."
+)
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @settings_options
@@ -181,6 +249,7 @@ def push(
     collection: str | None,
     chunk_strategy: str | None,
     keep_removed: bool,
+    dry_run: bool,
     quiet: bool,
     as_json: bool,
 ) -> None:
@@ -200,18 +269,28 @@ def push(
         collection=collection,
         tenant=tenant,
         keep_removed=keep_removed,
+        dry_run=dry_run,
         show_progress=interactive,
-        on_event=None if as_json else lambda line: click.echo(line, err=True),
+        on_event=None if as_json else lambda line: click.echo(printable(line), err=True),
     )
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
+    elif dry_run and not quiet:
+        for line in report.plan or []:
+            click.echo(printable(line))
+        click.echo(
+            f"{printable(report.collection)}: {report.added} to add, {report.updated} to update, "
+            f"{report.unchanged} unchanged, {report.deleted} to delete, {report.failed} failed; "
+            f"tenant {printable(', '.join(report.tenants))} (dry run: nothing changed)"
+        )
     elif not quiet:
         click.echo(
-            f"{report.collection}: {report.added} added, {report.updated} updated, "
+            f"{printable(report.collection)}: {report.added} added, {report.updated} updated, "
             f"{report.unchanged} unchanged, {report.deleted} deleted, {report.failed} failed; "
             f"{report.chunks} chunks ({report.chunks_written} written, {report.chunks_deleted} "
             f"deleted, {report.embedded} embedded, {report.reused_vectors} vectors reused, "
-            f"{report.retries} retries) in {report.seconds:.1f} s"
+            f"{report.retries} retries) in {report.seconds:.1f} s; "
+            f"tenant {printable(', '.join(report.tenants))}"
         )
     if report.failed:
         raise click.exceptions.Exit(PartialFailure.exit_code)
@@ -232,9 +311,9 @@ def push(
 )
 @click.option(
     "--rerank/--no-rerank",
-    default=True,
-    show_default=True,
-    help="Rerank the candidates with the cross-encoder (reranker_model; it must exist locally).",
+    default=None,
+    help="Rerank the candidates with the cross-encoder (reranker_model; it must exist locally). "
+    "Default: the rerank setting (on unless LOADER_RERANK=false).",
 )
 @click.option("--k", "k", type=int, default=None, help="Results to show (default: top_k).")
 @click.option(
@@ -269,7 +348,7 @@ def search(
     question: str,
     tenant: str | None,
     mode: str | None,
-    rerank: bool,
+    rerank: bool | None,
     k: int | None,
     candidates: int | None,
     lang: str | None,
@@ -285,8 +364,9 @@ def search(
     """Search the index for QUESTION: ranked chunks with heading path, source and the score and
     rank of each stage (retrieval, rerank), then the latency of each stage.
 
-    The default rerank needs reranker_model to be a CrossEncoder available locally (there is no
-    model hub); without one, pass --no-rerank.
+    The rerank (on unless the rerank setting is false) needs reranker_model to be a CrossEncoder
+    available locally (there is no model hub); without one, pass --no-rerank or set
+    LOADER_RERANK=false.
     """
     from loader.query.search import SearchFilters, format_result
     from loader.query.search import search as run_search
@@ -296,7 +376,7 @@ def search(
         settings,
         tenant=settings.tenant if tenant is None else tenant,
         mode=mode,
-        rerank=rerank,
+        rerank=settings.rerank if rerank is None else rerank,
         k=k,
         candidates=candidates,
         filters=SearchFilters(
@@ -314,7 +394,7 @@ def search(
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return
     for line in format_result(result):
-        click.echo(line)
+        click.echo(printable(line))
 
 
 @cli.command(name="eval")
@@ -467,7 +547,7 @@ def eval_command(
         sweep=parse_sweep(sweep, settings) if sweep else None,
         index_prefix=index_prefix,
         show_progress=interactive,
-        on_event=None if (quiet or as_json) else lambda line: click.echo(line, err=True),
+        on_event=None if (quiet or as_json) else lambda line: click.echo(printable(line), err=True),
     )
     written = write_outputs(report, out_dir, output, chart=not no_chart)
     data = report.to_dict()
@@ -482,12 +562,12 @@ def eval_command(
             payload["comparison"] = comparison.to_dict()
         click.echo(json.dumps(payload, indent=2))
     else:
-        click.echo(render_table(data))
+        click.echo(printable_lines(render_table(data)))
         if comparison is not None:
             click.echo("")
-            click.echo(render_comparison(comparison))
+            click.echo(printable_lines(render_comparison(comparison)))
         if not quiet:
-            click.echo(f"\nresults: {written['json']}", err=True)
+            click.echo(f"\nresults: {printable(written['json'])}", err=True)
     if comparison is not None and comparison.regressions:
         with handle_errors():
             raise RegressionError(comparison.failure_message())

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, unquote
 
 from loader.errors import ConfigError
 
@@ -59,6 +60,11 @@ class Settings:
         env=("OPENSEARCH_IMAGE",),
     )
     local_port: int = _setting(9200, "Host port `loader up` publishes OpenSearch on.")
+    api_keys_file: str = _setting(
+        "",
+        "`loader serve`: file binding API keys to tenants; when set, every request needs a key "
+        "and searches only its key's tenant.",
+    )
 
     # --- index -------------------------------------------------------------------------------
     index_name: str = _setting(
@@ -109,9 +115,20 @@ class Settings:
     sentence_window: int = _setting(
         3, "sentence-window strategy: sentences kept on each side for expansion."
     )
+    chunk_max_chars: int = _setting(
+        4000,
+        "Hard maximum of characters per chunk body: text with few token boundaries (a 2 MB line "
+        "of base64) is split here even when the tokenizer counts it as a few tokens.",
+    )
     max_file_bytes: int = _setting(10_000_000, "Files larger than this are skipped by push.")
+    follow_symlinks: bool = _setting(
+        False,
+        "push follows symbolic links that point outside the pushed folder (links inside it are "
+        "always followed; the others are reported and skipped unless this is on).",
+    )
     tenant: str = _setting(
-        "default", "Tenant of documents whose front matter names none (push --tenant)."
+        "default",
+        "Tenant of pushed files whose front matter names none, and of searches without --tenant.",
     )
     bulk_batch_size: int = _setting(
         500,
@@ -126,6 +143,10 @@ class Settings:
     rrf_rank_constant: int = _setting(60, "RRF rank constant k in 1/(k + rank).")
     bm25_weight: float = _setting(
         0.3, "Min-max fusion weight of BM25; the vector side gets 1 - this."
+    )
+    rerank: bool = _setting(
+        True,
+        "Rerank the candidates with the cross-encoder (search, serve); off keeps fusion order.",
     )
     reranker_model: str = _setting(
         "cross-encoder/ms-marco-MiniLM-L-6-v2", "CrossEncoder name or path for the rerank."
@@ -156,20 +177,176 @@ class Settings:
 
 
 def redact_url(url: str) -> str:
-    """``url`` with the password of a ``user:password@`` part masked: safe to print or log.
+    """``url`` with its credentials masked: safe to print or log, even when malformed.
+
+    The password is replaced by ``****`` (a user name before it is kept); a user-info part with no
+    ``:`` may be a token and is masked whole. What counts as credentials is decided by
+    ``split_url``, so a password with ``/``, ``#``, ``?`` or ``@`` in it is masked whole too.
 
     Example::
 
-        redact_url("https://admin:s3cret@search.example.com")  # 'https://admin:****@search...'
+        redact_url("https://admin:s3/cr#t@search.example.com")  # 'https://admin:****@search...'
+        redact_url("admin:s3cret@host")                          # 'admin:****@host' (no scheme)
     """
-    try:
-        parts = urlsplit(url)
-    except ValueError:  # not parseable at all: it may still hold a secret
-        return "****" if "@" in url else url
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username}:****@{parts.netloc.rpartition('@')[2]}"
-    return urlunsplit(parts._replace(netloc=netloc))
+    return split_url(url).redacted()
+
+
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+# A host is a name or IPv4 address (letters, digits, '.', '-', '_'), or an IPv6 address in [].
+_HOST = re.compile(r"[\w.-]+|\[[0-9A-Fa-f:.]+(?:%25[\w.~-]+)?\]")
+# Where a secret is split into the pieces that must not appear on their own either.
+_SECRET_SEPARATORS = re.compile(r"[\s:/?#\[\]@!$&'()*+,;=%\"<>\\^`{|}]+")
+MASK = "****"
+
+
+@dataclass(frozen=True)
+class UrlParts:
+    """A URL cut by ``split_url``: ``scheme://[userinfo@]host[:port]rest``, nothing validated.
+
+    ``userinfo`` is kept as written (still percent-encoded); ``username`` and ``password`` are the
+    decoded credentials.
+    """
+
+    scheme: str  # lower case; '' when the URL has no 'scheme://'
+    userinfo: str | None  # None when the URL has no '@'
+    host: str
+    port: str | None  # the text after 'host:' (None when there is no ':'), not yet checked
+    rest: str  # path, query and fragment: from the first '/', '?' or '#' after the host
+
+    @property
+    def username(self) -> str | None:
+        if self.userinfo is None:
+            return None
+        return unquote(self.userinfo.partition(":")[0])
+
+    @property
+    def password(self) -> str | None:
+        if self.userinfo is None or ":" not in self.userinfo:
+            return None
+        return unquote(self.userinfo.partition(":")[2])
+
+    @property
+    def path(self) -> str:
+        return re.split(r"[?#]", self.rest, maxsplit=1)[0]
+
+    def _hostport(self) -> str:
+        return self.host if self.port is None else f"{self.host}:{self.port}"
+
+    def _scheme_prefix(self) -> str:
+        return f"{self.scheme}://" if self.scheme else ""
+
+    def redacted(self) -> str:
+        """The URL as written, with the password (or a bare user-info token) masked."""
+        if self.userinfo is None:
+            credentials = ""
+        elif ":" in self.userinfo:
+            credentials = f"{self.userinfo.partition(':')[0]}:{MASK}@"
+        else:
+            credentials = f"{MASK}@"
+        return f"{self._scheme_prefix()}{credentials}{self._hostport()}{self.rest}"
+
+    def without_credentials(self) -> str:
+        """``scheme://host[:port]/path``: no user info, query or fragment; no trailing '/'."""
+        return f"{self._scheme_prefix()}{self._hostport()}{self.path}".rstrip("/")
+
+
+def split_url(url: str) -> UrlParts:
+    """Cut ``url`` into scheme, user info, host, port and the rest. Never raises.
+
+    The one URL parser of the package: ``redact_url``, ``cluster.safe_url`` and
+    ``cluster.connect`` all go through it (``parse_url`` adds the checks).
+
+    The rule: a host never contains ``@``, so the user info is everything between ``scheme://``
+    and the **last** ``@`` of the URL. A password may therefore hold any character (``/ # ? @ :
+    %`` and spaces included), raw or percent-encoded. The price: an ``@`` in the path, query or
+    fragment must be written ``%40``; otherwise everything before it is taken as credentials, which
+    fails safe (it is masked, never printed). The user name ends at the first ``:`` of the user
+    info (write a ``:`` in a user name as ``%3A``); both are percent-decoded, so a literal ``%``
+    followed by two hex digits must be written ``%25``. The host ends at the first ``/``, ``?`` or
+    ``#`` after that ``@``; a port follows the host's last ``:`` (after the ``]`` of an IPv6
+    address).
+
+    Example::
+
+        parts = split_url("https://admin:p%2Fss/w#rd@search.example.com:9200/prefix")
+        parts.password   # 'p/ss/w#rd'
+        parts.host, parts.port, parts.rest   # ('search.example.com', '9200', '/prefix')
+    """
+    match = _SCHEME.match(url)
+    scheme = match.group(1).lower() if match else ""
+    remainder = url[match.end() :] if match else url
+    userinfo, at, after = remainder.rpartition("@")
+    if not at:
+        userinfo, after = None, remainder
+    end = re.search(r"[/?#]", after)
+    hostport, rest = (after[: end.start()], after[end.start() :]) if end else (after, "")
+    if hostport.startswith("["):  # IPv6: the port follows the closing bracket
+        close = hostport.find("]") + 1 or len(hostport)
+        host, tail = hostport[:close], hostport[close:]
+        port = tail[1:] if tail.startswith(":") else (tail or None)
+    else:
+        host, colon, port_text = hostport.partition(":")
+        port = port_text if colon else None
+    return UrlParts(scheme=scheme, userinfo=userinfo, host=host, port=port, rest=rest)
+
+
+def parse_url(url: str, name: str = "opensearch_url") -> UrlParts:
+    """``split_url`` plus the checks a cluster URL must pass.
+
+    Raises:
+        ConfigError: one line naming the setting ``name``, its redacted value, what is wrong and
+            the fix: no scheme, a scheme other than http or https, no host, a host with a space
+            or another character no host has, a port that is not a number from 1 to 65535.
+    """
+    parts = split_url(url)
+    problem = None
+    if not parts.scheme:
+        problem = "no scheme"
+    elif parts.scheme not in ("http", "https"):
+        problem = f"scheme {parts.scheme!r}"
+    elif not parts.host:
+        problem = "no host"
+    elif not _HOST.fullmatch(parts.host):
+        problem = f"invalid host {parts.host!r}"
+    elif parts.port is not None and not (
+        parts.port.isascii() and parts.port.isdigit() and 0 < int(parts.port) <= 65535
+    ):
+        problem = f"invalid port {parts.port!r}: not a number from 1 to 65535"
+    if problem:
+        raise ConfigError(
+            f"{name} {parts.redacted()!r} is not an http(s) URL ({problem}); "
+            "set OPENSEARCH_URL, e.g. http://127.0.0.1:9200"
+        )
+    return parts
+
+
+def secret_values(settings: Settings) -> list[str]:
+    """Every secret ``settings`` hold: secret settings and the URL's user info and password."""
+    parts = split_url(settings.opensearch_url)
+    values = [getattr(settings, f.name) for f in fields(settings) if f.metadata["secret"]]
+    if parts.userinfo is not None:
+        values.append(parts.userinfo.partition(":")[2] if ":" in parts.userinfo else parts.userinfo)
+        values.append(parts.password or "")
+        if ":" not in parts.userinfo:
+            values.append(parts.username or "")
+    return [value for value in values if isinstance(value, str) and value]
+
+
+def scrub_secrets(text: str, secrets: list[str], pieces: bool = True) -> str:
+    """``text`` with each secret, its percent-encoded forms and (with ``pieces``) each piece of it
+    of three or more characters (split at URL-reserved characters and spaces) replaced by ``****``.
+
+    For text the package did not write itself (an unexpected exception, a library's log line):
+    the package's own messages are built from ``redact_url`` and never hold a secret.
+    """
+    masked: set[str] = set()
+    for secret in secrets:
+        masked.update((secret, quote(secret, safe=""), quote(secret)))
+        if pieces:
+            masked.update(piece for piece in _SECRET_SEPARATORS.split(secret) if len(piece) >= 3)
+    for piece in sorted((p for p in masked if p), key=len, reverse=True):
+        text = text.replace(piece, MASK)
+    return text
 
 
 def setting_help() -> dict[str, str]:

@@ -11,13 +11,12 @@ import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import opensearchpy
 from opensearchpy import OpenSearch
 
 from loader.errors import AuthenticationError, ClusterError, ConfigError
-from loader.settings import Settings, redact_url
+from loader.settings import Settings, parse_url, split_url
 
 log = logging.getLogger(__name__)
 
@@ -25,23 +24,29 @@ _TAGS = re.compile(r"<[^>]*>")
 
 
 def safe_url(url: str) -> str:
-    """The URL without any user:password part, for messages."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return f"{parts.scheme}://{host}{parts.path}".rstrip("/")
+    """``scheme://host[:port]/path`` of ``url``, with no credentials, query or fragment: for
+    messages. Never raises, even for a malformed URL (see ``loader.settings.split_url`` for how
+    the credentials are told from the host).
+
+    Example::
+
+        safe_url("https://admin:p/ss#w@search.example.com:9200/")  # 'https://search...com:9200'
+    """
+    return split_url(url).without_credentials()
 
 
 def connect(settings: Settings) -> OpenSearch:
     """A client for the configured cluster. TLS certificates are verified unless
-    ``insecure_skip_tls_verify`` is set by name."""
-    parts = urlsplit(settings.opensearch_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"opensearch_url {redact_url(settings.opensearch_url)!r} is not an http(s) URL; "
-            "set OPENSEARCH_URL, e.g. http://127.0.0.1:9200"
-        )
+    ``insecure_skip_tls_verify`` is set by name.
+
+    Credentials come from ``opensearch_user`` / ``opensearch_password`` when set, else from the
+    URL's user info (percent-decoded); the client is given the URL without them.
+
+    Raises:
+        ConfigError: ``opensearch_url`` is malformed (one line, its password masked) or
+            ``ca_certs`` is not a file.
+    """
+    parts = parse_url(settings.opensearch_url)
     if settings.ca_certs and not Path(settings.ca_certs).is_file():
         # Checked here: the client would only fail at the first request, with a vaguer reason.
         raise ConfigError(
@@ -49,7 +54,7 @@ def connect(settings: Settings) -> OpenSearch:
             "CA that signed the cluster's certificate"
         )
     kwargs: dict = {
-        "hosts": [safe_url(settings.opensearch_url)],
+        "hosts": [parts.without_credentials()],
         "timeout": settings.request_timeout,
         "max_retries": 0,
         "retry_on_timeout": False,

@@ -12,13 +12,16 @@ from __future__ import annotations
 import contextlib
 import http.server
 import json
+import logging
 import os
+import re
 import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner, Result
@@ -175,7 +178,7 @@ def doing(command: str) -> str:
     """What each command was doing when its first request failed."""
     return {
         "apply": f"reading index alias {INDEX}",
-        "push": "reading the chunks of collection 'docs'",
+        "push": f"reading the mapping of {INDEX}",  # push first checks the index's id scheme
         "search": f"searching {INDEX!r} with template '{INDEX}-bm25'",
     }[command]
 
@@ -190,14 +193,24 @@ def assert_one_line(result: Result, exit_code: int, message: str) -> None:
 
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize(
-    "url", ["not a url", "ftp://127.0.0.1:21", "127.0.0.1:9200", "http://", "https:///x"]
+    ("url", "problem"),
+    [
+        ("not a url", "no scheme"),
+        ("ftp://127.0.0.1:21", "scheme 'ftp'"),
+        ("127.0.0.1:9200", "no scheme"),
+        ("http://", "no host"),
+        ("https:///x", "no host"),
+        ("http://127.0.0.1:99999", "invalid port '99999': not a number from 1 to 65535"),
+        ("http://127.0.0.1:abc", "invalid port 'abc': not a number from 1 to 65535"),
+        ("http://my host:9200", "invalid host 'my host'"),
+    ],
 )
-def test_a_url_that_is_not_http_is_a_config_error(command, url, folder):
+def test_a_url_that_is_not_http_is_a_config_error(command, url, problem, folder):
     result = run(command, url, folder)
     assert_one_line(
         result,
         ConfigError.exit_code,
-        f"opensearch_url {url!r} is not an http(s) URL; "
+        f"opensearch_url {url!r} is not an http(s) URL ({problem}); "
         "set OPENSEARCH_URL, e.g. http://127.0.0.1:9200",
     )
 
@@ -319,3 +332,87 @@ def test_debug_shows_the_traceback_in_a_real_process(tmp_path):
     assert "Traceback" in debug.stderr
     assert "opensearchpy.exceptions.ConnectionError" in debug.stderr
     assert f"loader.errors.ClusterError: cannot connect to {url}" in debug.stderr
+
+
+# A password with every URL-reserved character and a space; '%zz' is not an escape.
+SECRET = "Ab1:Cd2/Ef3?Gh4#Ij5[Kl6]Mn7@Op8!Qr9$St0&Uv1'Wx2(Yz3)Aq4*Bq5+Cq6,Dq7;Eq8=Fq9%zzq Gq0"
+SECRET_PIECES = [SECRET, quote(SECRET, safe="")] + [
+    piece for piece in re.split(r"[:/?#\[\]@!$&'()*+,;=%\s]+", SECRET) if len(piece) >= 3
+]
+
+
+def assert_no_secret(*texts: str) -> None:
+    for text in texts:
+        for piece in SECRET_PIECES:
+            assert piece not in text, (piece, text)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("written", [SECRET, quote(SECRET, safe="")], ids=["raw", "encoded"])
+def test_a_password_with_reserved_characters_never_shows(command, written, folder, caplog):
+    """A refused connection (one line; with --debug the exception) and malformed URLs (one
+    line): neither the password nor a piece of it in the output or the debug logs."""
+    caplog.set_level(logging.DEBUG)
+    port = free_port()
+    refused = run(command, f"http://user:{written}@127.0.0.1:{port}", folder)
+    assert_one_line(
+        refused,
+        ClusterError.exit_code,
+        f"cannot connect to http://127.0.0.1:{port} while {doing(command)}; is OpenSearch "
+        "running? (`loader up` starts a local one; OPENSEARCH_URL names another)",
+    )
+    debug = run(command, f"http://user:{written}@127.0.0.1:{port}", folder, "--debug")
+    assert isinstance(debug.exception, ClusterError)
+    assert_no_secret(str(debug.exception), repr(debug.exception.__cause__))
+    for url in (f"http://user:{written}@127.0.0.1:99999", f"user:{written}@127.0.0.1:9200"):
+        malformed = run(command, url, folder)
+        assert malformed.exit_code == ConfigError.exit_code
+        assert malformed.stderr.startswith("Error: opensearch_url 'http://user:****@") or (
+            malformed.stderr.startswith("Error: opensearch_url 'user:****@127.0.0.1:9200'")
+        )
+        assert malformed.stderr.count("\n") == 1 and "Traceback" not in malformed.output
+        assert_no_secret(malformed.output)
+    assert_no_secret(refused.output, caplog.text)
+
+
+def test_a_password_never_shows_from_a_real_process_even_with_debug(folder):
+    """The real entry point, with OPENSEARCH_PASSWORD and a URL password both set: one line, or
+    with --debug the traceback and the debug logs; never the password nor a piece of it."""
+    port = free_port()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("OPENSEARCH_", "LOADER_"))},
+        "OPENSEARCH_URL": f"http://user:{quote(SECRET, safe='')}@127.0.0.1:{port}",
+        "OPENSEARCH_PASSWORD": SECRET[::-1],
+        "LOADER_REQUEST_TIMEOUT": "1",
+    }
+    base = [sys.executable, "-c", "from loader.cli import cli; cli()"]
+    outputs = []
+    for args, code in (
+        (["apply", "--dry-run"], ClusterError.exit_code),
+        (["search", "x", "--no-rerank", "--mode", "bm25"], ClusterError.exit_code),
+        (["push", str(folder)], ClusterError.exit_code),
+        (["apply", "--dry-run", "--debug"], 1),
+        (["search", "x", "--no-rerank", "--mode", "bm25", "--debug"], 1),
+        (["push", str(folder), "--debug"], 1),
+        (["apply", "--url", f"http://user:{SECRET}@127.0.0.1:abc"], ConfigError.exit_code),
+        (["settings"], 0),
+        (["settings", "--json"], 0),
+    ):
+        done = subprocess.run(
+            [*base, *args, "--index", INDEX] if args[0] != "settings" else [*base, *args],
+            cwd=folder.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert done.returncode == code, (args, done.stderr[-3000:])
+        if code in (ClusterError.exit_code, ConfigError.exit_code):
+            assert done.stderr.count("\n") == 1, done.stderr
+        if "--debug" in args:
+            assert "Traceback" in done.stderr and "DEBUG" in done.stderr
+        outputs += [done.stdout, done.stderr]
+    assert "opensearch_password = '****'" in outputs[-4]
+    assert_no_secret(*outputs)
+    for text in outputs:
+        assert SECRET[::-1] not in text

@@ -9,15 +9,19 @@ certificate made here, an htpasswd file, and proxy_pass to the session's cluster
 Proven through the CLI: HTTPS + basic auth + ca_certs works for apply, push and search;
 verification is on by default and off only through the ``insecure_skip_tls_verify`` setting;
 a wrong password is the authentication line and exit code 4; the password never appears in
-output or logs, --debug included, whether it comes from OPENSEARCH_PASSWORD or the URL.
+output or logs, --debug included, whether it comes from OPENSEARCH_PASSWORD or the URL; a
+password holding every URL-reserved character works raw or percent-encoded.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import datetime
+import hashlib
 import ipaddress
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -26,6 +30,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from click.testing import CliRunner, Result
@@ -37,6 +42,13 @@ from loader.settings import Settings
 
 USER = "loader-tester"
 PASSWORD = "Pa55-w0rd-7c1e9f"  # distinctive, so any leak is easy to find in output
+# A second user whose password holds every URL-reserved character and a space ('%zz' is not an
+# escape, so written raw in a URL it is still itself). nginx ends a {PLAIN} password at ':', so
+# its htpasswd line holds the {SHA} hash.
+RESERVED_USER = "reserved-tester"
+RESERVED_PASSWORD = (
+    "Ab1:Cd2/Ef3?Gh4#Ij5[Kl6]Mn7@Op8!Qr9$St0&Uv1'Wx2(Yz3)Aq4*Bq5+Cq6,Dq7;Eq8=Fq9%zzq Gq0"
+)
 
 
 def nginx_binary() -> str | None:
@@ -173,7 +185,10 @@ def proxy(tmp_path_factory: pytest.TempPathFactory, opensearch_url: str) -> Iter
     folder = tmp_path_factory.mktemp("nginx")
     ca, cert, key = make_certificates(folder)
     htpasswd = folder / "htpasswd"
-    htpasswd.write_text(f"{USER}:{{PLAIN}}{PASSWORD}\n")  # nginx reads {PLAIN} passwords
+    sha = base64.b64encode(hashlib.sha1(RESERVED_PASSWORD.encode()).digest()).decode()
+    htpasswd.write_text(  # nginx reads {PLAIN} and {SHA} passwords
+        f"{USER}:{{PLAIN}}{PASSWORD}\n{RESERVED_USER}:{{SHA}}{sha}\n"
+    )
     port = free_port()
     conf = folder / "nginx.conf"
     conf.write_text(
@@ -378,3 +393,69 @@ def test_the_password_never_appears_in_output_or_debug_logs(proxy, folder, uniqu
     outputs.append(bad_scheme)
     for process in outputs:
         assert_no_password(process.stdout, process.stderr)
+
+
+def reserved_pieces() -> list[str]:
+    """The reserved password, encoded, and each piece of it of three or more characters."""
+    pieces = re.split(r"[:/?#\[\]@!$&'()*+,;=%\s]+", RESERVED_PASSWORD)
+    return [RESERVED_PASSWORD, quote(RESERVED_PASSWORD, safe="")] + [
+        p for p in pieces if len(p) >= 3
+    ]
+
+
+def test_a_password_with_reserved_characters_authenticates_end_to_end(
+    proxy, folder, unique_name, tmp_path
+):
+    """Percent-encoded in OPENSEARCH_URL, raw in OPENSEARCH_PASSWORD, raw in --url: the proxy
+    accepts it for apply, push and search, and no output or debug log shows any piece of it."""
+    ca = {"LOADER_CA_CERTS": str(proxy.ca)}
+    encoded_in_url = {
+        **ca,
+        "OPENSEARCH_URL": proxy.url_with(RESERVED_USER, quote(RESERVED_PASSWORD, safe="")),
+    }
+    in_settings = {
+        **ca,
+        "OPENSEARCH_URL": proxy.url,
+        "OPENSEARCH_USER": RESERVED_USER,
+        "OPENSEARCH_PASSWORD": RESERVED_PASSWORD,
+    }
+    raw_url = proxy.url_with(RESERVED_USER, RESERVED_PASSWORD)
+    search = ["search", "late delivery refund", "--index", unique_name, "--tenant", "T",
+              "--no-rerank", "--mode", "bm25", "--json"]  # fmt: skip
+    applied = run_process(["apply", "--index", unique_name, "--debug"], encoded_in_url, tmp_path)
+    assert applied.returncode == 0, applied.stderr[-2000:]
+    assert " created, 0 updated, 0 deleted, 0 unchanged" in applied.stdout
+    assert "DEBUG" in applied.stderr  # the debug logs were on, and were checked
+    pushed = invoke(
+        ["push", str(folder), "--index", unique_name, "--tenant", "T"], in_settings, tmp_path
+    )
+    assert pushed.exit_code == 0, pushed.output
+    assert "1 added" in pushed.stdout
+    found = {}
+    for name, env, extra in (
+        ("encoded", encoded_in_url, []),
+        ("settings", in_settings, []),
+        ("raw --url", ca, ["--url", raw_url]),
+    ):
+        found[name] = invoke([*search, *extra], env, tmp_path)
+        assert found[name].exit_code == 0, (name, found[name].output)
+        assert '"source": "refunds.md"' in found[name].stdout
+    again = invoke(["apply", "--index", unique_name, "--url", raw_url], ca, tmp_path)
+    assert again.exit_code == 0 and again.stdout.endswith("\nno changes\n"), again.output
+    wrong = invoke(
+        ["apply", "--index", unique_name],
+        {**in_settings, "OPENSEARCH_PASSWORD": RESERVED_PASSWORD[:-1]},
+        tmp_path,
+    )
+    assert wrong.exit_code == AuthenticationError.exit_code, wrong.output
+    shown = [
+        run_process(["settings", *flag], env, tmp_path)
+        for env in (encoded_in_url, in_settings)
+        for flag in ([], ["--json"])
+    ]
+    assert all(process.returncode == 0 for process in shown)
+    texts = [applied.stdout, applied.stderr, *(r.output for r in (pushed, again, wrong))]
+    texts += [r.output for r in found.values()] + [p.stdout + p.stderr for p in shown]
+    for text in texts:
+        for piece in reserved_pieces():
+            assert piece not in text, (piece, text[-2000:])

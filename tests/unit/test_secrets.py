@@ -1,0 +1,270 @@
+"""Secrets are never printed, whatever characters they hold.
+
+A password in ``OPENSEARCH_URL`` may hold every URL-reserved character, raw or percent-encoded. It
+is parsed by one function (``loader.settings.split_url``) and masked everywhere: ``redact_url``,
+``safe_url``, ``Settings`` and its repr, ``loader settings`` (text and JSON), error messages and
+log lines. Neither the password nor any piece of it (split at the reserved characters) may appear.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import re
+from urllib.parse import quote
+
+import pytest
+from click.testing import CliRunner, Result
+
+from loader.cli import cli
+from loader.cluster import connect, safe_url
+from loader.errors import ConfigError
+from loader.settings import (
+    Settings,
+    parse_url,
+    redact_url,
+    scrub_secrets,
+    secret_values,
+    split_url,
+)
+
+RESERVED = ":/?#[]@!$&'()*+,;=% "
+# Every reserved character and a space, each between distinctive pieces; '%zz' is not an escape,
+# so the raw form decodes to itself.
+PASSWORD = "Ab1:Cd2/Ef3?Gh4#Ij5[Kl6]Mn7@Op8!Qr9$St0&Uv1'Wx2(Yz3)Aq4*Bq5+Cq6,Dq7;Eq8=Fq9%zzq Gq0"
+assert set(RESERVED) <= set(PASSWORD)
+ENCODED = quote(PASSWORD, safe="")
+OTHER_PASSWORD = "Zy9#separate/Xw8?env@Vu7"  # OPENSEARCH_PASSWORD, next to a URL password
+USER = "admin"
+
+
+def pieces(secret: str) -> list[str]:
+    """The secret and every piece of it of three or more characters, split at reserved ones."""
+    parts = re.split(r"[:/?#\[\]@!$&'()*+,;=%\s]+", secret)
+    return [secret, *(part for part in parts if len(part) >= 3)]
+
+
+def assert_secret_free(*texts: str, secrets: tuple[str, ...] = (PASSWORD, OTHER_PASSWORD)) -> None:
+    for text in texts:
+        for secret in secrets:
+            for piece in {*pieces(secret), quote(secret, safe="")}:
+                assert piece not in text, (piece, text)
+
+
+def url_with(password: str, rest: str = "127.0.0.1:9200/prefix") -> str:
+    return f"http://{USER}:{password}@{rest}"
+
+
+PASSWORD_FORMS = pytest.mark.parametrize("written", [PASSWORD, ENCODED], ids=["raw", "encoded"])
+
+
+def test_the_pieces_are_many():
+    assert len(pieces(PASSWORD)) == 22  # the whole and 21 pieces: the test checks something
+
+
+@PASSWORD_FORMS
+def test_split_url_finds_the_credentials_before_the_last_at(written):
+    parts = split_url(url_with(written))
+    assert (parts.scheme, parts.username, parts.password) == ("http", USER, PASSWORD)
+    assert (parts.host, parts.port, parts.rest, parts.path) == (
+        "127.0.0.1",
+        "9200",
+        "/prefix",
+        "/prefix",
+    )
+    assert parse_url(url_with(written)) == parts
+
+
+@PASSWORD_FORMS
+def test_redact_url_and_safe_url_hide_every_piece(written):
+    url = url_with(written)
+    assert redact_url(url) == f"http://{USER}:****@127.0.0.1:9200/prefix"
+    assert safe_url(url) == "http://127.0.0.1:9200/prefix"
+    assert_secret_free(redact_url(url), safe_url(url))
+
+
+@PASSWORD_FORMS
+def test_connect_sends_the_decoded_password_and_a_url_without_it(written):
+    client = connect(Settings(opensearch_url=url_with(written)))
+    connection = client.transport.connection_pool.connection
+    assert connection.host == "http://127.0.0.1:9200"
+    assert connection.url_prefix == "/prefix"
+    expected = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
+    assert connection.headers["authorization"] == f"Basic {expected}"
+    assert client.transport.hosts == [{"host": "127.0.0.1", "port": 9200, "url_prefix": "/prefix"}]
+
+
+def test_settings_password_wins_over_the_urls_and_is_sent_as_given():
+    settings = Settings(opensearch_url=url_with(ENCODED), opensearch_password="raw%41 " + PASSWORD)
+    connection = connect(settings).transport.connection_pool.connection
+    expected = base64.b64encode(f"{USER}:raw%41 {PASSWORD}".encode()).decode()  # not decoded
+    assert connection.headers["authorization"] == f"Basic {expected}"
+
+
+@pytest.mark.parametrize(
+    ("url", "user", "password", "host", "port", "rest"),
+    [
+        ("http://127.0.0.1:9200", None, None, "127.0.0.1", "9200", ""),
+        ("https://search.example.com/", None, None, "search.example.com", None, "/"),
+        ("http://u:p%40ss@h:1?x=1#f", "u", "p@ss", "h", "1", "?x=1#f"),
+        ("http://u:p@ss@h", "u", "p@ss", "h", None, ""),  # a raw '@' in the password
+        ("http://u%3Ax:p%25zz@h", "u:x", "p%zz", "h", None, ""),  # %3A, %25: literal ':' and '%'
+        ("http://u:a/b@c/d", "u", "a/b", "c", None, "/d"),
+        ("http://u:@h", "u", "", "h", None, ""),
+        ("http://token@h", "token", None, "h", None, ""),
+        ("http://u:p@[::1]:9200/x", "u", "p", "[::1]", "9200", "/x"),
+        ("HTTPS://h", None, None, "h", None, ""),
+    ],
+)
+def test_split_url_cases(url, user, password, host, port, rest):
+    parts = split_url(url)
+    assert (parts.username, parts.password, parts.host, parts.port, parts.rest) == (
+        user,
+        password,
+        host,
+        port,
+        rest,
+    )
+
+
+def test_an_at_in_the_path_must_be_encoded_or_it_is_taken_as_credentials():
+    """The documented rule fails safe: everything before the last '@' is masked."""
+    assert split_url("http://h:9200/a%40b").host == "h"
+    parts = split_url("http://h:9200/a@b")
+    assert (parts.host, parts.userinfo) == ("b", "h:9200/a")
+    assert redact_url("http://h:9200/a@b") == "http://h:****@b"
+
+
+def test_a_user_info_without_a_colon_is_masked_whole():
+    assert redact_url("https://sometoken@h:9200") == "https://****@h:9200"
+    assert redact_url("http://u:@h") == "http://u:****@h"
+    assert redact_url("http://h:9200/x") == "http://h:9200/x"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        (f"{USER}:{PASSWORD}@127.0.0.1:9200", "no scheme"),
+        ("127.0.0.1:9200", "no scheme"),
+        ("not a url", "no scheme"),
+        (f"ftp://{USER}:{PASSWORD}@127.0.0.1", "scheme 'ftp'"),
+        (f"http://{USER}:{PASSWORD}@", "no host"),
+        (f"https://{USER}:{ENCODED}@/x", "no host"),
+        (f"http://{USER}:{PASSWORD}@127.0.0.1:99999", "invalid port '99999'"),
+        (f"http://{USER}:{ENCODED}@127.0.0.1:abc", "invalid port 'abc'"),
+        (f"http://{USER}:{PASSWORD}@127.0.0.1:0", "invalid port '0'"),
+        (f"http://{USER}:{PASSWORD}@127.0.0.1:９２００", "invalid port '９２００'"),
+        (f"http://{USER}:{PASSWORD}@my host:9200", "invalid host 'my host'"),
+        (f"http://{USER}:{PASSWORD}@[::1:9200", "invalid host '[::1:9200'"),
+    ],
+)
+def test_a_malformed_url_is_one_config_error_without_the_password(url, problem):
+    with pytest.raises(ConfigError) as raised:
+        parse_url(url)
+    message = str(raised.value)
+    assert message == (
+        f"opensearch_url {redact_url(url)!r} is not an http(s) URL ({problem}"
+        + (": not a number from 1 to 65535" if "port" in problem else "")
+        + "); set OPENSEARCH_URL, e.g. http://127.0.0.1:9200"
+    )
+    assert "\n" not in message
+    assert_secret_free(message, redact_url(url), safe_url(url))
+    with pytest.raises(ConfigError):
+        connect(Settings(opensearch_url=url))
+
+
+@PASSWORD_FORMS
+def test_settings_repr_and_public_items_mask_both_passwords(written):
+    settings = Settings(opensearch_url=url_with(written), opensearch_password=OTHER_PASSWORD)
+    items = settings.public_items()
+    assert items["opensearch_url"] == f"http://{USER}:****@127.0.0.1:9200/prefix"
+    assert items["opensearch_password"] == "****"
+    assert_secret_free(repr(settings), str(settings), json.dumps(items), str(items))
+
+
+def test_secret_values_and_scrub_secrets():
+    settings = Settings(opensearch_url=url_with(ENCODED), opensearch_password=OTHER_PASSWORD)
+    assert set(secret_values(settings)) == {OTHER_PASSWORD, ENCODED, PASSWORD}
+    leaky = f"failed: {PASSWORD} / {ENCODED} / {PASSWORD[8:20]} / {OTHER_PASSWORD[:6]} ok"
+    scrubbed = scrub_secrets(leaky, secret_values(settings))
+    assert_secret_free(scrubbed)
+    assert scrubbed.startswith("failed: ****") and scrubbed.endswith(" ok")
+    whole_only = scrub_secrets(f"x {PASSWORD} Ab1 y", [PASSWORD], pieces=False)
+    assert whole_only == "x **** Ab1 y"
+
+
+def cli_env(url: str, password: str | None = None) -> dict[str, str | None]:
+    return {"OPENSEARCH_URL": url, "OPENSEARCH_PASSWORD": password, "OPENSEARCH_USER": None}
+
+
+@PASSWORD_FORMS
+def test_loader_settings_masks_both_passwords(written, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    env = cli_env(url_with(written), OTHER_PASSWORD)
+    text = CliRunner().invoke(cli, ["settings"], env=env)
+    assert text.exit_code == 0, text.output
+    assert (
+        f"opensearch_url = 'http://{USER}:****@127.0.0.1:9200/prefix'  [$OPENSEARCH_URL]"
+        in text.stdout
+    )
+    assert "opensearch_password = '****'  [$OPENSEARCH_PASSWORD]" in text.stdout
+    as_json = CliRunner().invoke(cli, ["settings", "--json"], env=env)
+    assert as_json.exit_code == 0, as_json.output
+    values = json.loads(as_json.stdout)
+    assert values["opensearch_url"]["value"] == f"http://{USER}:****@127.0.0.1:9200/prefix"
+    assert values["opensearch_password"]["value"] == "****"
+    assert_secret_free(text.output, as_json.output)
+
+
+def test_loader_settings_prints_a_malformed_url_masked(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["settings"], env=cli_env(f"{USER}:{PASSWORD}@h:abc"))
+    assert result.exit_code == 0
+    assert f"opensearch_url = '{USER}:****@h:abc'  [$OPENSEARCH_URL]" in result.stdout
+    assert_secret_free(result.output)
+
+
+def assert_one_line(result: Result, exit_code: int, start: str) -> None:
+    assert result.exit_code == exit_code, (result.output, result.exception)
+    assert result.stderr.startswith(f"Error: {start}"), result.stderr
+    assert result.stderr.count("\n") == 1
+    assert "Traceback" not in result.output
+    assert_secret_free(result.output)
+
+
+@pytest.mark.parametrize(
+    "args", [["apply", "--dry-run"], ["search", "x", "--no-rerank"], ["push", "{folder}"]]
+)
+@pytest.mark.parametrize("written", [PASSWORD, ENCODED], ids=["raw", "encoded"])
+def test_cluster_commands_with_a_malformed_url_are_one_line(args, written, tmp_path, caplog):
+    caplog.set_level(logging.DEBUG)
+    (tmp_path / "docs").mkdir()
+    args = [arg.format(folder=tmp_path / "docs") for arg in args]
+    url = f"http://{USER}:{written}@127.0.0.1:99999"
+    for env, extra in ((cli_env(url, OTHER_PASSWORD), []), (cli_env("http://h"), ["--url", url])):
+        result = CliRunner().invoke(cli, [*args, *extra], env=env)
+        assert_one_line(
+            result, ConfigError.exit_code, f"opensearch_url 'http://{USER}:****@127.0.0.1:99999'"
+        )
+    assert_secret_free(caplog.text)
+
+
+def test_an_unexpected_error_is_one_scrubbed_line(monkeypatch, tmp_path, caplog):
+    """Text the package did not write (here a library's ValueError and log line) is scrubbed."""
+    import loader.apply
+
+    def explode(settings, **_):
+        logging.getLogger("some.library").warning("connecting with %s", PASSWORD)
+        raise ValueError(f"Port could not be cast to integer value as {PASSWORD[20:]!r}")
+
+    monkeypatch.setattr(loader.apply, "apply_config", explode)
+    monkeypatch.chdir(tmp_path)
+    caplog.set_level(logging.DEBUG)
+    result = CliRunner().invoke(cli, ["apply"], env=cli_env(url_with(ENCODED), OTHER_PASSWORD))
+    assert_one_line(result, 1, "unexpected ValueError: Port could not be cast to integer value")
+    assert result.stderr.endswith("; run with --debug for the traceback\n")
+    assert "connecting with ****" in caplog.text
+    assert_secret_free(caplog.text)
+    debug = CliRunner().invoke(cli, ["apply", "--debug"], env=cli_env(url_with(ENCODED)))
+    assert isinstance(debug.exception, ValueError)  # --debug: the exception, for the traceback
