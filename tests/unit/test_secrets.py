@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from loader.cli import cli
-from loader.cluster import connect, safe_url
+from loader.cluster.client import connect, safe_url
 from loader.errors import ConfigError
 from loader.settings import (
     Settings,
@@ -252,13 +252,13 @@ def test_cluster_commands_with_a_malformed_url_are_one_line(args, written, tmp_p
 
 def test_an_unexpected_error_is_one_scrubbed_line(monkeypatch, tmp_path, caplog):
     """Text the package did not write (here a library's ValueError and log line) is scrubbed."""
-    import loader.apply
+    import loader.index.apply
 
     def explode(settings, **_):
         logging.getLogger("some.library").warning("connecting with %s", PASSWORD)
         raise ValueError(f"Port could not be cast to integer value as {PASSWORD[20:]!r}")
 
-    monkeypatch.setattr(loader.apply, "apply_config", explode)
+    monkeypatch.setattr(loader.index.apply, "apply_config", explode)
     monkeypatch.chdir(tmp_path)
     caplog.set_level(logging.DEBUG)
     result = CliRunner().invoke(cli, ["apply"], env=cli_env(url_with(ENCODED), OTHER_PASSWORD))
