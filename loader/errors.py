@@ -66,3 +66,9 @@ class RegressionError(LoaderError):
     """An evaluation metric dropped by more than the allowed threshold."""
 
     exit_code = 10
+
+
+class QueryError(LoaderError):
+    """OpenSearch refused a search as a bad request (HTTP 400): a parameter it cannot use."""
+
+    exit_code = 11

@@ -35,6 +35,7 @@ clauses over the whole query; the multi_match spans four fields) can never be ex
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import logging
 import re
 import time
@@ -46,11 +47,16 @@ import opensearchpy
 
 from loader.cluster.client import cluster_errors, connect, safe_url
 from loader.documents import PATH_SEPARATOR
+<<<<<<< HEAD:loader/query/search.py
 from loader.errors import ClusterError, ConfigError
 from loader.index.render import config_names
 from loader.query import context
 from loader.query.context import Hit
 from loader.query.fusion import rrf
+=======
+from loader.errors import ClusterError, ConfigError, QueryError
+from loader.query.fusion import rrf
+>>>>>>> main:loader/query/search.py
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -79,13 +85,92 @@ MAX_CANDIDATES = 10_000
 # counted one term per character. Other non-ASCII symbols (emoji) are one token each too.
 _PER_CHARACTER = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _TERM = re.compile(rf"[{_PER_CHARACTER}]|[^\W{_PER_CHARACTER}]+|[^\w\s\x00-\x7f]")
-# What OpenSearch accepts as a date filter: an ISO date (time optional) or date math from "now".
-_DATE = re.compile(
-    r"^(\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:?\d{2})?)?"
-    r"|\d{4}(-\d{2})?|now([+-]\d+[yMwdhHms])*(/[yMwdhHms])?)$"
+# What OpenSearch accepts as a date filter (the ``published`` field's default format,
+# strict_date_optional_time): an ISO date, its time and zone optional. The parts' ranges are
+# checked by ``check_date``, so that 2020-13-45 is refused here, not by the cluster.
+_ISO_DATE = re.compile(
+    r"(?P<year>\d{4})(-(?P<month>\d{2})(-(?P<day>\d{2})"
+    r"(T(?P<hour>\d{2})(:(?P<minute>\d{2})(:(?P<second>\d{2})(\.\d{1,9})?)?)?"
+    r"(Z|[+-](?P<zone_hour>\d{2}):?(?P<zone_minute>\d{2}))?)?)?)?",
+    re.ASCII,
 )
-# A decay scale is a time value: a positive number and a unit.
-_TIME_VALUE = re.compile(r"^\d+(\.\d+)?(nanos|micros|ms|s|m|h|d)$")
+# Or date math from now: at most 4 steps of at most 6 digits, so the result stays inside the
+# range of a date in milliseconds (a larger one overflows on the server).
+_DATE_MATH = re.compile(r"now([+-]\d{1,6}[yMwdhHms]){0,4}(/[yMwdhHms])?", re.ASCII)
+# A decay scale is a time value: a whole number (OpenSearch refuses fractions) and a unit.
+_TIME_VALUE = re.compile(r"(?P<number>\d{1,15})(?P<unit>nanos|micros|ms|s|m|h|d)", re.ASCII)
+_NANOS_PER_UNIT = {
+    "nanos": 1,
+    "micros": 1_000,
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
+    "d": 86_400_000_000_000,
+}
+# A date decay's scale is used in whole milliseconds: 1 ms up to 10,000 days (27 years).
+_MAX_DECAY_MS = 10_000 * 86_400_000
+
+
+def check_date(name: str, value: object) -> str:
+    """``value`` if it is a date filter OpenSearch accepts: an ISO date (``2024-05-01``, with an
+    optional ``T10:30:00Z`` time) or date math from now (``now-1y``, ``now-30d/d``).
+
+    Raises:
+        ConfigError: naming ``name``, for any other value (``2020-13-45``, ``yesterday``, a number).
+    """
+    if isinstance(value, datetime.date):  # a date or datetime object: its ISO form
+        value = value.isoformat()
+    text = value if isinstance(value, str) else None
+    match = _ISO_DATE.fullmatch(text) if text is not None else None
+    valid = text is not None and bool(_DATE_MATH.fullmatch(text))
+    if match:
+        parts = {key: int(part) for key, part in match.groupdict().items() if part is not None}
+        try:
+            datetime.date(parts["year"], parts.get("month", 1), parts.get("day", 1))
+            valid = (
+                parts.get("hour", 0) <= 23
+                and parts.get("minute", 0) <= 59
+                and parts.get("second", 0) <= 59
+                and parts.get("zone_hour", 0) <= 18
+                and parts.get("zone_minute", 0) <= 59
+            )
+        except ValueError:
+            valid = False
+    if not valid:
+        raise ConfigError(
+            f"{name} {_shown(value)} is not a date; give an ISO date such as 2024-05-01 "
+            "or date math such as now-1y"
+        )
+    return str(text)
+
+
+def check_time_value(name: str, value: object) -> str:
+    """``value`` if it is a positive time value OpenSearch accepts as a decay scale: a whole
+    number and a unit (``nanos``, ``micros``, ``ms``, ``s``, ``m``, ``h``, ``d``), at least 1 ms.
+
+    Raises:
+        ConfigError: naming ``name``, for ``0d``, ``1.5d``, ``-1d``, ``180 days``, a number ...
+    """
+    match = _TIME_VALUE.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise ConfigError(
+            f"{name} {_shown(value)} is not a time value; give a whole number and a unit "
+            "(nanos, micros, ms, s, m, h, d) such as 180d or 12h"
+        )
+    nanos = int(match["number"]) * _NANOS_PER_UNIT[match["unit"]]
+    if not 1_000_000 <= nanos <= _MAX_DECAY_MS * 1_000_000:
+        raise ConfigError(
+            f"{name} {_shown(value)} is out of range; give a duration between 1ms and 10000d "
+            "(OpenSearch counts it in whole milliseconds and refuses 0)"
+        )
+    return str(value)
+
+
+def _shown(value: object, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for messages about a bad parameter."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -122,19 +207,9 @@ class SearchFilters:
         for name in ("published_from", "published_to"):
             value = getattr(self, name)
             if value:
-                if not _DATE.match(str(value)):
-                    raise ConfigError(
-                        f"{name} {value!r} is not a date; give an ISO date such as 2024-05-01 "
-                        "or date math such as now-1y"
-                    )
-                params[name] = str(value)
+                params[name] = check_date(name, value)
         if self.decay_scale:
-            if not _TIME_VALUE.match(str(self.decay_scale)):
-                raise ConfigError(
-                    f"decay_scale {self.decay_scale!r} is not a time value; give a number and a "
-                    "unit such as 180d or 12h"
-                )
-            params["decay_scale"] = str(self.decay_scale)
+            params["decay_scale"] = check_time_value("decay_scale", self.decay_scale)
         return params
 
 
@@ -229,9 +304,14 @@ def bm25_text(text: str, max_terms: int = MAX_BM25_TERMS) -> str:
 def _check_arguments(
     question: str, tenant: str, mode: str, k: int, candidates: int, expand: str | None
 ) -> None:
-    if not isinstance(question, str) or not question.strip():
+    for name, value in (("question", question), ("tenant", tenant)):
+        if not isinstance(value, str):
+            raise ConfigError(
+                f"{name} must be a string, got {type(value).__name__} {_shown(value)}"
+            )
+    if not question.strip():
         raise ConfigError("question is empty; give the text to search for")
-    if not isinstance(tenant, str) or not tenant.strip():
+    if not tenant.strip():
         raise ConfigError(
             "tenant is required: every search is scoped to one tenant (--tenant, or the tenant "
             "setting)"
@@ -239,12 +319,47 @@ def _check_arguments(
     if mode not in SEARCH_MODES:
         raise ConfigError(f"mode {mode!r} is not one of {', '.join(SEARCH_MODES)}")
     for name, value in (("k", k), ("candidates", candidates)):
+        # 0 would reach OpenSearch as size 0, which the hybrid query answers with a server error
+        # ("score normalization processor cannot produce final query result").
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name} must be a positive whole number, got {value!r}")
+            raise ConfigError(f"{name} must be a positive whole number, got {_shown(value)}")
     if candidates > MAX_CANDIDATES:
         raise ConfigError(f"candidates must be at most {MAX_CANDIDATES}, got {candidates}")
+    if k > MAX_CANDIDATES:
+        raise ConfigError(f"k must be at most {MAX_CANDIDATES}, got {k}")
     if expand not in (None, *EXPANSIONS):
         raise ConfigError(f"expand must be one of {', '.join(EXPANSIONS)} or none, got {expand!r}")
+
+
+def check_search(
+    question: str,
+    settings: Settings,
+    *,
+    tenant: str,
+    mode: str | None = None,
+    k: int | None = None,
+    candidates: int | None = None,
+    filters: SearchFilters | None = None,
+    expand: str | None = None,
+) -> dict[str, Any]:
+    """Check a search's arguments as ``search`` does, without loading a model or sending a
+    request; a front end calls it to refuse bad input before it looks for a model.
+
+    Returns:
+        The filters' template parameters.
+
+    Raises:
+        ConfigError: the message names the parameter (see ``search``).
+    """
+    _check_arguments(
+        question,
+        tenant,
+        mode or settings.search_mode,
+        settings.top_k if k is None else k,
+        settings.candidates if candidates is None else candidates,
+        expand,
+    )
+    return (filters or SearchFilters()).template_params()
 
 
 def _queries_to_search(
@@ -318,6 +433,12 @@ def _retrieve(
                 f"{exc}; run `loader apply` (and `loader push`) for index {alias!r} on "
                 f"{safe_url(settings.opensearch_url)} first"
             ) from cause
+        if isinstance(cause, opensearchpy.RequestError) and isinstance(cause.info, dict):
+            # OpenSearch's own 400: a parameter the checks above let through but the cluster
+            # cannot use. The client's fault, so not a ClusterError; no URL in the message.
+            raise QueryError(
+                f"OpenSearch refused the search as a bad request: {_bad_request_reason(cause)}"
+            ) from cause
         raise
     hits = []
     for rank, document in enumerate(response.get("hits", {}).get("hits", []), start=1):
@@ -326,6 +447,18 @@ def _retrieve(
         hit.ranks["retrieval"] = rank
         hits.append(hit)
     return hits
+
+
+def _bad_request_reason(exc: opensearchpy.TransportError, limit: int = 300) -> str:
+    """The reason of OpenSearch's 400, on one line: the root cause's type and reason."""
+    error = exc.info.get("error") if isinstance(exc.info, dict) else None
+    if isinstance(error, dict):
+        root = (error.get("root_cause") or [error])[0]
+        reason = f"{root.get('type', '')}: {root.get('reason', '')}".strip(": ")
+    else:
+        reason = str(error or exc.error)
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
 
 
 def _fuse(rankings: list[list[SearchHit]], rank_constant: int) -> list[SearchHit]:
@@ -356,7 +489,7 @@ def search(
     *,
     tenant: str,
     mode: str | None = None,
-    rerank: bool = True,
+    rerank: bool | None = None,
     k: int | None = None,
     candidates: int | None = None,
     filters: SearchFilters | None = None,
@@ -377,7 +510,8 @@ def search(
         tenant: the tenant to search; required and never widened by any other parameter.
         mode: ``bm25``, ``vector``, ``hybrid-rrf`` or ``hybrid-minmax`` (default
             ``settings.search_mode``).
-        rerank: rerank the candidates with the cross-encoder (``settings.reranker_model``).
+        rerank: rerank the candidates with the cross-encoder (``settings.reranker_model``);
+            default ``settings.rerank``.
         k: results returned (default ``settings.top_k``).
         candidates: chunks retrieved per query before the rerank (default
             ``settings.candidates``; at least ``k`` are retrieved).
@@ -400,8 +534,9 @@ def search(
         The ``SearchResult``: hits with every stage's score and rank, and per-stage timings.
 
     Raises:
-        ConfigError: an empty question or tenant, an unknown mode or expansion, a bad number or
-            filter (the message names the parameter).
+        ConfigError: an empty question or tenant, an unknown mode or expansion, a number below
+            1, a malformed date or decay scale (the message names the parameter).
+        QueryError: OpenSearch still refused the search as a bad request (HTTP 400).
         ModelError: the embedding or reranking model cannot be loaded.
         ClusterError: OpenSearch cannot be reached or refused the search (its reason kept).
 
@@ -411,10 +546,19 @@ def search(
     """
     started = time.perf_counter()
     mode = mode or settings.search_mode
+    rerank = settings.rerank if rerank is None else rerank
     k = settings.top_k if k is None else k
     candidates = settings.candidates if candidates is None else candidates
-    _check_arguments(question, tenant, mode, k, candidates, expand)
-    filter_params = (filters or SearchFilters()).template_params()
+    filter_params = check_search(
+        question,
+        settings,
+        tenant=tenant,
+        mode=mode,
+        k=k,
+        candidates=candidates,
+        filters=filters,
+        expand=expand,
+    )
     template_id, pipeline = config_names(settings.index_name).for_search_mode(mode)
     depth = max(candidates, k)
 

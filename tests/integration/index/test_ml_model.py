@@ -18,6 +18,7 @@ from loader.index import ml_model as ml
 from loader.index.apply import PENDING_ML_MODEL_ID, apply_config, plan_apply
 from loader.index.render import config_names
 from loader.models.embedding import resolve_model_path
+from loader.models.embedding_export import model_fingerprint
 from tests.conftest import cleanup_owned
 from tests.integration.query.search_corpus import build_corpus
 
@@ -81,12 +82,12 @@ def test_new_model_content_gets_a_new_fingerprint(tmp_path):
     source = resolve_model_path("all-MiniLM-L6-v2")
     copy = tmp_path / "model"
     shutil.copytree(source, copy)
-    same = ml.model_fingerprint(copy)
-    assert same == ml.model_fingerprint(source)
+    same = model_fingerprint(copy)
+    assert same == model_fingerprint(source)
     config = json.loads((copy / "config.json").read_text())
     config["layer_norm_eps"] = 1e-6
     (copy / "config.json").write_text(json.dumps(config))
-    assert ml.model_fingerprint(copy) != same
+    assert model_fingerprint(copy) != same
 
 
 def test_server_query_vector_equals_client_vector(client, ml_setup, embedder):

@@ -33,8 +33,8 @@ from opensearchpy import OpenSearch
 
 from loader.cluster.client import connect
 from loader.documents import Document
+from loader.ingest.plan import chunk_id, identify, plan_document
 from loader.ingest.readers import iter_documents
-from loader.ingest.sync import chunk_id, identify, plan_document
 from loader.settings import Settings
 
 log = logging.getLogger(__name__)

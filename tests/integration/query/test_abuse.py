@@ -1,10 +1,22 @@
 """Query-side abuse: very long, empty, punctuation-only and non-Latin queries, and injection
 attempts in every template parameter, through the stored templates directly, through
+<<<<<<< HEAD:tests/integration/query/test_abuse.py
 ``loader.query.search.search`` and through ``loader search``.
 
 Each attempt gives a normal result or a clear error — never a server error (HTTP 5xx) and never a
 document of another tenant. The fixture index holds two tenants pushed with ``loader.ingest.sync.push``;
 tenant A's chunks all carry the word SECRET-A so a leak is easy to see.
+=======
+``loader.query.search.search``, through ``loader search`` and through ``loader serve`` (with and without
+API keys).
+
+Each attempt gives a normal result or a clear error — never a server error (HTTP 5xx) and never a
+document of another tenant. One exception is known and asserted as such: OpenSearch's hybrid query
+answers ``size: 0`` with a 500 when an application calls the stored template directly (the library,
+the CLI and serve refuse a size below 1 before any request). The fixture index holds two tenants
+pushed with ``loader.ingest.sync.push``; tenant A's chunks all carry the word SECRET-A so a leak is easy
+to see.
+>>>>>>> main:tests/integration/test_abuse.py
 """
 
 from __future__ import annotations
@@ -21,11 +33,18 @@ import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
+<<<<<<< HEAD:tests/integration/query/test_abuse.py
 from loader.errors import ClusterError, ConfigError
 from loader.index.apply import apply_config
 from loader.index.render import config_names
 from loader.ingest.sync import push
 from loader.query.search import SEARCH_MODES, SearchFilters, search
+=======
+from loader.index.render import config_names
+from loader.errors import ClusterError, ConfigError, ModelError, QueryError
+from loader.ingest.sync import push
+from loader.query.search import SEARCH_MODES, SearchFilters, search
+>>>>>>> main:tests/integration/test_abuse.py
 from tests.conftest import cleanup_owned
 
 TENANT_A = {
@@ -80,6 +99,8 @@ INJECTIONS = [
     "\n\t\u0000\u2028",
 ]
 NUMBERS = ['10, "query": {"match_all": {}}', "10}}", "-1", "1e9", "99999999999", "A", "", "1.5"]
+BAD_DATES = ["2020-13-45", "2023-02-29", "2024-05-01 10:30", "2024-05-01T10:30:00+19:00"]
+BAD_SCALES = ["0d", "1nanos", "1.5d"]
 
 
 def write(folder: Path, files: dict[str, str]) -> Path:
@@ -186,6 +207,12 @@ def test_injection_in_every_template_parameter(client, settings, embedder):
         base | {"query_vector": []},
         base | {"query_vector": ["a"] * len(base["query_vector"])},
         base | {"size": 10_000, "k": 10_000},
+        # dates and scales OpenSearch refuses (400): the library refuses them before any request
+        *(base | {"published_from": date} for date in BAD_DATES),
+        *(base | {"published_to": date} for date in BAD_DATES),
+        *(base | {"decay_scale": scale} for scale in BAD_SCALES),
+        base | {"k": 0},
+        base | {"k": "0"},
     ]
     statuses: dict[int, int] = {}
     answered = 0
@@ -201,13 +228,54 @@ def test_injection_in_every_template_parameter(client, settings, embedder):
     assert answered > 0  # harmless text still finds tenant B
 
 
+def test_what_opensearch_makes_of_wrong_types_in_the_templates(client, settings, embedder):
+    """Stored templates called directly: what OpenSearch does with the wrong JSON types (the
+    README says so; the library and serve accept only the right ones)."""
+    base = base_params(embedder)
+    for mode in ("vector", "hybrid-rrf", "hybrid-minmax"):
+        # numeric strings: parsed as numbers by OpenSearch, the search runs as with floats
+        as_text = [str(value) for value in base["query_vector"]]
+        assert outcome(client, settings, mode, base | {"query_vector": as_text}) == {"B"}
+    for mode in ("bm25", "hybrid-rrf"):
+        # a list or object query_text is rendered as Java's text of it ({0=refund, 1=late}) and
+        # searched as such; the tenant filter still holds
+        for text in (["refund", "late"], {"a": "refund"}, 5, True):
+            result = outcome(client, settings, mode, base | {"query_text": text})
+            assert isinstance(result, set) and result <= {"B"}, (mode, text, result)
+
+
+def test_size_zero_through_the_templates(client, settings, embedder):
+    base = base_params(embedder)
+    for mode in ("bm25", "vector"):
+        for size in (0, "0"):
+            assert outcome(client, settings, mode, base | {"size": size}) == set()
+    for mode in ("hybrid-rrf", "hybrid-minmax"):
+        for size in (0, "0"):
+            # The fusion pipelines' request processor refuses it before the hybrid query runs
+            # (left to the query, OpenSearch answers 500: "score normalization processor cannot
+            # produce final query result").
+            with pytest.raises(opensearchpy.TransportError) as refused:
+                template_call(client, settings, mode, base | {"size": size})
+            assert refused.value.status_code == 400, (mode, size, refused.value.info)
+            assert "size must be at least 1 for a hybrid search" in str(refused.value.info)
+        assert outcome(client, settings, mode, base | {"size": 1}) == {"B"}
+
+
+def test_size_zero_is_refused_before_any_request(settings, client, embedder):
+    for mode in SEARCH_MODES:
+        for name in ("k", "candidates"):
+            message = run_search(
+                settings, client, embedder, "refund", tenant="B", mode=mode, **{name: 0}
+            )
+            assert message == f"{name} must be a positive whole number, got 0"
+
+
 def run_search(settings, client, embedder, question: str, **kwargs) -> set[str] | str:
     """``loader.query.search.search`` without rerank; the hits' tenants, or the error message."""
     try:
-        result = search(
-            question, settings, client=client, embedder=embedder, rerank=False, k=20, **kwargs
-        )
-    except (ConfigError, ClusterError) as error:
+        kwargs = {"rerank": False, "k": 20} | kwargs
+        result = search(question, settings, client=client, embedder=embedder, **kwargs)
+    except (ConfigError, QueryError, ClusterError) as error:
         message = str(error)
         assert " answered 5" not in message, message  # never a server error
         assert "\n" not in message
@@ -260,6 +328,32 @@ def test_injection_through_loader_search(settings, client, embedder):
     assert refused > 0  # malformed dates and scales are refused before any request
 
 
+def test_dates_scales_and_types_opensearch_refuses_through_loader_search(
+    settings, client, embedder
+):
+    expected = {
+        "published_from": "published_from '{}' is not a date; give an ISO date such as 2024-05-01",
+        "published_to": "published_to '{}' is not a date; give an ISO date such as 2024-05-01",
+    }
+    for mode in SEARCH_MODES:
+        for name, message in expected.items():
+            for date in BAD_DATES:
+                result = run_search(
+                    settings, client, embedder, "refund", tenant="B", mode=mode,
+                    filters=SearchFilters(**{name: date}),
+                )  # fmt: skip
+                assert isinstance(result, str) and result.startswith(message.format(date))
+        for scale in BAD_SCALES:
+            result = run_search(
+                settings, client, embedder, "refund", tenant="B", mode=mode,
+                filters=SearchFilters(decay_scale=scale),
+            )  # fmt: skip
+            assert isinstance(result, str) and result.startswith(f"decay_scale '{scale}' is ")
+        for question in (["refund", "late"], {"q": "refund"}, 5):
+            result = run_search(settings, client, embedder, question, tenant="B", mode=mode)
+            assert result.startswith(f"question must be a string, got {type(question).__name__}")
+
+
 def cli_search(settings, tmp_path: Path, *args: str):
     with contextlib.chdir(tmp_path):
         return CliRunner().invoke(
@@ -294,3 +388,132 @@ def test_abuse_through_the_cli(settings, tmp_path, mode):
     )
     assert result.exit_code == ConfigError.exit_code and result.stderr.count("\n") == 1
     assert "published_from" in result.stderr
+
+
+def test_the_rerank_setting_is_the_cli_default(settings, tmp_path):
+    """LOADER_RERANK=false turns the rerank of `loader search` off (no cross-encoder needed);
+    --rerank still asks for one."""
+    env = {
+        "OPENSEARCH_URL": settings.opensearch_url,
+        "LOADER_RERANKER_MODEL": str(tmp_path / "no-such-cross-encoder"),
+    }
+    args = ["search", "refund", "--tenant", "B", "--index", settings.index_name, "--json"]
+    with contextlib.chdir(tmp_path):
+        off = CliRunner().invoke(cli, args, env={**env, "LOADER_RERANK": "false"})
+        asked = CliRunner().invoke(cli, [*args, "--rerank"], env={**env, "LOADER_RERANK": "false"})
+        default = CliRunner().invoke(cli, args, env=env)
+    assert off.exit_code == 0, off.output
+    assert json.loads(off.stdout)["reranked"] is False
+    for result in (asked, default):
+        assert result.exit_code == ModelError.exit_code, result.output
+        assert result.stderr.startswith("Error: cannot load reranker model")
+
+
+def serve_cases(embedder) -> list[dict]:
+    """Every hostile body this suite knows, as ``loader serve`` would receive it."""
+    base = {"question": "refund for a late delivery", "tenant": "B", "rerank": False}
+    cases: list[dict] = [base | {"question": q} for q in QUESTIONS.values()]
+    cases += [base | {"question": q} for q in BLANK]
+    for payload in INJECTIONS:
+        cases += [
+            base | {"question": payload},
+            base | {"tenant": payload},
+            base | {"tenant": "B" + payload},
+            base | {"mode": payload},
+            base | {"expand": payload},
+            base | {"filters": {"tags": [payload]}},
+            base | {"filters": {"tags": payload}},
+        ]
+        for name in ("lang", "published_from", "published_to", "decay_scale"):
+            cases.append(base | {"filters": {name: payload}})
+    for payload in NUMBERS:
+        for name in ("k", "candidates"):
+            cases.append(base | {name: payload})
+            with contextlib.suppress(ValueError):
+                cases.append(base | {name: json.loads(payload)})
+    vector = embedder.embed(["refund"])[0].tolist()
+    cases += [
+        base | {"k": 0},
+        base | {"candidates": 0},
+        base | {"size": 0},
+        base | {"k": 10**9},
+        base | {"k": 5.0},
+        base | {"k": True},
+        *(base | {"filters": {"published_from": date}} for date in BAD_DATES),
+        *(base | {"filters": {"published_to": date}} for date in BAD_DATES),
+        *(base | {"filters": {"decay_scale": scale}} for scale in BAD_SCALES),
+        base | {"query_vector": [str(value) for value in vector]},
+        base | {"query_vector": vector},
+        base | {"query_text": ["refund", "late"]},
+        base | {"question": ["refund", "late"]},
+        base | {"question": {"text": "refund"}},
+        base | {"question": 5},
+        base | {"tenant": ["A", "B"]},
+        base | {"tenant": {"term": "A"}},
+        base | {"tenant": None},
+        base | {"rerank": "false"},
+        base | {"filters": None},
+        base | {"filters": {"tags": [None]}},
+        base | {"question": "refund", "rerank": True, "k": 3, "candidates": 5},
+        base | {"question": '"}}, {"match_all": {}}', "rerank": True, "k": 3, "candidates": 5},
+    ]
+    return cases
+
+
+def assert_no_5xx_through_serve(server, cases, headers=None) -> dict[int, int]:
+    statuses: dict[int, int] = {}
+    for number, body in enumerate(cases):
+        body = body if "mode" in body else body | {"mode": SEARCH_MODES[number % len(SEARCH_MODES)]}
+        status, text = server.raw("POST", "/search", body, headers)
+        statuses[status] = statuses.get(status, 0) + 1
+        summary = {key: str(value)[:60] for key, value in body.items()}
+        assert status < 500, (summary, status, text[:300])
+        assert "SECRET-A" not in text, summary
+        assert "Traceback" not in text and ":9200" not in text, (summary, text[:300])
+        answer = json.loads(text)
+        if status == 200:
+            assert {hit["tenant"] for hit in answer["hits"]} <= {"B"}, summary
+        else:
+            assert answer["error"], summary
+    return statuses
+
+
+@pytest.fixture(scope="module")
+def serve_app(settings, embedder, cross_encoder_path):
+    from loader.query.serve import create_app
+
+    return lambda **changes: create_app(
+        settings.replace(reranker_model=cross_encoder_path, **changes), embedder=embedder
+    )
+
+
+def test_zero_5xx_through_loader_serve(serve_app, embedder):
+    from tests.integration.query.http_server import Server
+
+    with Server(serve_app()) as server:
+        statuses = assert_no_5xx_through_serve(server, serve_cases(embedder))
+    assert statuses[200] > 0 and statuses[422] > 0 and statuses[413] > 0, statuses
+    assert set(statuses) <= {200, 413, 422}, statuses
+
+
+def test_zero_5xx_through_loader_serve_with_api_keys(serve_app, embedder, tmp_path):
+    from tests.integration.query.http_server import Server
+
+    key = "abuse-key-b-" + uuid.uuid4().hex
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[keys]\n"{key}" = "B"\n', encoding="utf-8")
+    keys.chmod(0o600)
+    cases = serve_cases(embedder)
+    with Server(serve_app(api_keys_file=str(keys))) as server:
+        statuses = assert_no_5xx_through_serve(server, cases, {"Authorization": f"Bearer {key}"})
+        assert statuses[403] > 0 and statuses[200] > 0, statuses  # injected tenants: 403
+        assert set(statuses) <= {200, 403, 413, 422}, statuses
+        no_key = assert_no_5xx_through_serve(server, cases[:20])
+        assert no_key == {401: 20}
+        injected = [{"Authorization": f"Bearer {p}"} for p in INJECTIONS if "\n" not in p]
+        for headers in [
+            *injected,
+            {"X-API-Key": key + '"}'},
+            {"Authorization": "Bearer " + key[:-1]},
+        ]:
+            assert assert_no_5xx_through_serve(server, cases[:1], headers) == {401: 1}

@@ -5,11 +5,7 @@ cluster. Valid requests return ranked results; bad ones a 4xx with a message, ne
 
 from __future__ import annotations
 
-import http.client
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -17,50 +13,12 @@ import pytest
 from loader.query.search import MAX_QUESTION_CHARS
 from loader.query.serve import MAX_BODY_BYTES, create_app
 from tests.conftest import cleanup_owned
+<<<<<<< HEAD:tests/integration/query/test_serve.py
 from tests.integration.query.search_corpus import build_corpus
-
-uvicorn = pytest.importorskip("uvicorn")
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-class Server:
-    """A uvicorn server of an app in a daemon thread, on 127.0.0.1."""
-
-    def __init__(self, app) -> None:
-        self.port = _free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    def __enter__(self) -> Server:
-        self.thread.start()
-        deadline = time.monotonic() + 120  # the models load at startup
-        while not self.server.started:
-            if not self.thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("uvicorn did not start")
-            time.sleep(0.05)
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=10)
-
-    def request(self, method: str, path: str, body=None, headers=None) -> tuple[int, dict]:
-        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
-        try:
-            if isinstance(body, dict | list):
-                body = json.dumps(body)
-            all_headers = {"Content-Type": "application/json", **(headers or {})}
-            connection.request(method, path, body=body, headers=all_headers)
-            response = connection.getresponse()
-            return response.status, json.loads(response.read() or b"null")
-        finally:
-            connection.close()
+=======
+from tests.integration.query.http_server import Server, free_port
+from tests.integration.search_corpus import build_corpus
+>>>>>>> main:tests/integration/test_serve.py
 
 
 @pytest.fixture(scope="module")
@@ -145,6 +103,51 @@ def test_tenants_stay_apart(server):
         ),
         ({"question": "x" * (MAX_QUESTION_CHARS + 1), "tenant": "A"}, 413, "question:"),
         (["refund"], 422, "valid dictionary"),
+        # hostile input the cluster used to answer with a 5xx (issue 13): refused up front
+        (
+            {"question": "refund", "tenant": "A", "filters": {"published_from": "2020-13-45"}},
+            422,
+            "published_from '2020-13-45' is not a date; give an ISO date such as 2024-05-01",
+        ),
+        (
+            {"question": "refund", "tenant": "A", "filters": {"published_to": "2024-05-01 10:30"}},
+            422,
+            "published_to '2024-05-01 10:30' is not a date",
+        ),
+        (
+            {"question": "refund", "tenant": "A", "filters": {"decay_scale": "0d"}},
+            422,
+            "decay_scale '0d' is out of range; give a duration between 1ms and 10000d",
+        ),
+        (
+            {"question": "refund", "tenant": "A", "filters": {"decay_scale": "1.5d"}},
+            422,
+            "decay_scale '1.5d' is not a time value; give a whole number and a unit",
+        ),
+        ({"question": "refund", "tenant": "A", "candidates": 0}, 422, "candidates: Input should"),
+        ({"question": "refund", "tenant": "A", "k": 5.0}, 422, "k: Input should be a valid int"),
+        (
+            {"question": ["refund", "late"], "tenant": "A"},
+            422,
+            "question: Input should be a valid string",
+        ),
+        ({"question": {"q": "refund"}, "tenant": "A"}, 422, "question: Input should be a valid"),
+        (
+            {"question": "refund", "tenant": "A", "query_vector": ["0.1", "0.2"]},
+            422,
+            "query_vector: Extra inputs are not permitted",
+        ),
+        (
+            {"question": "refund", "tenant": "A", "query_text": ["refund"]},
+            422,
+            "query_text: Extra inputs are not permitted",
+        ),
+        ({"question": "refund", "tenant": "A", "rerank": "false"}, 422, "rerank: Input should"),
+        (
+            {"question": "refund", "tenant": "A", "filters": {"tags": ["a", 1]}},
+            422,
+            "filters.tags.1: Input should be a valid string",
+        ),
     ],
 )
 def test_bad_requests_get_a_4xx_with_a_message(server, body, status, message):
@@ -169,14 +172,124 @@ def test_openapi_describes_the_api(server):
     assert {"question", "tenant"} <= set(request_schema["required"])
 
 
-def test_unreachable_cluster_answers_503(settings):
-    down = settings.replace(opensearch_url=f"http://127.0.0.1:{_free_port()}", request_timeout=2.0)
+def test_unreachable_cluster_answers_503_without_its_url(settings):
+    port = free_port()
+    down = settings.replace(
+        opensearch_url=f"http://admin:pa55word@127.0.0.1:{port}", request_timeout=2.0
+    )
     with Server(create_app(down, load_models=False)) as running:
-        status, body = running.request("GET", "/health")
-        assert status == 503 and "cannot connect" in body["error"]
-        status, body = running.request(
+        status, text = running.raw("GET", "/health")
+        assert status == 503
+        assert json.loads(text) == {"error": "cannot connect to OpenSearch; try again later"}
+        status, text = running.raw(
             "POST",
             "/search",
             {"question": "refund", "tenant": "A", "mode": "bm25", "rerank": False},
         )
-        assert status == 503 and "cannot connect" in body["error"]
+        assert status == 503
+        assert json.loads(text) == {"error": "cannot connect to OpenSearch; try again later"}
+        for secret in (str(port), "127.0.0.1", "admin", "pa55word", "Traceback"):
+            assert secret not in text
+
+
+def test_a_search_opensearch_refuses_is_a_400_with_its_reason(settings, client, unique_name):
+    """A 400 that slips past the checks (here: a stored template that is itself broken) is a
+    400 naming OpenSearch's reason, not a 5xx, and carries neither the URL nor internals."""
+    from loader.index.apply import apply_config
+    from loader.index.render import config_names
+
+    broken = settings.replace(index_name=unique_name)
+    apply_config(broken, dimension=384, client=client)
+    template = config_names(unique_name).for_search_mode("bm25")[0]
+    client.put_script(
+        id=template,
+        body={
+            "script": {
+                "lang": "mustache",
+                "source": '{"query": {"range": {"published": {"gte": "not-a-date"}}}}',
+            }
+        },
+    )
+    with Server(create_app(broken, load_models=False)) as running:
+        status, text = running.raw(
+            "POST",
+            "/search",
+            {"question": "refund", "tenant": "A", "mode": "bm25", "rerank": False},
+        )
+    assert status == 400, text
+    error = json.loads(text)["error"]
+    assert error.startswith(
+        "OpenSearch refused the search as a bad request: parse_exception: failed to parse date "
+        "field [not-a-date]"
+    ), error
+    assert "127.0.0.1" not in text and unique_name not in text and "index_uuid" not in text
+
+
+def test_an_index_never_applied_is_a_502_without_the_url(settings, unique_name):
+    missing = settings.replace(index_name=unique_name)
+    with Server(create_app(missing, load_models=False)) as running:
+        status, text = running.raw(
+            "POST",
+            "/search",
+            {"question": "refund", "tenant": "A", "mode": "bm25", "rerank": False},
+        )
+    assert status == 502, text
+    assert json.loads(text) == {
+        "error": "the index or its search templates are missing on OpenSearch (loader apply)"
+    }
+
+
+def test_serve_starts_without_a_cross_encoder_and_serves_rerank_false(settings, embedder):
+    """A reranker_model that does not exist no longer stops the server: rerank-free requests are
+    served, rerank requests get a 503 that says what to do."""
+    no_model = settings.replace(reranker_model="/nonexistent/cross-encoder")
+    with Server(create_app(no_model, embedder=embedder)) as running:
+        for mode in ("bm25", "hybrid-rrf"):
+            status, body = running.request(
+                "POST",
+                "/search",
+                {"question": "E1043", "tenant": "A", "mode": mode, "rerank": False},
+            )
+            assert status == 200, body
+            assert body["reranked"] is False and body["hits"][0]["source"] == "printer.md"
+        for request in (
+            {"question": "E1043", "tenant": "A", "rerank": True},
+            {"question": "E1043", "tenant": "A"},  # the rerank setting is on
+        ):
+            status, body = running.request("POST", "/search", request)
+            assert status == 503, body
+            assert body["error"] == (
+                "no cross-encoder available: reranker_model '/nonexistent/cross-encoder' cannot "
+                'be loaded (the server\'s log has the reason); send "rerank": false, or set '
+                "rerank=false or reranker_model on the server"
+            )
+        # bad input is still a 4xx, checked before the missing model is
+        for request, message in (
+            (
+                {"question": "E1043", "tenant": "A", "filters": {"published_from": "2020-13-45"}},
+                "published_from '2020-13-45' is not a date",
+            ),
+            ({"question": " ", "tenant": "A"}, "question is empty"),
+            ({"question": "E1043", "tenant": " "}, "tenant is required"),
+        ):
+            status, body = running.request("POST", "/search", request)
+            assert status == 422 and body["error"].startswith(message), body
+        status, body = running.request("GET", "/health")
+        assert status == 200, body
+
+
+def test_the_rerank_setting_is_the_default_of_requests(settings, embedder):
+    """rerank=false (LOADER_RERANK=false) turns the rerank off for requests that do not ask; the
+    reranker then loads at the first request that asks for one."""
+    off = settings.replace(rerank=False)
+    with Server(create_app(off, embedder=embedder)) as running:
+        status, body = running.request("POST", "/search", {"question": "E1043", "tenant": "A"})
+        assert status == 200 and body["reranked"] is False, body
+        status, body = running.request(
+            "POST", "/search", {"question": "E1043", "tenant": "A", "rerank": True}
+        )
+        assert status == 200 and body["reranked"] is True, body
+    missing = off.replace(reranker_model="/nonexistent/cross-encoder")
+    with Server(create_app(missing, embedder=embedder)) as running:
+        status, body = running.request("POST", "/search", {"question": "E1043", "tenant": "A"})
+        assert status == 200 and body["reranked"] is False, body

@@ -6,13 +6,19 @@ import numpy as np
 import pytest
 
 from loader.eval.metrics import (
+    document_ranking,
     evaluate_queries,
     evaluate_run,
+    heading_matches,
+    latency_summary,
     ndcg_at_k,
     percentile,
     recall_at_k,
     reciprocal_rank,
+    score_run,
+    section_ranking,
 )
+from loader.eval.tasks import EvalQuery
 
 LOG2_3 = math.log2(3)  # 1.5849625
 
@@ -120,3 +126,62 @@ def test_percentile_simple_and_errors() -> None:
         percentile([], 50)
     with pytest.raises(ValueError):
         percentile([1], 101)
+
+
+# --- chunk hits -> document and section rankings ------------------------------------------
+
+
+def test_document_ranking_ranks_each_document_at_its_best_chunk():
+    hits = [
+        ("a-3", "a", 9.0),
+        ("b-0", "b", 8.0),
+        ("a-1", "a", 7.0),
+        ("c-2", "c", 6.0),
+        ("b-5", "b", 5.0),
+    ]
+    assert document_ranking(hits) == [("a", 9.0), ("b", 8.0), ("c", 6.0)]
+
+
+def test_document_ranking_of_no_hits_is_empty():
+    assert document_ranking([]) == []
+
+
+def test_heading_matches_by_prefix_with_or_without_the_title():
+    assert heading_matches(("Late deliveries",), "Refund policy", ("Late deliveries",))
+    assert heading_matches(
+        ("Refund policy", "Late deliveries"), "Refund policy", ("Late deliveries", "Fees")
+    )
+    assert heading_matches(("late DELIVERIES ",), "Refund policy", ("Late deliveries",))
+    assert not heading_matches(("Missing items",), "Refund policy", ("Late deliveries",))
+    assert not heading_matches(("Late deliveries", "Fees"), "Refund policy", ("Late deliveries",))
+    assert heading_matches((), "Refund policy", ("Anything",))
+
+
+def test_section_ranking_gives_matching_chunks_one_id():
+    query = EvalQuery("q", "upi refunds", source="payments.md", heading_path=("Payments", "UPI"))
+    hits = [
+        ("p-1", "payments.md", "Payments", ("Cards",)),
+        ("p-0", "payments.md", "Payments", ("UPI",)),
+        ("r-0", "refunds.md", "Refunds", ("UPI",)),  # right heading, wrong file
+        ("p-2", "payments.md", "Payments", ("UPI", "Limits")),
+    ]
+    ranking = section_ranking(hits, query)
+    assert len(ranking) == 3  # both UPI chunks of payments.md collapse into one id
+    metrics = score_run({"q": ["payments.md"]}, {"q": {"payments.md": 1}}, {"q": ranking})
+    assert metrics["recall@1"] == 1.0
+    assert metrics["section_recall@1"] == 0.0
+    assert metrics["section_recall@5"] == 1.0
+    assert metrics["section_mrr@10"] == 0.5
+
+
+def test_score_run_without_sections_has_no_section_metrics():
+    metrics = score_run({"q": ["a", "b"]}, {"q": {"b": 1}})
+    assert metrics["mrr@10"] == 0.5
+    assert metrics["recall@1"] == 0.0
+    assert metrics["ndcg@10"] == pytest.approx(1 / math.log2(3))
+    assert not any(name.startswith("section_") for name in metrics)
+
+
+def test_latency_summary():
+    assert latency_summary([10.0, 20.0, 30.0, 40.0]) == {"p50": 25.0, "p95": 38.5, "mean": 25.0}
+    assert latency_summary([]) == {"p50": 0.0, "p95": 0.0, "mean": 0.0}

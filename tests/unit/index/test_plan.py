@@ -8,15 +8,10 @@ import pytest
 
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ConfigError
-from loader.index.apply import (
-    ClusterState,
-    Plan,
-    diff_index,
-    flatten_settings,
-    normalize,
-    plan_changes,
-)
+from loader.index.diff import diff_index, flatten_settings, normalize
+from loader.index.plan import Plan, plan_changes
 from loader.index.render import render_config
+from loader.index.state import ClusterState
 from loader.settings import Settings
 
 ALIAS = "kb"

@@ -6,7 +6,7 @@ import pytest
 
 from loader.documents import Document, Section
 from loader.errors import InputError
-from loader.ingest.sync import document_id, identify, scope_query
+from loader.ingest.plan import document_id, identify, scope_query
 from loader.settings import Settings
 
 

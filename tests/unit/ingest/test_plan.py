@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from loader.documents import Block, Document, Section
+from loader.ingest.plan import chunk_id, plan_push
 from loader.ingest.readers import Skipped
-from loader.ingest.sync import chunk_id, plan_push
 from loader.models.embedding import embedder_for
 from loader.settings import Settings
 

@@ -3,18 +3,22 @@ context steps, against a fake client that answers like ``_search/template``."""
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import numpy as np
+import opensearchpy
 import pytest
 
-from loader.errors import ConfigError
+from loader.errors import ClusterError, ConfigError, QueryError
 from loader.query.search import (
     MAX_BM25_TERMS,
     MAX_QUERIES,
     MAX_QUESTION_CHARS,
     SearchFilters,
     bm25_text,
+    check_date,
+    check_time_value,
     search,
     truncate_question,
 )
@@ -272,3 +276,167 @@ def test_format_result_lines() -> None:
     assert lines[2].startswith("   chunk a-0 | retrieval #1 0.0164 | query_1 #1 10.0000")
     long = run("word " * 1000, client=FakeClient({}))
     assert format_result(long)[0].startswith("! the question was cut to ")
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2024",
+        "2024-05",
+        "2024-05-01",
+        "2024-02-29",
+        "2024-05-01T10",
+        "2024-05-01T10:30",
+        "2024-05-01T10:30:00Z",
+        "2024-05-01T10:30:00.123456789+02:00",
+        "2024-05-01T23:59:59-0530",
+        "2024-05-01T10:30:00+18:00",
+        "now",
+        "now-1y",
+        "now-30d/d",
+        "now+1h-5m",
+        "now-999999y-999999y-999999y-999999y",
+    ],
+)
+def test_dates_opensearch_accepts_pass(value: str) -> None:
+    assert check_date("published_from", value) == value
+
+
+def test_date_objects_pass_as_iso_text() -> None:
+    assert check_date("published_to", datetime.date(2024, 5, 1)) == "2024-05-01"
+    stamp = datetime.datetime(2024, 5, 1, 10, 30, tzinfo=datetime.UTC)
+    assert check_date("published_to", stamp) == "2024-05-01T10:30:00+00:00"
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2020-13-45",  # OpenSearch: 400 parse_exception
+        "2023-02-29",
+        "2024-00-10",
+        "2024-05-00",
+        "0000-01-01",
+        "2024-05-01T24:00",
+        "2024-05-01T10:60",
+        "2024-05-01T10:30:61",
+        "2024-05-01T10:30:00+19:00",  # OpenSearch: 400
+        "2024-05-01 10:30",  # OpenSearch: 400 (strict_date_optional_time wants the T)
+        "2024-05-01\n",
+        "٢٠٢٤-٠٥-٠١",  # Arabic-Indic digits
+        "now-99999999999y",  # OpenSearch: 400 number_format_exception
+        "now-1y-1y-1y-1y-1y",
+        "now-1x",
+        "yesterday",
+        "1714521600000",
+        "",
+        2024,
+        None,
+        ["2024-05-01"],
+    ],
+)
+def test_dates_opensearch_refuses_are_config_errors(value: object) -> None:
+    with pytest.raises(ConfigError, match=r"^published_from .* is not a date; give an ISO date"):
+        check_date("published_from", value)
+
+
+@pytest.mark.parametrize("value", ["180d", "12h", "1ms", "1000micros", "1000000nanos", "10000d"])
+def test_time_values_opensearch_accepts_pass(value: str) -> None:
+    assert check_time_value("decay_scale", value) == value
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("0d", "out of range"),  # OpenSearch: 400 "scale must be > 0.0"
+        ("0ms", "out of range"),
+        ("999micros", "out of range"),  # less than 1 ms: 0 on the server
+        ("1nanos", "out of range"),
+        ("10001d", "out of range"),
+        ("1.5d", "not a time value"),  # OpenSearch: 400 "fractional time values"
+        ("-1d", "not a time value"),
+        ("180 days", "not a time value"),
+        ("180", "not a time value"),
+        ("d", "not a time value"),
+        ("1234567890123456d", "not a time value"),
+        ("180d\n", "not a time value"),
+        (180, "not a time value"),
+    ],
+)
+def test_bad_time_values_are_config_errors(value: object, message: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^decay_scale .* {message}"):
+        check_time_value("decay_scale", value)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"k": 0}, "k must be a positive whole number, got 0"),
+        ({"candidates": 0}, "candidates must be a positive whole number, got 0"),
+        ({"k": 2.0}, "k must be a positive whole number, got 2.0"),
+        ({"k": True}, "k must be a positive whole number, got True"),
+        ({"k": "5"}, "k must be a positive whole number, got '5'"),
+        ({"k": 10**6}, "k must be at most 10000, got 1000000"),
+        (
+            {"question": ["refund", "late"]},
+            "question must be a string, got list ['refund', 'late']",
+        ),
+        ({"question": {"a": "refund"}}, "question must be a string, got dict {'a': 'refund'}"),
+        ({"question": 5}, "question must be a string, got int 5"),
+        ({"tenant": ["A", "B"]}, "tenant must be a string, got list ['A', 'B']"),
+        (
+            {"filters": SearchFilters(published_from="2020-13-45")},
+            "published_from '2020-13-45' is not a date",
+        ),
+        ({"filters": SearchFilters(decay_scale="0d")}, "decay_scale '0d' is out of range"),
+    ],
+)
+def test_hostile_arguments_get_exact_messages(kwargs: dict, message: str) -> None:
+    client = FakeClient({})
+    with pytest.raises(ConfigError) as raised:
+        run(client=client, **kwargs)
+    assert str(raised.value).startswith(message), str(raised.value)
+    assert client.calls == []
+
+
+def test_rerank_default_is_the_setting() -> None:
+    reranker = FakeReranker()
+    settings = SETTINGS.replace(rerank=False)
+    result = search("q", settings, tenant="A", client=FakeClient({"q": CORPUS}), reranker=reranker)
+    assert not result.reranked and reranker.calls == []
+    result = search(
+        "q", settings, tenant="A", client=FakeClient({"q": CORPUS}), reranker=reranker, rerank=True
+    )
+    assert result.reranked and len(reranker.calls) == 1
+    assert run().reranked  # the default setting is on
+
+
+class RefusingClient:
+    """Answers every search like OpenSearch answers a parameter it cannot parse (HTTP 400)."""
+
+    def search_template(self, **_kwargs: Any) -> dict:
+        info = {
+            "error": {
+                "root_cause": [
+                    {
+                        "type": "parse_exception",
+                        "reason": "failed to parse date field [x]\nwith format [y]",
+                        "index": "docs-v1",
+                    }
+                ],
+                "type": "search_phase_execution_exception",
+            },
+            "status": 400,
+        }
+        raise opensearchpy.RequestError(400, "search_phase_execution_exception", info)
+
+
+def test_a_bad_request_from_opensearch_is_a_query_error_without_the_url() -> None:
+    settings = SETTINGS.replace(opensearch_url="http://admin:s3cret@10.1.2.3:9200")
+    with pytest.raises(QueryError) as raised:
+        search("q", settings, tenant="A", mode="bm25", rerank=False, client=RefusingClient())
+    message = str(raised.value)
+    assert message == (
+        "OpenSearch refused the search as a bad request: parse_exception: failed to parse date "
+        "field [x] with format [y]"
+    )
+    assert not isinstance(raised.value, ClusterError) and QueryError.exit_code == 11

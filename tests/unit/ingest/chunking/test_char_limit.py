@@ -16,7 +16,7 @@ import pytest
 from loader.documents import Block, Document, Section
 from loader.errors import ConfigError
 from loader.ingest.chunking import STRATEGIES, ChunkingConfig, chunk_document, chunking_config
-from loader.ingest.chunking.units import (
+from loader.ingest.chunking.limits import (
     EXPANSION_CHARS_FACTOR,
     MAX_PREFIX_SHARE,
     around,

@@ -1,0 +1,185 @@
+"""`loader serve` without a cluster: the API key file, the constant-time lookup, the key headers
+and the mapping of cluster failures to statuses and public messages."""
+
+from __future__ import annotations
+
+import logging
+import stat
+from pathlib import Path
+
+import opensearchpy
+import pytest
+
+pytest.importorskip("fastapi")
+
+from loader import serve  # noqa: E402
+from loader.errors import ClusterError, ConfigError, QueryError  # noqa: E402
+from loader.query.serve import ApiKeys, cluster_failure, create_app, presented_key  # noqa: E402
+from loader.settings import Settings  # noqa: E402
+
+KEY_A = "key-a-0123456789abcdef"
+KEY_A2 = "key-a-second-0123456789"
+KEY_B = "key-b-0123456789abcdef"
+GOOD = f'[keys]\n"{KEY_A}" = "A"\n"{KEY_A2}" = "A"  # a second key\n"{KEY_B}" = "B"\n'
+
+
+def write(tmp_path: Path, text: str, mode: int = 0o600) -> Path:
+    path = tmp_path / "api-keys.toml"
+    path.write_text(text, encoding="utf-8")
+    path.chmod(mode)
+    return path
+
+
+def test_key_file_binds_keys_to_tenants(tmp_path: Path) -> None:
+    keys = ApiKeys.from_file(write(tmp_path, GOOD))
+    assert len(keys) == 3 and keys.tenants == ["A", "B"]
+    assert keys.tenant_for(KEY_A) == "A" and keys.tenant_for(KEY_A2) == "A"
+    assert keys.tenant_for(KEY_B) == "B"
+    for unknown in ("", None, KEY_A[:-1], KEY_A + "x", KEY_A.upper(), " " + KEY_A, "A", "B"):
+        assert keys.tenant_for(unknown) is None, unknown
+
+
+def test_keys_are_kept_only_as_digests(tmp_path: Path) -> None:
+    keys = ApiKeys.from_file(write(tmp_path, GOOD))
+    assert KEY_A not in repr(keys) and KEY_A not in str(vars(keys))
+    assert all(len(digest) == 32 for digest, _tenant in keys._entries)
+
+
+def test_lookup_compares_every_key_in_constant_time(monkeypatch) -> None:
+    keys = ApiKeys([(KEY_A, "A"), (KEY_A2, "A"), (KEY_B, "B")])
+    calls: list[tuple[bytes, bytes]] = []
+    real = serve.hmac.compare_digest
+
+    def counting(a: bytes, b: bytes) -> bool:
+        calls.append((a, b))
+        assert len(a) == len(b) == 32  # digests: equal lengths whatever the key's length
+        return real(a, b)
+
+    monkeypatch.setattr(serve.hmac, "compare_digest", counting)
+    for key, tenant in ((KEY_A, "A"), (KEY_B, "B"), ("wrong-key-0123456789", None), ("x", None)):
+        calls.clear()
+        assert keys.tenant_for(key) == tenant
+        assert len(calls) == 3  # no early exit on a match or a mismatch
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "holds no keys"),
+        ("[keys]\n", "holds no keys"),
+        ("keys = 3\n", "holds no keys"),
+        (f'"{KEY_A}" = "A"\n', "entries outside the [keys] table"),
+        (f'[keys]\n"{KEY_A}" = "A"\n[other]\nx = 1\n', "entries outside the [keys] table"),
+        (f'[keys]\n"{KEY_A}" = \n', "is not valid TOML (at line 2, column 28)"),
+        (f'[keys]\n"{KEY_A}" = "A"\n"{KEY_A}" = "B"\n', "is not valid TOML"),
+        (f'[keys."{KEY_A}"]\n[keys."{KEY_A}"]\n', "is not valid TOML"),
+        (f'{{"{KEY_A}": "A"}}', "is not valid TOML"),  # JSON is not the format
+        (f'[keys]\n"{KEY_A}" = ""\n', "the tenant of key number 1 is not a non-empty string"),
+        (f'[keys]\n"{KEY_A}" = 7\n', "the tenant of key number 1 is not a non-empty string"),
+        (f'[keys]\n"{KEY_A}" = "A"\n"shrt" = "B"\n', "key number 2 (tenant 'B') is not 16"),
+        ('[keys]\n"with blank 0123456789" = "A"\n', "key number 1 (tenant 'A') is not 16"),
+        ('[keys]\n"ключ-0123456789abcdef" = "A"\n', "printable ASCII"),
+        (f'[keys]\n"{KEY_A}" = "{"t" * 300}"\n', "longer than 256 characters"),
+    ],
+)
+def test_malformed_key_files_name_the_file_never_a_key(tmp_path, text, message) -> None:
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as raised:
+        ApiKeys.from_file(path)
+    error = str(raised.value)
+    assert error.startswith(f"api_keys_file {str(path)!r}") and message in error, error
+    assert KEY_A not in error and "shrt" not in error and "blank" not in error
+    assert "ключ" not in error and "\n" not in error
+
+
+def test_missing_or_unreadable_key_file(tmp_path: Path) -> None:
+    missing = tmp_path / "nope.toml"
+    with pytest.raises(ConfigError, match=r"api_keys_file '.*nope.toml' cannot be read \(No such"):
+        ApiKeys.from_file(missing)
+    with pytest.raises(ConfigError, match="cannot be read"):
+        ApiKeys.from_file(tmp_path)  # a folder
+    binary = tmp_path / "keys.bin"
+    binary.write_bytes(b"\xff\xfe[keys]")
+    with pytest.raises(ConfigError, match="is not UTF-8 text"):
+        ApiKeys.from_file(binary)
+
+
+def test_a_key_file_others_can_read_is_warned_about(tmp_path, caplog) -> None:
+    with caplog.at_level(logging.WARNING, logger="loader.query.serve"):
+        ApiKeys.from_file(write(tmp_path, GOOD, mode=0o644))
+    assert "can be read by other users; chmod 600" in caplog.text
+    assert KEY_A not in caplog.text
+    caplog.clear()
+    path = write(tmp_path, GOOD, mode=stat.S_IRUSR | stat.S_IWUSR)
+    with caplog.at_level(logging.WARNING, logger="loader.query.serve"):
+        ApiKeys.from_file(path)
+    assert caplog.text == ""
+
+
+def test_create_app_reads_the_key_file_up_front(tmp_path: Path) -> None:
+    path = write(tmp_path, f'[keys]\n"{KEY_A}" = \n')
+    settings = Settings(api_keys_file=str(path))
+    with pytest.raises(ConfigError, match="is not valid TOML") as raised:
+        create_app(settings, client=object(), load_models=False)
+    assert KEY_A not in str(raised.value)
+    with pytest.raises(ConfigError, match="cannot be read"):
+        create_app(Settings(api_keys_file=str(tmp_path / "missing.toml")), load_models=False)
+    assert create_app(Settings(api_keys_file=str(write(tmp_path, GOOD))), load_models=False)
+
+
+@pytest.mark.parametrize(
+    ("headers", "key", "reason"),
+    [
+        ({"authorization": f"Bearer {KEY_A}"}, KEY_A, None),
+        ({"authorization": f"bearer   {KEY_A} "}, KEY_A, None),
+        ({"x-api-key": KEY_A}, KEY_A, None),
+        ({"authorization": f"Bearer {KEY_A}", "x-api-key": KEY_A}, KEY_A, None),
+        ({"authorization": f"Bearer {KEY_A}", "x-api-key": KEY_B}, None, "disagree"),
+        ({"authorization": f"Basic {KEY_A}"}, None, "must be 'Bearer <key>'"),
+        ({"authorization": "Bearer "}, None, "must be 'Bearer <key>'"),
+        ({"authorization": KEY_A}, None, "must be 'Bearer <key>'"),
+        ({}, None, "an API key is required"),
+        ({"x-api-key": "  "}, None, "an API key is required"),
+    ],
+)
+def test_presented_key(headers, key, reason) -> None:
+    got_key, got_reason = presented_key(headers)
+    assert got_key == key
+    assert (got_reason is None) == (reason is None)
+    if reason:
+        assert reason in got_reason and KEY_A not in got_reason and KEY_B not in got_reason
+
+
+def _cluster_error(cause: Exception) -> ClusterError:
+    try:
+        try:
+            raise cause
+        except Exception as exc:
+            raise ClusterError("http://admin@10.0.0.7:9200 answered: details") from exc
+    except ClusterError as error:
+        return error
+
+
+@pytest.mark.parametrize(
+    ("cause", "status", "message"),
+    [
+        (opensearchpy.ConnectionTimeout("TIMEOUT", "read timed out", None), 503, "in time"),
+        (opensearchpy.ConnectionError("N/A", "refused", None), 503, "cannot connect"),
+        (opensearchpy.SSLError("N/A", "bad cert", None), 503, "cannot connect"),
+        (opensearchpy.TransportError(429, "too_many", {}), 503, "overloaded"),
+        (opensearchpy.AuthenticationException(401, "x", {}), 502, "credentials"),
+        (opensearchpy.NotFoundError(404, "index_not_found", {}), 502, "loader apply"),
+        (opensearchpy.TransportError(500, "boom", {"error": "stack"}), 502, "failed the request"),
+        (ValueError("not a transport error"), 502, "failed the request"),
+    ],
+)
+def test_cluster_failures_map_to_statuses_without_the_url(cause, status, message) -> None:
+    got_status, got_message = cluster_failure(_cluster_error(cause))
+    assert got_status == status and message in got_message
+    assert "10.0.0.7" not in got_message and "admin" not in got_message
+    assert "stack" not in got_message and "details" not in got_message
+
+
+def test_a_bad_request_is_a_400_with_the_servers_reason() -> None:
+    error = QueryError("OpenSearch refused the search as a bad request: parse_exception: bad")
+    assert cluster_failure(error) == (400, str(error))
