@@ -7,7 +7,8 @@ no vector. Steps, each idempotent:
 
 1. **export** the model to what ml-commons runs offline: the transformer as ONNX (outputs the token
    embeddings; ml-commons mean-pools and normalises them, as sentence-transformers does) zipped
-   with ``tokenizer.json``. Cached under ``~/.cache/loader/ml/<fingerprint>``;
+   with ``tokenizer.json``. Cached under ``~/.cache/loader/ml/<fingerprint>``. That part is
+   ``loader.models.embedding_export`` (``export_model``); this module is the cluster side;
 2. **register** it with the chunked upload API (``_plugins/_ml/models/_register_meta`` then
    ``upload_chunk/<n>``): nothing is downloaded from a URL. The registered name carries a
    fingerprint of the model's files (``<model>-<fingerprint>``), so the same model content is
@@ -25,21 +26,15 @@ Example::
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import math
-import os
-import tempfile
 import time
-import zipfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors
-from loader.errors import ClusterError, ModelError
-from loader.models.onnx_export import trace_to_onnx
+from loader.errors import ClusterError
+from loader.models.embedding_export import ModelPackage, export_model
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -49,14 +44,8 @@ log = logging.getLogger(__name__)
 
 ML_BASE = "/_plugins/_ml"
 MODEL_GROUP_NAME = "loader"
-ONNX_FILE = "model.onnx"
-TOKENIZER_FILE = "tokenizer.json"
 # ml-commons' upload API takes the zip in pieces of at most 10 MB (decimal, it turns out).
 CHUNK_BYTES = 8 * 1024 * 1024
-# Bump when the export changes (opset, outputs, tokenizer settings): a new fingerprint, a new model.
-EXPORT_FORMAT = 1
-ONNX_OPSET = 15  # ml-commons 3.x runs onnxruntime 1.16, which reads opsets up to 19
-ONNX_IR_VERSION = 8  # onnxruntime 1.16 reads IR versions up to 9
 DEPLOYED = "DEPLOYED"
 # States of a registered model whose content is complete (it can be deployed or is).
 USABLE_STATES = frozenset(
@@ -64,41 +53,6 @@ USABLE_STATES = frozenset(
 )
 TASK_POLL_SECONDS = 1.0
 DEPLOY_TIMEOUT_SECONDS = 300.0
-# Model files whose bytes define the model: the fingerprint hashes these.
-FINGERPRINT_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", TOKENIZER_FILE)
-
-
-@dataclass(frozen=True)
-class ModelPackage:
-    """The exported model zip and what ml-commons' register call needs to know about it."""
-
-    name: str  # registered name: "<model>-<fingerprint>"
-    path: Path  # the zip
-    content_hash: str  # sha256 of the zip
-    size: int  # bytes
-    dimension: int
-    fingerprint: str
-
-    def register_body(self, model_group_id: str) -> dict[str, Any]:
-        """The ``_register_meta`` body: an ONNX sentence-transformers text embedder."""
-        return {
-            "name": self.name,
-            "version": "1",
-            "description": f"loader: {self.name} (fingerprint {self.fingerprint})",
-            "model_group_id": model_group_id,
-            "function_name": "TEXT_EMBEDDING",
-            "model_format": "ONNX",
-            "model_content_hash_value": self.content_hash,
-            "model_content_size_in_bytes": self.size,
-            "total_chunks": max(1, math.ceil(self.size / CHUNK_BYTES)),
-            "model_config": {
-                "model_type": "bert",
-                "embedding_dimension": self.dimension,
-                "framework_type": "sentence_transformers",
-                "pooling_mode": "mean",
-                "normalize_result": True,
-            },
-        }
 
 
 @dataclass(frozen=True)
@@ -114,166 +68,26 @@ class ModelStatus:
         return self.state == DEPLOYED
 
 
-def ml_cache_root() -> Path:
-    """``$XDG_CACHE_HOME/loader/ml`` or ``~/.cache/loader/ml``."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "loader" / "ml"
-
-
-def model_fingerprint(model_path: str | Path) -> str:
-    """A hash of the files that define a model (weights, config, tokenizer) and the export format.
-
-    Args:
-        model_path: the sentence-transformers model folder.
-
-    Returns:
-        16 hex characters; equal for equal model content.
-    """
-    folder = Path(model_path)
-    digest = hashlib.sha256(f"export-format-{EXPORT_FORMAT}".encode())
-    found = False
-    for name in FINGERPRINT_FILES:
-        path = folder / name
-        if path.is_file():
-            found = True
-            digest.update(name.encode())
-            with path.open("rb") as handle:
-                for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
-                    digest.update(block)
-    if not found:
-        raise ModelError(
-            f"embedding model folder {folder} has none of {', '.join(FINGERPRINT_FILES)}; "
-            "set embedding_model to a local sentence-transformers folder"
-        )
-    return digest.hexdigest()[:16]
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def export_model(settings: Settings, cache_root: Path | None = None) -> ModelPackage:
-    """Export ``settings.embedding_model`` to an ml-commons ONNX zip, once per model content.
-
-    Args:
-        settings: ``embedding_model`` names the model (a bundled name or a local folder).
-        cache_root: where exports are kept (default ``ml_cache_root()``).
-
-    Returns:
-        The package to register.
-
-    Raises:
-        ModelError: the model cannot be loaded or exported (``pip install 'loader[onnx]'``).
-    """
-    from loader.models.embedding import embedder_for
-
-    embedder = embedder_for(settings)
-    folder = Path(embedder.path)
-    if not folder.is_dir():
-        raise ModelError(
-            f"embedding model {settings.embedding_model!r} is not a local folder; server-side "
-            "embedding exports the model's files, set embedding_model to a local folder"
-        )
-    fingerprint = model_fingerprint(folder)
-    base = folder.name if folder.name != "model" else settings.embedding_model
-    name = f"{Path(base).name}-{fingerprint}"
-    target = (cache_root or ml_cache_root()) / fingerprint
-    zip_path = target / f"{name}.zip"
-    if not zip_path.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _export_zip(embedder, target, zip_path.name)
-    return ModelPackage(
-        name=name,
-        path=zip_path,
-        content_hash=_sha256(zip_path),
-        size=zip_path.stat().st_size,
-        dimension=embedder.dimension,
-        fingerprint=fingerprint,
-    )
-
-
-def _export_zip(embedder: Any, target: Path, zip_name: str) -> None:
-    """Write ``<target>/<zip_name>``: the transformer as ONNX plus a tokenizer.json whose
-    truncation matches the model's ``max_seq_length`` (the file's own says 128 and pads to 128)."""
-    try:
-        import onnx
-        import torch
-        from tokenizers import Tokenizer
-    except ImportError as exc:
-        raise ModelError(
-            f"exporting the embedding model for ml-commons needs onnx: pip install 'loader[onnx]' "
-            f"({exc})"
-        ) from exc
-
-    model = embedder.model
-    transformer = model[0].auto_model.eval()
-    tokenizer = model.tokenizer
-    input_names = ["input_ids", "attention_mask", "token_type_ids"]
-
-    class _TokenEmbeddings(torch.nn.Module):
-        # ml-commons feeds input_ids, attention_mask and token_type_ids (model_type bert) and
-        # pools the first output itself.
-        def __init__(self) -> None:
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001
-            return self.transformer(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-
-    example = tokenizer(["an example sentence to trace"], return_tensors="pt")
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
-    try:
-        onnx_path = tmp / ONNX_FILE
-        try:
-            trace_to_onnx(
-                _TokenEmbeddings(),
-                example,
-                input_names,
-                "last_hidden_state",
-                {0: "batch", 1: "tokens"},
-                onnx_path,
-                ONNX_OPSET,
-            )
-            exported = onnx.load(str(onnx_path))
-            exported.ir_version = min(exported.ir_version, ONNX_IR_VERSION)
-            onnx.save(exported, str(onnx_path))
-        except Exception as exc:  # the exporter raises many kinds; all mean "cannot export"
-            raise ModelError(f"cannot export {embedder.name!r} to ONNX: {exc}") from exc
-
-        fast = Tokenizer.from_file(str(Path(embedder.path) / TOKENIZER_FILE))
-        fast.no_padding()
-        fast.enable_truncation(max_length=int(embedder.max_seq_length))
-        fast.save(str(tmp / TOKENIZER_FILE))
-
-        # Fixed timestamps: the same export zips to the same bytes.
-        with zipfile.ZipFile(tmp / zip_name, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-            for member in (ONNX_FILE, TOKENIZER_FILE):
-                info = zipfile.ZipInfo(member, date_time=(2020, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                archive.writestr(info, (tmp / member).read_bytes())
-        (tmp / ONNX_FILE).unlink()
-        (tmp / TOKENIZER_FILE).unlink()
-        # Rename into place last: a concurrent process sees a complete export or none.
-        try:
-            tmp.rename(target)
-        except OSError:
-            if not (target / zip_name).is_file():
-                raise
-    finally:
-        if tmp.exists():
-            for leftover in tmp.iterdir():
-                leftover.unlink()
-            tmp.rmdir()
-    log.info("exported %s for ml-commons to %s", embedder.name, target / zip_name)
-
-
-# --- the cluster side --------------------------------------------------------------------------
+def register_body(package: ModelPackage, model_group_id: str) -> dict[str, Any]:
+    """The ``_register_meta`` body: an ONNX sentence-transformers text embedder."""
+    return {
+        "name": package.name,
+        "version": "1",
+        "description": f"loader: {package.name} (fingerprint {package.fingerprint})",
+        "model_group_id": model_group_id,
+        "function_name": "TEXT_EMBEDDING",
+        "model_format": "ONNX",
+        "model_content_hash_value": package.content_hash,
+        "model_content_size_in_bytes": package.size,
+        "total_chunks": max(1, math.ceil(package.size / CHUNK_BYTES)),
+        "model_config": {
+            "model_type": "bert",
+            "embedding_dimension": package.dimension,
+            "framework_type": "sentence_transformers",
+            "pooling_mode": "mean",
+            "normalize_result": True,
+        },
+    }
 
 
 def _request(client: OpenSearch, method: str, path: str, **kwargs: Any) -> Any:
@@ -343,7 +157,7 @@ def register_model(client: OpenSearch, settings: Settings, package: ModelPackage
         The new model id.
     """
     group_id = _model_group_id(client, settings)
-    body = package.register_body(group_id)
+    body = register_body(package, group_id)
     with cluster_errors(settings, f"registering ml model {package.name}"):
         answer = _request(client, "POST", f"{ML_BASE}/models/_register_meta", body=body)
     model_id = answer["model_id"]
@@ -466,8 +280,3 @@ def embed_on_cluster(client: OpenSearch, settings: Settings, model_id: str, text
         outputs = {output.get("name"): output for output in result.get("output", [])}
         vectors.append([float(value) for value in outputs["sentence_embedding"]["data"]])
     return vectors
-
-
-def describe(package: ModelPackage) -> str:
-    """One line for plans and logs."""
-    return json.dumps({"name": package.name, "sha256": package.content_hash[:12]})

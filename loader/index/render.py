@@ -49,7 +49,8 @@ INGEST_PIPELINE_FOLDER = "pipelines/ingest/"
 SEARCH_TEMPLATE_FOLDER = "search_templates/"
 FILE_SUFFIX = ".json.j2"
 # Search templates named <stem>_text.json.j2 take text only (the cluster embeds it with the model
-# loader/index/ml_model.py registers); render_config renders them only when that model's id is given.
+# loader/index/ml_model.py registers); render_config renders them only when that model's id is
+# given.
 TEXT_TEMPLATE_SUFFIX = "_text"
 
 

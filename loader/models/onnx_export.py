@@ -1,4 +1,5 @@
-"""Tracing a transformer to ONNX, for the reranker export and the ml-commons embedding export."""
+"""Tracing a transformer to ONNX, shared by the reranker export (``rerank``) and the ml-commons
+embedding export (``embedding_export``)."""
 
 from __future__ import annotations
 
