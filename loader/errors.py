@@ -1,8 +1,21 @@
-"""One exception hierarchy for the whole package.
+"""One exception hierarchy for the whole package, mapped once for the CLI and once for HTTP.
 
 Every error message names the object, file or parameter at fault and, where there is one, the fix.
-The CLI turns each class into one line on stderr and a distinct exit code (see ``exit_code``), so
-scripts can tell what happened without parsing text.
+Each class carries what callers need to tell what happened without parsing text:
+
+- ``exit_code``: the CLI prints the message as one line on stderr and exits with it;
+- ``http_status``: ``loader serve`` answers with it. 4xx means the request is at fault, 5xx the
+  server or its cluster;
+- ``public_reason``: what an HTTP client is told instead of the message, for errors whose message
+  may name the cluster's URL or internals (``None``: the message itself is safe to show).
+
+Example::
+
+    try:
+        push(folder, settings)
+    except LoaderError as exc:
+        print(exc, file=sys.stderr)
+        sys.exit(exc.exit_code)
 """
 
 from __future__ import annotations
@@ -12,42 +25,72 @@ class LoaderError(Exception):
     """Base class of every error the library raises on purpose."""
 
     exit_code = 1
+    http_status = 500
+    public_reason: str | None = "the server failed; its log has the reason"
+
+    def __init__(self, message: str = "", *, public_reason: str | None = None) -> None:
+        super().__init__(message)
+        if public_reason is not None:
+            self.public_reason = public_reason
+
+    @property
+    def public_message(self) -> str:
+        """What an HTTP client may be told: the message, or the class's safe reason."""
+        return str(self) if self.public_reason is None else self.public_reason
 
 
 class ConfigError(LoaderError):
-    """A setting, configuration file or template file is invalid."""
+    """A setting, configuration file, template file or request parameter is invalid."""
 
     exit_code = 2
+    http_status = 422
+    public_reason = None
 
 
 class ClusterError(LoaderError):
-    """OpenSearch could not be reached, refused the request, or is not what was expected."""
+    """OpenSearch refused the request, or is not what was expected."""
 
     exit_code = 3
+    http_status = 502
+    public_reason = "OpenSearch failed the request; the server's log has the reason"
+
+
+class ClusterUnavailableError(ClusterError):
+    """OpenSearch could not be reached, did not answer in time, or is overloaded (429)."""
+
+    http_status = 503
+    public_reason = "cannot reach OpenSearch; try again later"
 
 
 class AuthenticationError(ClusterError):
     """OpenSearch rejected the credentials (HTTP 401/403)."""
 
     exit_code = 4
+    public_reason = "OpenSearch refused this server's credentials; the server's log has the reason"
 
 
 class IncompatibleIndexError(LoaderError):
     """The index on the cluster cannot serve the configuration (e.g. another vector dimension)."""
 
     exit_code = 5
+    http_status = 502
+    public_reason = "the index on OpenSearch does not fit this server's configuration"
 
 
 class ModelError(LoaderError):
     """An embedding or reranking model could not be loaded or run."""
 
     exit_code = 6
+    http_status = 503
+    public_reason = "a model failed on this server; the server's log has the reason"
 
 
 class InputError(LoaderError):
     """A document could not be read: binary, undecodable, empty, too large or malformed."""
 
     exit_code = 7
+    http_status = 422
+    public_reason = None
 
 
 class PartialFailure(LoaderError):
@@ -69,6 +112,10 @@ class RegressionError(LoaderError):
 
 
 class QueryError(LoaderError):
-    """OpenSearch refused a search as a bad request (HTTP 400): a parameter it cannot use."""
+    """OpenSearch refused a search as a bad request (HTTP 400): a parameter it cannot use.
+
+    Not a ``ClusterError``: code that retries on cluster errors must not retry bad input."""
 
     exit_code = 11
+    http_status = 400
+    public_reason = None

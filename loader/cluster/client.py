@@ -15,7 +15,7 @@ from pathlib import Path
 import opensearchpy
 from opensearchpy import OpenSearch
 
-from loader.errors import AuthenticationError, ClusterError, ConfigError
+from loader.errors import AuthenticationError, ClusterError, ClusterUnavailableError, ConfigError
 from loader.settings import Settings, parse_url, split_url
 
 log = logging.getLogger(__name__)
@@ -88,19 +88,22 @@ def cluster_errors(settings: Settings, doing: str) -> Iterator[None]:
             f"{where} refused {doing}: the user lacks permission ({_reason(exc)})"
         ) from exc
     except opensearchpy.ConnectionTimeout as exc:
-        raise ClusterError(
+        raise ClusterUnavailableError(
             f"{where} did not answer within {settings.request_timeout:g} s while {doing}; "
-            "raise request_timeout or check the cluster's health"
+            "raise request_timeout or check the cluster's health",
+            public_reason="OpenSearch did not answer in time; try again later",
         ) from exc
     except opensearchpy.SSLError as exc:
-        raise ClusterError(
+        raise ClusterUnavailableError(
             f"TLS handshake with {where} failed while {doing}: {exc.info!s:.200}; "
-            "point ca_certs at the cluster's CA certificate"
+            "point ca_certs at the cluster's CA certificate",
+            public_reason="cannot connect to OpenSearch; try again later",
         ) from exc
     except opensearchpy.ConnectionError as exc:
-        raise ClusterError(
+        raise ClusterUnavailableError(
             f"cannot connect to {where} while {doing}; is OpenSearch running? "
-            "(`loader up` starts a local one; OPENSEARCH_URL names another)"
+            "(`loader up` starts a local one; OPENSEARCH_URL names another)",
+            public_reason="cannot connect to OpenSearch; try again later",
         ) from exc
     except opensearchpy.SerializationError as exc:
         # A 2xx answer that is not JSON: a web server or proxy page, not OpenSearch.
@@ -118,8 +121,21 @@ def cluster_errors(settings: Settings, doing: str) -> Iterator[None]:
                 f"({_page_text(page)}) while {doing}; check that OPENSEARCH_URL points at an "
                 "OpenSearch cluster (or that the proxy in front of it can reach it)"
             ) from exc
+        message = f"{where} answered {exc.status_code} while {doing}: {_reason(exc)}"
+        if exc.status_code == 429:
+            raise ClusterUnavailableError(
+                message, public_reason="OpenSearch is overloaded (429); try again later"
+            ) from exc
+        if exc.status_code == 404:
+            raise ClusterError(
+                message,
+                public_reason="the index or its search templates are missing on OpenSearch "
+                "(loader apply)",
+            ) from exc
         raise ClusterError(
-            f"{where} answered {exc.status_code} while {doing}: {_reason(exc)}"
+            message,
+            public_reason=f"OpenSearch failed the request ({exc.status_code}); the server's "
+            "log has the reason",
         ) from exc
 
 

@@ -58,21 +58,14 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
-import opensearchpy
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-<<<<<<< HEAD:loader/query/serve.py
 from loader.cluster.client import cluster_errors, connect, safe_url
 from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
 from loader.query.search import (
-=======
-from loader.cluster.client import cluster_errors, connect, safe_url
-from loader.errors import ClusterError, ConfigError, LoaderError, ModelError, QueryError
-from loader.query.search import (
->>>>>>> main:loader/query/serve.py
     EXPANSIONS,
     MAX_CANDIDATES,
     MAX_QUESTION_CHARS,
@@ -303,31 +296,12 @@ def _validation_message(errors: list[dict[str, Any]]) -> tuple[str, list[dict[st
     return "; ".join(parts), details
 
 
-def cluster_failure(exc: LoaderError) -> tuple[int, str]:
-    """The status and public message of a failed cluster call: no URL, no stack, no internals.
-
-    400 for a search OpenSearch refused as a bad request (``QueryError``, its reason kept), 503
-    when the cluster cannot be reached, does not answer in time or is overloaded (429), 502 for
-    any other error the cluster answered with.
-    """
-    if isinstance(exc, QueryError):
-        return 400, str(exc)
-    cause = exc.__cause__
-    if isinstance(cause, opensearchpy.ConnectionTimeout):
-        return 503, "OpenSearch did not answer in time; try again later"
-    if isinstance(cause, opensearchpy.ConnectionError):  # SSLError is one too
-        return 503, "cannot connect to OpenSearch; try again later"
-    if isinstance(cause, opensearchpy.TransportError) and cause.status_code == 429:
-        return 503, "OpenSearch is overloaded (429); try again later"
-    if isinstance(
-        cause, opensearchpy.AuthenticationException | opensearchpy.AuthorizationException
-    ):
-        return 502, "OpenSearch refused this server's credentials; the server's log has the reason"
-    if isinstance(cause, opensearchpy.NotFoundError):
-        return 502, "the index or its search templates are missing on OpenSearch (loader apply)"
-    status = getattr(cause, "status_code", None)
-    answered = f" ({status})" if isinstance(status, int) else ""
-    return 502, f"OpenSearch failed the request{answered}; the server's log has the reason"
+def loader_error(exc: LoaderError) -> JSONResponse:
+    """The one mapping of the library's errors to HTTP: each class's status, and its message
+    only where it is safe to show (never the cluster's URL or internals; the log has them)."""
+    if exc.http_status >= 500:
+        log.warning("search failed: %s", exc)
+    return _error(exc.http_status, exc.public_message)
 
 
 def create_app(
@@ -389,13 +363,6 @@ def create_app(
                     settings.embedding_model, settings.device, settings.embedding_batch_size
                 )
                 state["embedder"].embed(["warm up"])  # the model loads lazily
-<<<<<<< HEAD:loader/query/serve.py
-            if state["reranker"] is None:
-                from loader.models.rerank import load_reranker
-
-                state["reranker"] = load_reranker(settings)
-        log.info("serving index %r of %s", settings.index_name, safe_url(settings.opensearch_url))
-=======
             if getattr(settings, "rerank", True):
                 get_reranker()
         log.info(
@@ -406,7 +373,6 @@ def create_app(
             if api_keys
             else "no API keys: the tenant is the request's",
         )
->>>>>>> main:loader/query/serve.py
         yield
 
     app = FastAPI(
@@ -458,7 +424,7 @@ def create_app(
                 answer = state["client"].cluster.health()
         except ClusterError as exc:
             log.warning("health check failed: %s", exc)
-            return _error(503, cluster_failure(exc)[1])
+            return _error(503, exc.public_message)
         return JSONResponse(
             {"status": "ok", "cluster": answer.get("status"), "index": settings.index_name}
         )
@@ -487,8 +453,8 @@ def create_app(
         }
         try:  # bad input is a 4xx even when the server lacks a model
             check_search(body.question, settings, **arguments)
-        except ConfigError as exc:
-            return _error(422, str(exc))
+        except LoaderError as exc:
+            return loader_error(exc)
         rerank = getattr(settings, "rerank", True) if body.rerank is None else body.rerank
         reranker = get_reranker() if rerank else None
         if rerank and reranker is None:
@@ -505,16 +471,8 @@ def create_app(
                 embedder=state["embedder"],
                 reranker=reranker,
             )
-        except ConfigError as exc:  # a parameter the search itself rejects (e.g. a bad date)
-            return _error(422, str(exc))
-        except (QueryError, ClusterError) as exc:
-            log.warning("search failed: %s", exc)
-            return _error(*cluster_failure(exc))
-        except ModelError as exc:
-            log.error("search failed: %s", exc)
-            return _error(503, "a model failed on this server; the server's log has the reason")
         except LoaderError as exc:
-            return _error(400, str(exc))
+            return loader_error(exc)
         return JSONResponse(result.to_dict())
 
     responses: dict[int | str, dict[str, Any]] = {

@@ -23,7 +23,7 @@ from loader.query.search import SEARCH_MODES
 from loader.query.serve import create_app
 from tests.conftest import cleanup_owned
 from tests.integration.query.http_server import Server
-from tests.integration.search_corpus import build_corpus
+from tests.integration.query.search_corpus import build_corpus
 
 KEY_A = "key-a-Zp3m9QvR2xL7wT4nB8cY"
 KEY_A2 = "key-a2-Hs6dK1fJ5gE0uI9oP3aW"
