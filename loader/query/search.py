@@ -47,16 +47,11 @@ import opensearchpy
 
 from loader.cluster.client import cluster_errors, connect, safe_url
 from loader.documents import PATH_SEPARATOR
-<<<<<<< HEAD:loader/query/search.py
-from loader.errors import ClusterError, ConfigError
+from loader.errors import ClusterError, ConfigError, QueryError
 from loader.index.render import config_names
 from loader.query import context
 from loader.query.context import Hit
 from loader.query.fusion import rrf
-=======
-from loader.errors import ClusterError, ConfigError, QueryError
-from loader.query.fusion import rrf
->>>>>>> main:loader/query/search.py
 from loader.settings import Settings
 
 if TYPE_CHECKING:

@@ -1,12 +1,5 @@
 """Query-side abuse: very long, empty, punctuation-only and non-Latin queries, and injection
 attempts in every template parameter, through the stored templates directly, through
-<<<<<<< HEAD:tests/integration/query/test_abuse.py
-``loader.query.search.search`` and through ``loader search``.
-
-Each attempt gives a normal result or a clear error — never a server error (HTTP 5xx) and never a
-document of another tenant. The fixture index holds two tenants pushed with ``loader.ingest.sync.push``;
-tenant A's chunks all carry the word SECRET-A so a leak is easy to see.
-=======
 ``loader.query.search.search``, through ``loader search`` and through ``loader serve`` (with and without
 API keys).
 
@@ -16,7 +9,6 @@ answers ``size: 0`` with a 500 when an application calls the stored template dir
 the CLI and serve refuse a size below 1 before any request). The fixture index holds two tenants
 pushed with ``loader.ingest.sync.push``; tenant A's chunks all carry the word SECRET-A so a leak is easy
 to see.
->>>>>>> main:tests/integration/test_abuse.py
 """
 
 from __future__ import annotations
@@ -32,19 +24,12 @@ import opensearchpy
 import pytest
 from click.testing import CliRunner
 
-from loader.cli import cli
-<<<<<<< HEAD:tests/integration/query/test_abuse.py
-from loader.errors import ClusterError, ConfigError
 from loader.index.apply import apply_config
-from loader.index.render import config_names
-from loader.ingest.sync import push
-from loader.query.search import SEARCH_MODES, SearchFilters, search
-=======
+from loader.cli import cli
 from loader.index.render import config_names
 from loader.errors import ClusterError, ConfigError, ModelError, QueryError
 from loader.ingest.sync import push
 from loader.query.search import SEARCH_MODES, SearchFilters, search
->>>>>>> main:tests/integration/test_abuse.py
 from tests.conftest import cleanup_owned
 
 TENANT_A = {

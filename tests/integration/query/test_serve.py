@@ -13,12 +13,8 @@ import pytest
 from loader.query.search import MAX_QUESTION_CHARS
 from loader.query.serve import MAX_BODY_BYTES, create_app
 from tests.conftest import cleanup_owned
-<<<<<<< HEAD:tests/integration/query/test_serve.py
-from tests.integration.query.search_corpus import build_corpus
-=======
 from tests.integration.query.http_server import Server, free_port
-from tests.integration.search_corpus import build_corpus
->>>>>>> main:tests/integration/test_serve.py
+from tests.integration.query.search_corpus import build_corpus
 
 
 @pytest.fixture(scope="module")
