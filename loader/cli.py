@@ -490,25 +490,11 @@ def search(
 @settings_options
 def eval_command(
     settings: Settings,
-    dataset: str,
-    docs: str | None,
-    split: str,
-    modes: tuple[str, ...],
-    strategies: tuple[str, ...],
-    rerank: str,
     no_rerank: bool,
-    candidates: int,
-    sweep: str | None,
-    limit: int | None,
-    index_prefix: str,
-    out_dir: str,
-    output: str | None,
-    previous: str | None,
-    gate_metrics: tuple[str, ...],
-    threshold: float,
     no_chart: bool,
     quiet: bool,
     as_json: bool,
+    **options: Any,
 ) -> None:
     """Measure recall@k, MRR@10, nDCG@10 and latency of every mode and strategy on DATASET.
 
@@ -518,59 +504,31 @@ def eval_command(
     results.json, results.md, results.png and one TREC run per configuration into --out-dir.
     With --compare, exit code 10 when a gated metric dropped by more than --threshold.
     """
-    from loader.errors import RegressionError
-    from loader.eval.report import (
-        compare_reports,
-        load_results,
-        render_comparison,
-        render_table,
-        write_outputs,
-    )
-    from loader.eval.runner import DEFAULT_GATE_METRICS, evaluate, load_task, parse_sweep
+    from loader.eval.compare import render_comparison
+    from loader.eval.report import render_table
+    from loader.eval.runner import EvalRequest, run_eval
 
-    rerank_options = {"on": [True], "off": [False], "both": [False, True]}[
-        "off" if no_rerank else rerank
-    ]
-    # Read the previous results first: a bad path should fail before minutes of searching.
-    previous_results = load_results(previous) if previous else None
-    task = load_task(
-        dataset, split=split, docs=docs, limit=limit, max_file_bytes=settings.max_file_bytes
-    )
-    interactive = sys.stderr.isatty() and not (quiet or as_json)
-    report = evaluate(
-        task,
+    if no_rerank:
+        options["rerank"] = "off"
+    # The other options are named after EvalRequest's fields.
+    request = EvalRequest(**options, chart=not no_chart)
+    silent = quiet or as_json
+    run = run_eval(
+        request,
         settings,
-        strategies=strategies or None,
-        modes=modes or ("bm25", "vector", "hybrid-rrf", "hybrid-minmax"),
-        rerank_options=rerank_options,
-        candidates=candidates,
-        sweep=parse_sweep(sweep, settings) if sweep else None,
-        index_prefix=index_prefix,
-        show_progress=interactive,
-        on_event=None if (quiet or as_json) else lambda line: click.echo(printable(line), err=True),
+        show_progress=sys.stderr.isatty() and not silent,
+        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
     )
-    written = write_outputs(report, out_dir, output, chart=not no_chart)
-    data = report.to_dict()
-    comparison = None
-    if previous_results is not None:
-        comparison = compare_reports(
-            data, previous_results, gate_metrics or DEFAULT_GATE_METRICS, threshold
-        )
     if as_json:
-        payload = {**data, "outputs": written}
-        if comparison is not None:
-            payload["comparison"] = comparison.to_dict()
-        click.echo(json.dumps(payload, indent=2))
+        click.echo(json.dumps(run.to_dict(), indent=2))
     else:
-        click.echo(printable_lines(render_table(data)))
-        if comparison is not None:
+        click.echo(printable_lines(render_table(run.report.to_dict())))
+        if run.comparison is not None:
             click.echo("")
-            click.echo(printable_lines(render_comparison(comparison)))
+            click.echo(printable_lines(render_comparison(run.comparison)))
         if not quiet:
-            click.echo(f"\nresults: {printable(written['json'])}", err=True)
-    if comparison is not None and comparison.regressions:
-        with handle_errors():
-            raise RegressionError(comparison.failure_message())
+            click.echo(f"\nresults: {printable(run.outputs['json'])}", err=True)
+    run.check()  # the regression gate: RegressionError, exit code 10
 
 
 @cli.command()

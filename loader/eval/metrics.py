@@ -12,6 +12,11 @@ Example::
     run = {"q1": ["d3", "d1", "d2"]}
     qrels = {"q1": {"d1": 1, "d2": 2}}
     evaluate_run(run, qrels, ks=(1, 3))["recall@3"]   # 1.0
+
+From search hits to scores (what ``loader eval`` measures for each configuration):
+``document_ranking`` ranks each document at its best chunk, ``section_ranking`` gives the chunks
+under a question's expected heading one id, ``score_run`` scores both (``section_*`` metrics), and
+``latency_summary`` gives p50 / p95 / mean latency.
 """
 
 from __future__ import annotations
@@ -19,10 +24,20 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from loader.documents import PATH_SEPARATOR
+from loader.query.fusion import best_rank_per_document
+
+if TYPE_CHECKING:
+    from loader.eval.tasks import EvalQuery
 
 log = logging.getLogger(__name__)
 
 DEFAULT_KS = (1, 5, 10, 50, 100)
+SECTION_PREFIX = "section_"
+# The id a chunk under the question's expected heading gets in the section-level run.
+_SECTION_MATCH = "\x00match"
 
 
 def _first_k_unique(ranked_ids: Iterable[str], k: int) -> list[str]:
@@ -168,3 +183,90 @@ def percentile(values: Sequence[float], p: float) -> float:
     upper = min(lower + 1, len(ordered) - 1)
     fraction = position - lower
     return float(ordered[lower] + (ordered[upper] - ordered[lower]) * fraction)
+
+
+def document_ranking(hits: Sequence[tuple[str, str, float]]) -> list[tuple[str, float]]:
+    """Chunk hits -> documents ranked by their best chunk, with that chunk's score.
+
+    Args:
+        hits: ``(chunk_id, document key, score)``, best first.
+
+    Returns:
+        ``(document key, score)``, each document once, best first.
+
+    Example::
+
+        document_ranking([("a#1", "a", 3.0), ("b#0", "b", 2.0), ("a#0", "a", 1.0)])
+        # [("a", 3.0), ("b", 2.0)]
+    """
+    best_score: dict[str, float] = {}
+    for _chunk_id, key, score in hits:
+        best_score.setdefault(key, score)  # the first (best) chunk of each document
+    ranked = best_rank_per_document([(chunk_id, key) for chunk_id, key, _score in hits])
+    return [(key, best_score[key]) for key in ranked]
+
+
+def heading_matches(expected: Sequence[str], title: str, heading_path: Sequence[str]) -> bool:
+    """Whether a chunk sits under the expected heading path (case-insensitive prefix match).
+
+    The expected path may start with the document title or leave it out.
+
+    Example::
+
+        heading_matches(("Refunds", "UPI"), "Payments", ("Refunds", "UPI", "Limits"))  # True
+    """
+    want = [part.strip().lower() for part in expected]
+    if not want:
+        return True
+    for have in ((title, *heading_path), tuple(heading_path)):
+        parts = [part.strip().lower() for part in have]
+        if parts[: len(want)] == want:
+            return True
+    return False
+
+
+def section_ranking(
+    hits: Sequence[tuple[str, str, str, tuple[str, ...]]], query: EvalQuery
+) -> list[str]:
+    """Chunk hits -> a ranking where chunks under the expected section share one id.
+
+    Args:
+        hits: ``(chunk_id, source, title, heading_path)``, best first.
+        query: the question, with the expected ``source`` and ``heading_path``.
+
+    Returns:
+        Ids best first; scored against ``{_SECTION_MATCH: 1}`` it gives section-level metrics.
+    """
+    keys = []
+    for _chunk_id, source, title, heading_path in hits:
+        if source == query.source and heading_matches(query.heading_path, title, heading_path):
+            keys.append(_SECTION_MATCH)
+        else:
+            keys.append(f"{source}\x00{PATH_SEPARATOR.join(heading_path)}")
+    return list(dict.fromkeys(keys))
+
+
+def latency_summary(milliseconds: Sequence[float]) -> dict[str, float]:
+    """``{"p50", "p95", "mean"}`` of per-query latencies, rounded to 0.1 ms."""
+    if not milliseconds:
+        return {"p50": 0.0, "p95": 0.0, "mean": 0.0}
+    return {
+        "p50": round(percentile(milliseconds, 50), 1),
+        "p95": round(percentile(milliseconds, 95), 1),
+        "mean": round(sum(milliseconds) / len(milliseconds), 1),
+    }
+
+
+def score_run(
+    run: Mapping[str, Sequence[str]],
+    qrels: Mapping[str, Mapping[str, int]],
+    section_runs: Mapping[str, Sequence[str]] | None = None,
+    ks: Sequence[int] = DEFAULT_KS,
+) -> dict[str, float]:
+    """Document-level metrics, plus ``section_*`` metrics over the queries that name a heading."""
+    metrics = evaluate_run(run, qrels, ks)
+    if section_runs:
+        section_qrels = {qid: {_SECTION_MATCH: 1} for qid in section_runs}
+        for name, value in evaluate_run(section_runs, section_qrels, ks).items():
+            metrics[f"{SECTION_PREFIX}{name}"] = value
+    return metrics

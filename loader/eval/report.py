@@ -1,24 +1,24 @@
-"""Rendering and gating of ``loader eval`` results: Markdown table, JSON, TREC runs, PNG chart.
+"""What one `loader eval` run measured, and its outputs: Markdown table, JSON, TREC runs, PNG chart.
 
-Everything here works on the report's JSON form (``EvalReport.to_dict()``), so a stored results
-file can be rendered or compared exactly like a fresh run:
-
-- ``render_table`` / ``render_comparison``: Markdown for terminals and pull requests;
-- ``compare_reports``: per configuration and metric, previous vs current, and which chosen metrics
-  dropped by more than the threshold (the regression gate; pure);
+- ``EvalReport`` (with a ``ConfigResult`` per configuration and an ``IndexResult`` per index
+  pushed) is what ``loader.eval.runner.evaluate`` returns; ``to_dict`` is the JSON file's content;
+- ``render_table``: the results as Markdown, for terminals and pull requests;
 - ``write_outputs``: the JSON file, one TREC run per configuration, a Markdown copy of the table
-  and a PNG chart (matplotlib, Agg backend: no display needed).
+  and a PNG chart (``render_chart``: matplotlib, Agg backend: no display needed).
+
+The renderers work on the report's JSON form (``EvalReport.to_dict()``), so a stored results file
+can be rendered exactly like a fresh run; comparing two of them (the regression gate) lives in
+``loader.eval.compare``.
 
 Example::
 
-    data = report.to_dict()
-    print(render_table(data))
-    comparison = compare_reports(data, json.loads(Path("previous.json").read_text()))
-    comparison.regressions   # [] when nothing dropped by more than 0.01
+    written = write_outputs(report, "eval-results")   # {"json": ..., "table": ..., ...}
+    print(render_table(report.to_dict()))
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import re
@@ -28,26 +28,116 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
-from loader.errors import InputError
 from loader.eval.datasets import write_trec_run
-from loader.eval.runner import (
-    DEFAULT_GATE_METRICS,
-    DEFAULT_THRESHOLD,
-    REPORT_METRICS,
-    SECTION_PREFIX,
-)
+from loader.eval.metrics import SECTION_PREFIX
 
 if TYPE_CHECKING:
-    from loader.eval.runner import EvalReport
+    from loader.eval.configs import EvalConfig
 
 log = logging.getLogger(__name__)
+
+# Metrics shown in tables and compared by --compare, in display order.
+REPORT_METRICS = (
+    "recall@1",
+    "recall@5",
+    "recall@10",
+    "recall@50",
+    "recall@100",
+    "mrr@10",
+    "ndcg@10",
+)
 
 # Metrics drawn in the chart, one bar each per configuration.
 CHART_METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100")
 # Section-level metrics added to the table when the questions name headings.
 SECTION_TABLE_METRICS = ("section_recall@10", "section_mrr@10")
-# A change smaller than this is float noise, never a regression.
-_EPSILON = 1e-9
+
+
+@dataclass
+class ConfigResult:
+    """The measurement of one configuration.
+
+    Attributes:
+        config: what was run.
+        index: the alias searched.
+        metrics: averaged metrics (``recall@k``, ``ndcg@k``, ``mrr@k``; ``section_*`` too when
+            questions name a heading).
+        latency_ms: ``p50``, ``p95`` and ``mean`` of the end-to-end search time per query.
+        queries: number of queries searched.
+        run: ``(document key, score)`` per query id, best first (written as a TREC run).
+        run_file: where the run was written (set by ``write_outputs``).
+    """
+
+    config: EvalConfig
+    index: str
+    metrics: dict[str, float]
+    latency_ms: dict[str, float]
+    queries: int
+    run: dict[str, list[tuple[str, float]]] = field(default_factory=dict, repr=False)
+    run_file: str | None = None
+
+    def summary(self) -> str:
+        """One line, e.g. ``structure:bm25: ndcg@10 0.6650, recall@100 0.9000, p50 12.0 ms``."""
+        return (
+            f"{self.config.name}: ndcg@10 {self.metrics['ndcg@10']:.4f}, "
+            f"recall@100 {self.metrics['recall@100']:.4f}, p50 {self.latency_ms['p50']} ms"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.config.name,
+            "strategy": self.config.strategy,
+            "mode": self.config.mode,
+            "rerank": self.config.rerank,
+            "sweep": self.config.sweep,
+            "index": self.index,
+            "queries": self.queries,
+            "metrics": dict(self.metrics),
+            "latency_ms": dict(self.latency_ms),
+            "run_file": self.run_file,
+        }
+
+
+@dataclass
+class IndexResult:
+    """One index the evaluation pushed into, and what the push did."""
+
+    index: str
+    strategy: str
+    sweep: dict[str, Any] | None
+    push: dict[str, Any]
+
+
+@dataclass
+class EvalReport:
+    """Everything one evaluation measured; ``to_dict`` is the JSON file's content."""
+
+    dataset: str
+    kind: str
+    split: str
+    queries: int
+    documents: int
+    candidates: int
+    settings: dict[str, Any]
+    configurations: list[ConfigResult] = field(default_factory=list)
+    indexes: list[IndexResult] = field(default_factory=list)
+    created: str = ""
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dataset": self.dataset,
+            "kind": self.kind,
+            "split": self.split,
+            "queries": self.queries,
+            "documents": self.documents,
+            "candidates": self.candidates,
+            "created": self.created,
+            "seconds": round(self.seconds, 3),
+            "settings": dict(self.settings),
+            "indexes": [dataclasses.asdict(index) for index in self.indexes],
+            "configurations": [result.to_dict() for result in self.configurations],
+        }
 
 
 def table_metrics(report: Mapping[str, Any]) -> list[str]:
@@ -60,7 +150,7 @@ def table_metrics(report: Mapping[str, Any]) -> list[str]:
     return names
 
 
-def _markdown(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: range) -> str:
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], numeric: range) -> str:
     """A Markdown table; the ``numeric`` columns are right-aligned."""
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
 
@@ -114,191 +204,11 @@ def render_table(report: Mapping[str, Any]) -> str:
         f"{report.get('dataset', '')}{split}: {report.get('queries', 0)} queries, "
         f"{report.get('documents', 0)} documents, {report.get('candidates', 0)} candidates"
     )
-    return f"{title}\n\n{_markdown(header, rows, numeric=range(1, len(header)))}"
+    return f"{title}\n\n{markdown_table(header, rows, numeric=range(1, len(header)))}"
 
 
 def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4f}"
-
-
-@dataclass
-class MetricDelta:
-    """One metric of one configuration, before and after."""
-
-    configuration: str
-    metric: str
-    previous: float
-    current: float
-    gated: bool
-    regressed: bool
-
-    @property
-    def delta(self) -> float:
-        return self.current - self.previous
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "configuration": self.configuration,
-            "metric": self.metric,
-            "previous": self.previous,
-            "current": self.current,
-            "delta": self.delta,
-            "gated": self.gated,
-            "regressed": self.regressed,
-        }
-
-
-@dataclass
-class Comparison:
-    """The current results against a previous results file."""
-
-    threshold: float
-    gate_metrics: tuple[str, ...]
-    deltas: list[MetricDelta] = field(default_factory=list)
-    only_current: list[str] = field(default_factory=list)  # configurations new in this run
-    only_previous: list[str] = field(default_factory=list)  # configurations no longer run
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def regressions(self) -> list[MetricDelta]:
-        return [delta for delta in self.deltas if delta.regressed]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "threshold": self.threshold,
-            "gate_metrics": list(self.gate_metrics),
-            "passed": not self.regressions,
-            "deltas": [delta.to_dict() for delta in self.deltas],
-            "only_current": list(self.only_current),
-            "only_previous": list(self.only_previous),
-            "notes": list(self.notes),
-        }
-
-    def failure_message(self) -> str:
-        """One line naming every regression (for ``RegressionError``)."""
-        parts = [
-            f"{d.configuration} {d.metric} {d.previous:.4f} -> {d.current:.4f} ({d.delta:+.4f})"
-            for d in self.regressions
-        ]
-        return f"{len(parts)} metric(s) dropped by more than {self.threshold:g}: " + "; ".join(
-            parts
-        )
-
-
-def compare_reports(
-    current: Mapping[str, Any],
-    previous: Mapping[str, Any],
-    gate_metrics: Sequence[str] = DEFAULT_GATE_METRICS,
-    threshold: float = DEFAULT_THRESHOLD,
-    metrics: Sequence[str] | None = None,
-) -> Comparison:
-    """Compare two results files configuration by configuration (matched by name).
-
-    Args:
-        current: this run's ``EvalReport.to_dict()``.
-        previous: an earlier results file's content.
-        gate_metrics: metrics whose drop fails the gate.
-        threshold: the largest allowed drop (absolute, e.g. 0.01 = one point of nDCG).
-        metrics: metrics to list (default the table's metrics plus the gate metrics).
-
-    Returns:
-        The comparison; ``regressions`` lists the gated metrics that dropped by more than
-        ``threshold``. Configurations present on one side only are listed, never failed.
-
-    Example::
-
-        compare_reports(run, run).regressions   # [] -- identical runs pass
-    """
-    if threshold < 0:
-        raise InputError(f"threshold must be 0 or more, got {threshold}")
-    gate = tuple(dict.fromkeys(gate_metrics))
-    shown = list(dict.fromkeys([*(metrics or table_metrics(current)), *gate]))
-    comparison = Comparison(threshold=threshold, gate_metrics=gate)
-    for key in ("dataset", "split", "queries", "candidates"):
-        if previous.get(key) != current.get(key):
-            comparison.notes.append(
-                f"{key} differs: previous {previous.get(key)!r}, current {current.get(key)!r}"
-            )
-    before = {c["name"]: c for c in previous.get("configurations") or []}
-    after = {c["name"]: c for c in current.get("configurations") or []}
-    comparison.only_current = [name for name in after if name not in before]
-    comparison.only_previous = [name for name in before if name not in after]
-    for name, configuration in after.items():
-        if name not in before:
-            continue
-        old_metrics = before[name].get("metrics", {})
-        new_metrics = configuration.get("metrics", {})
-        for metric in shown:
-            if metric not in old_metrics or metric not in new_metrics:
-                continue
-            old, new = float(old_metrics[metric]), float(new_metrics[metric])
-            gated = metric in gate
-            comparison.deltas.append(
-                MetricDelta(
-                    configuration=name,
-                    metric=metric,
-                    previous=old,
-                    current=new,
-                    gated=gated,
-                    regressed=gated and (old - new) > threshold + _EPSILON,
-                )
-            )
-    missing = [m for m in gate if not any(d.metric == m for d in comparison.deltas)]
-    if missing and comparison.deltas:
-        comparison.notes.append(f"gate metric(s) not in both files: {', '.join(missing)}")
-    return comparison
-
-
-def render_comparison(comparison: Comparison) -> str:
-    """The deltas as a Markdown table, then one line per note and the verdict."""
-    rows = []
-    for d in comparison.deltas:
-        status = "REGRESSION" if d.regressed else ("ok" if d.gated else "")
-        rows.append(
-            [
-                d.configuration,
-                d.metric + (" *" if d.gated else ""),
-                f"{d.previous:.4f}",
-                f"{d.current:.4f}",
-                f"{d.delta:+.4f}",
-                status,
-            ]
-        )
-    lines = []
-    if rows:
-        header = ["configuration", "metric", "previous", "current", "delta", "gate"]
-        lines.append(_markdown(header, rows, numeric=range(2, 5)))
-    for name in comparison.only_current:
-        lines.append(f"new configuration (not compared): {name}")
-    for name in comparison.only_previous:
-        lines.append(f"configuration no longer run: {name}")
-    lines.extend(f"note: {note}" for note in comparison.notes)
-    gate = ", ".join(comparison.gate_metrics)
-    if comparison.regressions:
-        lines.append(f"FAILED: {comparison.failure_message()}")
-    else:
-        lines.append(
-            f"passed: no gated metric (* {gate}) dropped by more than {comparison.threshold:g}"
-        )
-    return "\n".join(lines)
-
-
-def load_results(path: str | Path) -> dict[str, Any]:
-    """Read a results JSON file written by ``loader eval``.
-
-    Raises:
-        InputError: the file is missing, not JSON, or has no ``configurations`` list.
-    """
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"results file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read results file {path}: {exc}") from exc
-    if not isinstance(data, dict) or not isinstance(data.get("configurations"), list):
-        raise InputError(f"{path} is not a `loader eval` results file (no 'configurations' list)")
-    return data
 
 
 def run_file_name(configuration: str) -> str:

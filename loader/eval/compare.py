@@ -1,0 +1,241 @@
+"""The regression gate of `loader eval --compare`: this run's results against a previous file.
+
+- ``load_results`` reads a results JSON file written by ``loader eval`` (``EvalReport.to_dict()``);
+- ``compare_reports``: per configuration (matched by name) and metric, previous vs current, and
+  which chosen metrics dropped by more than the threshold (pure);
+- ``render_comparison``: the deltas as Markdown, the notes and the verdict;
+- ``Comparison.check``: the gate itself, raising ``RegressionError`` (exit code 10 in the CLI).
+
+Example::
+
+    comparison = compare_reports(report.to_dict(), load_results("previous.json"))
+    comparison.regressions   # [] when nothing dropped by more than 0.01
+    comparison.check()       # raises RegressionError otherwise
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from loader.errors import InputError, RegressionError
+from loader.eval.report import markdown_table, table_metrics
+
+log = logging.getLogger(__name__)
+
+# What --compare gates on by default: ranking quality at the top (nDCG@10, recall@10) and the
+# candidate set a reranker or an LLM gets to see (recall@100).
+DEFAULT_GATE_METRICS = ("ndcg@10", "recall@10", "recall@100")
+DEFAULT_THRESHOLD = 0.01
+# A change smaller than this is float noise, never a regression.
+_EPSILON = 1e-9
+# Fields of a results file that should agree for a comparison to mean something.
+_COMPARED_FIELDS = ("dataset", "split", "queries", "candidates")
+
+
+@dataclass
+class MetricDelta:
+    """One metric of one configuration, before and after."""
+
+    configuration: str
+    metric: str
+    previous: float
+    current: float
+    gated: bool
+    regressed: bool
+
+    @property
+    def delta(self) -> float:
+        return self.current - self.previous
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "configuration": self.configuration,
+            "metric": self.metric,
+            "previous": self.previous,
+            "current": self.current,
+            "delta": self.delta,
+            "gated": self.gated,
+            "regressed": self.regressed,
+        }
+
+
+@dataclass
+class Comparison:
+    """The current results against a previous results file."""
+
+    threshold: float
+    gate_metrics: tuple[str, ...]
+    deltas: list[MetricDelta] = field(default_factory=list)
+    only_current: list[str] = field(default_factory=list)  # configurations new in this run
+    only_previous: list[str] = field(default_factory=list)  # configurations no longer run
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[MetricDelta]:
+        return [delta for delta in self.deltas if delta.regressed]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "threshold": self.threshold,
+            "gate_metrics": list(self.gate_metrics),
+            "passed": not self.regressions,
+            "deltas": [delta.to_dict() for delta in self.deltas],
+            "only_current": list(self.only_current),
+            "only_previous": list(self.only_previous),
+            "notes": list(self.notes),
+        }
+
+    def failure_message(self) -> str:
+        """One line naming every regression (for ``RegressionError``)."""
+        parts = [
+            f"{d.configuration} {d.metric} {d.previous:.4f} -> {d.current:.4f} ({d.delta:+.4f})"
+            for d in self.regressions
+        ]
+        return f"{len(parts)} metric(s) dropped by more than {self.threshold:g}: " + "; ".join(
+            parts
+        )
+
+    def check(self) -> None:
+        """The regression gate: raise when a gated metric dropped by more than the threshold.
+
+        Raises:
+            RegressionError: naming every regression (``failure_message``).
+        """
+        if self.regressions:
+            raise RegressionError(self.failure_message())
+
+
+def compare_reports(
+    current: Mapping[str, Any],
+    previous: Mapping[str, Any],
+    gate_metrics: Sequence[str] = DEFAULT_GATE_METRICS,
+    threshold: float = DEFAULT_THRESHOLD,
+    metrics: Sequence[str] | None = None,
+) -> Comparison:
+    """Compare two results files configuration by configuration (matched by name).
+
+    Args:
+        current: this run's ``EvalReport.to_dict()``.
+        previous: an earlier results file's content.
+        gate_metrics: metrics whose drop fails the gate.
+        threshold: the largest allowed drop (absolute, e.g. 0.01 = one point of nDCG).
+        metrics: metrics to list (default the table's metrics plus the gate metrics).
+
+    Returns:
+        The comparison; ``regressions`` lists the gated metrics that dropped by more than
+        ``threshold``. Configurations present on one side only are listed, never failed.
+
+    Example::
+
+        compare_reports(run, run).regressions   # [] -- identical runs pass
+    """
+    if threshold < 0:
+        raise InputError(f"threshold must be 0 or more, got {threshold}")
+    gate = tuple(dict.fromkeys(gate_metrics))
+    shown = list(dict.fromkeys([*(metrics or table_metrics(current)), *gate]))
+    comparison = Comparison(threshold=threshold, gate_metrics=gate)
+    comparison.notes.extend(
+        f"{key} differs: previous {previous.get(key)!r}, current {current.get(key)!r}"
+        for key in _COMPARED_FIELDS
+        if previous.get(key) != current.get(key)
+    )
+    before = {c["name"]: c for c in previous.get("configurations") or []}
+    after = {c["name"]: c for c in current.get("configurations") or []}
+    comparison.only_current = [name for name in after if name not in before]
+    comparison.only_previous = [name for name in before if name not in after]
+    for name, configuration in after.items():
+        if name in before:
+            comparison.deltas.extend(
+                _metric_deltas(name, before[name], configuration, shown, gate, threshold)
+            )
+    missing = [m for m in gate if not any(d.metric == m for d in comparison.deltas)]
+    if missing and comparison.deltas:
+        comparison.notes.append(f"gate metric(s) not in both files: {', '.join(missing)}")
+    return comparison
+
+
+def _metric_deltas(
+    name: str,
+    before: Mapping[str, Any],
+    after: Mapping[str, Any],
+    shown: Sequence[str],
+    gate: Sequence[str],
+    threshold: float,
+) -> list[MetricDelta]:
+    """The deltas of one configuration's metrics that both files hold, in ``shown`` order."""
+    old_metrics = before.get("metrics", {})
+    new_metrics = after.get("metrics", {})
+    deltas = []
+    for metric in shown:
+        if metric not in old_metrics or metric not in new_metrics:
+            continue
+        old, new = float(old_metrics[metric]), float(new_metrics[metric])
+        gated = metric in gate
+        deltas.append(
+            MetricDelta(
+                configuration=name,
+                metric=metric,
+                previous=old,
+                current=new,
+                gated=gated,
+                regressed=gated and (old - new) > threshold + _EPSILON,
+            )
+        )
+    return deltas
+
+
+def render_comparison(comparison: Comparison) -> str:
+    """The deltas as a Markdown table, then one line per note and the verdict."""
+    rows = []
+    for d in comparison.deltas:
+        status = "REGRESSION" if d.regressed else ("ok" if d.gated else "")
+        rows.append(
+            [
+                d.configuration,
+                d.metric + (" *" if d.gated else ""),
+                f"{d.previous:.4f}",
+                f"{d.current:.4f}",
+                f"{d.delta:+.4f}",
+                status,
+            ]
+        )
+    lines = []
+    if rows:
+        header = ["configuration", "metric", "previous", "current", "delta", "gate"]
+        lines.append(markdown_table(header, rows, numeric=range(2, 5)))
+    for name in comparison.only_current:
+        lines.append(f"new configuration (not compared): {name}")
+    for name in comparison.only_previous:
+        lines.append(f"configuration no longer run: {name}")
+    lines.extend(f"note: {note}" for note in comparison.notes)
+    gate = ", ".join(comparison.gate_metrics)
+    if comparison.regressions:
+        lines.append(f"FAILED: {comparison.failure_message()}")
+    else:
+        lines.append(
+            f"passed: no gated metric (* {gate}) dropped by more than {comparison.threshold:g}"
+        )
+    return "\n".join(lines)
+
+
+def load_results(path: str | Path) -> dict[str, Any]:
+    """Read a results JSON file written by ``loader eval``.
+
+    Raises:
+        InputError: the file is missing, not JSON, or has no ``configurations`` list.
+    """
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(f"results file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read results file {path}: {exc}") from exc
+    if not isinstance(data, dict) or not isinstance(data.get("configurations"), list):
+        raise InputError(f"{path} is not a `loader eval` results file (no 'configurations' list)")
+    return data

@@ -1,0 +1,242 @@
+"""What `loader eval` runs: configurations of strategy x mode x rerank x swept value.
+
+- ``parse_sweep`` reads ``--sweep SETTING=V1,V2`` into a typed ``Sweep``; a setting in
+  ``INDEX_SETTINGS`` (chunking, model, analyzer ...) gets an index per value, any other sweepable
+  setting (``rrf_rank_constant``, ``bm25_weight``, ``candidates`` ...) changes only the search;
+- ``plan_configurations`` lists every ``EvalConfig`` in run order, grouped by index;
+- ``index_alias`` names the index a configuration searches, ``<prefix>-<dataset>-<strategy>``;
+  ``config_settings`` gives the settings its row runs with.
+
+Example::
+
+    sweep = parse_sweep("bm25_weight=0.3,0.5")
+    [c.name for c in plan_configurations(["structure"], ["hybrid-minmax"], [False], sweep)]
+    # ['structure:hybrid-minmax:bm25_weight=0.3', 'structure:hybrid-minmax:bm25_weight=0.5']
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, get_type_hints
+
+from loader.errors import ConfigError
+from loader.settings import Settings
+
+SEARCH_MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax")
+DEFAULT_MODES = SEARCH_MODES
+# --rerank on / off / both: the rerank flags each mode is run with.
+RERANK_CHOICES = {"on": (True,), "off": (False,), "both": (False, True)}
+
+# Settings whose change means other chunks or other vectors: a sweep builds one index per value.
+INDEX_SETTINGS = frozenset(
+    {
+        "chunk_target_tokens",
+        "chunk_max_tokens",
+        "chunk_overlap_tokens",
+        "chunk_max_chars",
+        "semantic_threshold",
+        "sentence_window",
+        "max_file_bytes",
+        "embedding_model",
+        "text_analyzer",
+        "vector_engine",
+        "space_type",
+        "hnsw_m",
+        "hnsw_ef_construction",
+        "number_of_shards",
+    }
+)
+# Settings a sweep cannot vary: the connection, the names, or what has its own option.
+UNSWEEPABLE_SETTINGS = frozenset(
+    {
+        "opensearch_url",
+        "opensearch_user",
+        "opensearch_password",
+        "ca_certs",
+        "insecure_skip_tls_verify",
+        "request_timeout",
+        "opensearch_image",
+        "local_port",
+        "api_keys_file",
+        "follow_symlinks",
+        "index_name",
+        "number_of_replicas",
+        "tenant",
+        "device",
+        "embedding_batch_size",
+        "chunk_strategy",  # --strategy
+        "search_mode",  # --mode
+        "top_k",  # eval keeps every candidate
+        "rerank",  # --rerank
+    }
+)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One setting evaluated over a list of values (``--sweep name=v1,v2``)."""
+
+    setting: str
+    values: tuple[Any, ...]
+
+    @property
+    def changes_index(self) -> bool:
+        return self.setting in INDEX_SETTINGS
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """One row of the results: a strategy, a mode, rerank or not, and maybe a swept value."""
+
+    strategy: str
+    mode: str
+    rerank: bool = False
+    sweep_setting: str | None = None
+    sweep_value: Any = None
+
+    @property
+    def name(self) -> str:
+        """``strategy:mode[+rerank][:setting=value]``, e.g. ``structure:hybrid-rrf+rerank``.
+
+        Contains no whitespace, so it doubles as the TREC run tag.
+        """
+        name = f"{self.strategy}:{self.mode}{'+rerank' if self.rerank else ''}"
+        if self.sweep_setting is not None:
+            name += f":{self.sweep_setting}={self.sweep_value}"
+        return name
+
+    @property
+    def sweep(self) -> dict[str, Any] | None:
+        return None if self.sweep_setting is None else {self.sweep_setting: self.sweep_value}
+
+
+def parse_sweep(text: str, base: Settings | None = None) -> Sweep:
+    """Parse ``--sweep name=v1,v2,...`` into typed values.
+
+    Args:
+        text: e.g. ``chunk_target_tokens=120,180,240`` or ``bm25_weight=0.2,0.3``.
+        base: settings whose field types the values take (default ``Settings()``).
+
+    Returns:
+        The sweep.
+
+    Raises:
+        ConfigError: unknown or unsweepable setting, no values, or a value of the wrong type.
+
+    Example::
+
+        parse_sweep("rrf_rank_constant=20,60")   # Sweep('rrf_rank_constant', (20, 60))
+    """
+    name, sep, raw_values = text.partition("=")
+    name = name.strip()
+    if not sep or not name:
+        raise ConfigError(f"--sweep {text!r}: expected SETTING=VALUE1,VALUE2,...")
+    types = get_type_hints(Settings)
+    if name not in types:
+        raise ConfigError(f"--sweep {text!r}: unknown setting {name!r}; see `loader settings`")
+    if name in UNSWEEPABLE_SETTINGS:
+        hint = {"chunk_strategy": " (use --strategy)", "search_mode": " (use --mode)"}
+        raise ConfigError(f"--sweep: {name} cannot be swept{hint.get(name, '')}")
+    parts = [part.strip() for part in raw_values.split(",") if part.strip()]
+    if not parts:
+        raise ConfigError(f"--sweep {text!r}: give at least one value after '='")
+    values: list[Any] = []
+    for part in parts:
+        value = _typed_value(name, part, types[name])
+        if value not in values:
+            values.append(value)
+    return Sweep(name, tuple(values))
+
+
+def _typed_value(name: str, text: str, kind: type) -> Any:
+    """One swept value as the setting's type: ``"120"`` -> ``120``, ``"on"`` -> ``True``."""
+    try:
+        if kind is bool:
+            if text.lower() not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise ValueError(text)
+            return text.lower() in ("true", "1", "yes", "on")
+        return kind(text)
+    except ValueError:
+        raise ConfigError(f"--sweep {name}: {text!r} is not a valid {kind.__name__}") from None
+
+
+def plan_configurations(
+    strategies: Sequence[str],
+    modes: Sequence[str],
+    rerank_options: Sequence[bool],
+    sweep: Sweep | None = None,
+) -> list[EvalConfig]:
+    """Every configuration to run, grouped by index (strategy, then index-side sweep value).
+
+    Args:
+        strategies: chunking strategies.
+        modes: search modes.
+        rerank_options: ``[False]``, ``[True]`` or ``[False, True]``.
+        sweep: an optional setting swept over values.
+
+    Returns:
+        The configurations in run order.
+
+    Example::
+
+        [c.name for c in plan_configurations(["structure"], ["bm25"], [False, True])]
+        # ['structure:bm25', 'structure:bm25+rerank']
+    """
+    for mode in modes:
+        if mode not in SEARCH_MODES:
+            raise ConfigError(f"mode {mode!r} is not one of {', '.join(SEARCH_MODES)}")
+    values: Sequence[Any] = sweep.values if sweep else [None]
+    configs: list[EvalConfig] = []
+    for strategy in dict.fromkeys(strategies):
+        for value in values:
+            for mode in dict.fromkeys(modes):
+                for rerank in dict.fromkeys(rerank_options):
+                    configs.append(
+                        EvalConfig(
+                            strategy,
+                            mode,
+                            rerank,
+                            sweep.setting if sweep else None,
+                            value,
+                        )
+                    )
+    return configs
+
+
+def name_part(text: Any) -> str:
+    # Index names: lowercase, and none of \ / * ? " < > | , # : or spaces.
+    return re.sub(r"[^a-z0-9_-]+", "-", str(text).lower()).strip("-_") or "x"
+
+
+def index_alias(prefix: str, dataset: str, strategy: str, config: EvalConfig | None = None) -> str:
+    """The alias a strategy's (and an index-side sweep value's) documents are pushed into.
+
+    Example::
+
+        index_alias("eval", "scifact", "structure")   # 'eval-scifact-structure'
+    """
+    alias = f"{prefix}-{name_part(dataset)}-{name_part(strategy)}"
+    if config is not None and config.sweep_setting in INDEX_SETTINGS:
+        alias += f"-{name_part(config.sweep_setting)}-{name_part(config.sweep_value)}"
+    return alias
+
+
+def rerank_options(choice: str) -> tuple[bool, ...]:
+    """``--rerank on|off|both`` -> the rerank flags to run: ``(True,)``, ``(False,)``, both.
+
+    Raises:
+        ConfigError: another choice.
+    """
+    if choice not in RERANK_CHOICES:
+        raise ConfigError(f"rerank {choice!r} is not one of {', '.join(RERANK_CHOICES)}")
+    return RERANK_CHOICES[choice]
+
+
+def config_settings(settings: Settings, config: EvalConfig, alias: str) -> Settings:
+    """The settings one configuration runs with: its index alias, strategy and swept value."""
+    run_settings = settings.replace(index_name=alias, chunk_strategy=config.strategy)
+    if config.sweep_setting is not None:
+        run_settings = run_settings.replace(**{config.sweep_setting: config.sweep_value})
+    return run_settings

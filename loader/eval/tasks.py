@@ -1,0 +1,167 @@
+"""What `loader eval` evaluates: an ``EvalTask`` of documents to push, queries and judgements.
+
+Two kinds of task, read by ``load_task`` (the file formats themselves are read by
+``loader.eval.datasets``):
+
+- a BEIR folder: its corpus is pushed as one document per BEIR document (the BEIR id becomes the
+  chunk's ``source``), and its ``qrels/<split>.tsv`` judges the hits;
+- a questions file over a folder of your own documents: a hit is relevant when its chunk's
+  ``source`` is the question's ``source`` file; questions that name a ``heading_path`` are also
+  scored at section level (``section_*`` metrics: the chunk must also sit under that heading).
+
+Example::
+
+    task = load_task("datasets/scifact", split="test", limit=50)
+    task.queries[0].text, task.qrels[task.queries[0].id]
+    task = load_task("questions.jsonl", docs="docs/")
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from loader.documents import PATH_SEPARATOR
+from loader.errors import ConfigError, InputError
+from loader.eval.datasets import corpus_to_documents, load_beir, load_questions
+
+if TYPE_CHECKING:
+    from loader.documents import Document
+    from loader.ingest.readers import Skipped
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class EvalQuery:
+    """One query to search, with the expected section when the questions file names one."""
+
+    id: str
+    text: str
+    source: str = ""
+    heading_path: tuple[str, ...] = ()
+
+
+@dataclass
+class EvalTask:
+    """What to evaluate: the documents to push, the queries, and their judgements.
+
+    Attributes:
+        name: the dataset's name (used in index aliases and the report).
+        kind: ``beir`` or ``questions``.
+        split: the BEIR split (``""`` for a questions file).
+        documents: returns the documents (and unreadable files) to push, afresh on every call.
+        queries: the queries, in file order.
+        qrels: graded relevance per query id and document key (BEIR id or source file).
+        document_count: number of documents (for the report).
+    """
+
+    name: str
+    kind: str
+    split: str
+    documents: Callable[[], Iterable[Document | Skipped]]
+    queries: list[EvalQuery]
+    qrels: dict[str, dict[str, int]]
+    document_count: int = 0
+
+
+def load_task(
+    dataset: str | Path,
+    *,
+    split: str = "test",
+    docs: str | Path | None = None,
+    limit: int | None = None,
+    max_file_bytes: int = 10_000_000,
+) -> EvalTask:
+    """Read a BEIR folder, or a questions file with the folder of documents it asks about.
+
+    Args:
+        dataset: a BEIR folder, or a questions JSONL file (then ``docs`` is required).
+        split: the BEIR qrels split.
+        docs: the documents folder a questions file is about.
+        limit: evaluate only the first ``limit`` queries (quick checks).
+        max_file_bytes: files larger than this are skipped when reading ``docs``.
+
+    Returns:
+        The task.
+
+    Raises:
+        InputError: the dataset, the documents folder or a file in it is missing or malformed.
+    """
+    dataset = Path(dataset)
+    if limit is not None and limit < 1:
+        raise ConfigError(f"limit must be a positive whole number, got {limit}")
+    if dataset.is_dir():
+        if docs is not None:
+            raise ConfigError(
+                f"{dataset} is a BEIR folder; --docs is only for a questions file over your "
+                "own documents"
+            )
+        return beir_task(dataset, split, limit)
+    if not dataset.is_file():
+        raise InputError(f"{dataset} is neither a BEIR folder nor a questions file")
+    if docs is None:
+        raise ConfigError(
+            f"{dataset} is a questions file: give the folder of documents it asks about with "
+            "--docs FOLDER"
+        )
+    return questions_task(dataset, Path(docs), limit, max_file_bytes)
+
+
+def beir_task(folder: Path, split: str, limit: int | None = None) -> EvalTask:
+    """The task of a BEIR folder: its corpus, the split's first ``limit`` judged queries."""
+    data = load_beir(folder, split)
+    corpus = data.corpus
+    queries = [EvalQuery(qid, text) for qid, text in data.queries.items()][:limit]
+    return EvalTask(
+        name=data.name or folder.name,
+        kind="beir",
+        split=split,
+        documents=lambda: corpus_to_documents(corpus),
+        queries=queries,
+        qrels={query.id: data.qrels[query.id] for query in queries},
+        document_count=len(corpus),
+    )
+
+
+def questions_task(
+    questions_file: Path, root: Path, limit: int | None = None, max_file_bytes: int = 10_000_000
+) -> EvalTask:
+    """The task of a questions file over the documents folder ``root``.
+
+    Raises:
+        InputError: ``root`` is not a folder, or the questions file is malformed.
+    """
+    if not root.is_dir():
+        raise InputError(f"documents folder {root} does not exist")
+    questions = load_questions(questions_file)[:limit]
+    from loader.ingest.readers import Skipped, iter_documents
+
+    document_count = sum(
+        1 for item in iter_documents(root, max_file_bytes) if not isinstance(item, Skipped)
+    )
+    return EvalTask(
+        name=root.resolve().name,
+        kind="questions",
+        split="",
+        documents=lambda: iter_documents(root, max_file_bytes),
+        queries=[
+            EvalQuery(q.id, q.question, _source_key(q.source), split_heading_path(q.heading_path))
+            for q in questions
+        ],
+        qrels={q.id: {_source_key(q.source): 1} for q in questions},
+        document_count=document_count,
+    )
+
+
+def _source_key(source: str) -> str:
+    # Pushed sources are relative paths with forward slashes: "./a/b.md" means "a/b.md".
+    return source.replace("\\", "/").removeprefix("./")
+
+
+def split_heading_path(text: str) -> tuple[str, ...]:
+    """``"Refunds > UPI"`` -> ``("Refunds", "UPI")`` (blank parts dropped)."""
+    return tuple(part.strip() for part in text.split(PATH_SEPARATOR.strip()) if part.strip())

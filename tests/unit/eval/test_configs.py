@@ -1,0 +1,110 @@
+"""What `loader eval` runs: sweeps, configurations and their index aliases."""
+
+from __future__ import annotations
+
+import pytest
+
+from loader.errors import ConfigError
+from loader.eval.configs import (
+    EvalConfig,
+    Sweep,
+    config_settings,
+    index_alias,
+    parse_sweep,
+    plan_configurations,
+    rerank_options,
+)
+from loader.settings import Settings
+
+
+def test_parse_sweep_types_values_like_the_setting():
+    assert parse_sweep("chunk_target_tokens=120, 180,240") == Sweep(
+        "chunk_target_tokens", (120, 180, 240)
+    )
+    assert parse_sweep("bm25_weight=0.2,0.5,0.2") == Sweep("bm25_weight", (0.2, 0.5))
+    assert parse_sweep("chunk_target_tokens=120").changes_index
+    assert not parse_sweep("rrf_rank_constant=20,60").changes_index
+    assert not parse_sweep("candidates=50,100").changes_index
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("chunk_target_tokens", "expected SETTING=VALUE1,VALUE2"),
+        ("no_such_setting=1", "unknown setting 'no_such_setting'"),
+        ("chunk_strategy=fixed", "chunk_strategy cannot be swept (use --strategy)"),
+        ("search_mode=bm25", "search_mode cannot be swept (use --mode)"),
+        ("opensearch_url=http://x", "opensearch_url cannot be swept"),
+        ("chunk_target_tokens=", "give at least one value"),
+        ("chunk_target_tokens=120,big", "'big' is not a valid int"),
+        ("bm25_weight=0.3,heavy", "'heavy' is not a valid float"),
+    ],
+)
+def test_parse_sweep_errors_name_the_problem(text, message):
+    with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_sweep(text)
+
+
+def test_plan_configurations_order_and_names():
+    configs = plan_configurations(["structure", "fixed"], ["bm25", "hybrid-rrf"], [False, True])
+    assert [c.name for c in configs] == [
+        "structure:bm25",
+        "structure:bm25+rerank",
+        "structure:hybrid-rrf",
+        "structure:hybrid-rrf+rerank",
+        "fixed:bm25",
+        "fixed:bm25+rerank",
+        "fixed:hybrid-rrf",
+        "fixed:hybrid-rrf+rerank",
+    ]
+
+
+def test_plan_configurations_with_a_sweep_groups_rows_by_value():
+    sweep = Sweep("chunk_target_tokens", (120, 240))
+    configs = plan_configurations(["structure"], ["bm25", "vector"], [False], sweep)
+    assert [c.name for c in configs] == [
+        "structure:bm25:chunk_target_tokens=120",
+        "structure:vector:chunk_target_tokens=120",
+        "structure:bm25:chunk_target_tokens=240",
+        "structure:vector:chunk_target_tokens=240",
+    ]
+    assert configs[0].sweep == {"chunk_target_tokens": 120}
+
+
+def test_plan_configurations_rejects_an_unknown_mode():
+    with pytest.raises(ConfigError, match="mode 'bm42' is not one of"):
+        plan_configurations(["structure"], ["bm42"], [False])
+
+
+def test_index_alias_per_strategy_and_index_side_sweep_value():
+    assert index_alias("eval", "SciFact", "sentence-window") == "eval-scifact-sentence-window"
+    chunked = EvalConfig("structure", "bm25", sweep_setting="chunk_target_tokens", sweep_value=120)
+    assert index_alias("eval", "scifact", "structure", chunked) == (
+        "eval-scifact-structure-chunk_target_tokens-120"
+    )
+    # query-side sweeps search the strategy's own index
+    weighted = EvalConfig(
+        "structure", "hybrid-minmax", sweep_setting="bm25_weight", sweep_value=0.5
+    )
+    assert index_alias("eval", "scifact", "structure", weighted) == "eval-scifact-structure"
+    assert index_alias("eval", "my docs:v2", "fixed") == "eval-my-docs-v2-fixed"
+
+
+def test_rerank_options_per_choice():
+    assert rerank_options("on") == (True,)
+    assert rerank_options("off") == (False,)
+    assert rerank_options("both") == (False, True)
+    with pytest.raises(ConfigError, match="rerank 'sometimes' is not one of on, off, both"):
+        rerank_options("sometimes")
+
+
+def test_config_settings_carry_the_alias_strategy_and_swept_value():
+    config = EvalConfig("fixed", "bm25", sweep_setting="bm25_weight", sweep_value=0.5)
+    settings = config_settings(Settings(), config, "eval-tiny-fixed")
+    assert (settings.index_name, settings.chunk_strategy, settings.bm25_weight) == (
+        "eval-tiny-fixed",
+        "fixed",
+        0.5,
+    )
+    plain = config_settings(Settings(), EvalConfig("structure", "bm25"), "eval-tiny-structure")
+    assert plain == Settings().replace(index_name="eval-tiny-structure")

@@ -1,0 +1,54 @@
+"""What `loader eval` evaluates: BEIR folders and questions files read into an ``EvalTask``."""
+
+from __future__ import annotations
+
+import pytest
+
+from loader.errors import ConfigError, InputError
+from loader.eval.tasks import load_task
+from tests.paths import FIXTURES as ALL_FIXTURES
+
+FIXTURES = ALL_FIXTURES / "eval"
+
+
+def test_load_task_beir_keeps_the_split_and_limit():
+    task = load_task(FIXTURES / "tiny-beir")
+    assert (task.name, task.kind, task.split, task.document_count) == (
+        "tiny-beir",
+        "beir",
+        "test",
+        5,
+    )
+    assert [q.id for q in task.queries] == ["q1", "q2", "q3", "q4"]
+    assert task.qrels["q4"] == {"coast": 2, "keeper": 1}
+    assert [d.source for d in task.documents()] == ["bees", "lava", "bread", "keeper", "coast"]
+    limited = load_task(FIXTURES / "tiny-beir", limit=2)
+    assert list(limited.qrels) == ["q1", "q2"]
+    assert load_task(FIXTURES / "tiny-beir", split="train").qrels == {"q5": {"bees": 1}}
+
+
+def test_load_task_questions_file_over_a_docs_folder():
+    task = load_task(FIXTURES / "questions.jsonl", docs=FIXTURES / "docs")
+    assert (task.name, task.kind, task.document_count) == ("docs", "questions", 2)
+    assert [(q.id, q.source, q.heading_path) for q in task.queries] == [
+        ("late", "refunds.md", ("Late deliveries",)),
+        ("upi", "payments.md", ("Payments", "UPI")),
+        ("photo", "refunds.md", ()),
+    ]
+    assert task.qrels == {
+        "late": {"refunds.md": 1},
+        "upi": {"payments.md": 1},
+        "photo": {"refunds.md": 1},
+    }
+    assert sorted(d.source for d in task.documents()) == ["payments.md", "refunds.md"]
+
+
+def test_load_task_errors(tmp_path):
+    with pytest.raises(ConfigError, match="--docs FOLDER"):
+        load_task(FIXTURES / "questions.jsonl")
+    with pytest.raises(ConfigError, match="--docs is only for a questions file"):
+        load_task(FIXTURES / "tiny-beir", docs=FIXTURES / "docs")
+    with pytest.raises(InputError, match="neither a BEIR folder nor a questions file"):
+        load_task(tmp_path / "missing")
+    with pytest.raises(InputError, match="documents folder .* does not exist"):
+        load_task(FIXTURES / "questions.jsonl", docs=tmp_path / "nowhere")
