@@ -29,8 +29,9 @@ import numpy as np
 from loader.documents import Chunk, Document
 from loader.errors import ConfigError
 from loader.ingest.chunking import strategies
+from loader.ingest.chunking.limits import enforce_chars, enforce_limit
 from loader.ingest.chunking.sentences import split_sentences
-from loader.ingest.chunking.units import counting_cache, enforce_chars, enforce_limit
+from loader.ingest.chunking.units import counting_cache
 from loader.settings import Settings
 
 __all__ = [

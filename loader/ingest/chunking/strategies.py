@@ -17,14 +17,12 @@ import numpy as np
 
 from loader.documents import Chunk, Document
 from loader.errors import ConfigError
+from loader.ingest.chunking.limits import body_target, make_chunk, make_frame
 from loader.ingest.chunking.sentences import split_sentences
 from loader.ingest.chunking.units import (
     TokenCounter,
     Unit,
-    body_target,
     first_page,
-    make_chunk,
-    make_frame,
     pack,
     render,
     section_units,

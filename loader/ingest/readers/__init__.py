@@ -193,73 +193,116 @@ def iter_documents(
         # [Document(source="shared.md", ...)]
     """
     root = Path(root)
-    try:
-        root_info = root.stat()
-    except OSError as exc:
-        raise InputError(f"cannot read folder {root}: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(root_info.st_mode):
-        raise InputError(f"{root} is not a folder; push reads a folder of documents")
-
-    root_id = (root_info.st_dev, root_info.st_ino)
-    real_root = root.resolve()
-    seen = {root_id}  # every folder read so far
-    ancestors = [root_id]  # folders on the current path, to tell loops from plain revisits
-    linked_files: dict[tuple[int, int], str] = {}  # files read through a link -> that link
-    stack = [iter(_children(root))]
-    while stack:
-        path = next(stack[-1], None)
-        if path is None:
-            stack.pop()
-            ancestors.pop()
-            continue
+    walk = _Walk(root, _folder_info(root), follow_symlinks)
+    for path in walk.paths():
         source = _source(path, root)
         try:
             info = path.stat()
         except OSError as exc:
             yield Skipped(source, _os_reason(exc, path))
             continue
+        reason = walk.refusal(path, source, info)
+        if reason is not None:
+            yield Skipped(source, reason)
+        elif not stat.S_ISDIR(info.st_mode):  # a folder the walk reads is entered by refusal()
+            yield _read_or_skip(path, source, max_bytes)
+
+
+def _folder_info(root: Path) -> os.stat_result:
+    """The pushed folder's ``stat``.
+
+    Raises:
+        InputError: ``root`` is not a readable folder.
+    """
+    try:
+        root_info = root.stat()
+    except OSError as exc:
+        raise InputError(f"cannot read folder {root}: {exc.strerror or exc}") from None
+    if not stat.S_ISDIR(root_info.st_mode):
+        raise InputError(f"{root} is not a folder; push reads a folder of documents")
+    return root_info
+
+
+def _read_or_skip(path: Path, source: str, max_bytes: int) -> Document | Skipped:
+    """Read one file; any failure becomes a ``Skipped`` with its reason."""
+    try:
+        return _read(path, source, max_bytes)
+    except Rejected as exc:
+        log.debug("skipped %s: %s", source, exc.reason)
+        return Skipped(source, exc.reason)
+    except Exception as exc:  # one odd file must not stop the other thousand
+        log.warning("unexpected error reading %s", source, exc_info=True)
+        return Skipped(source, f"unexpected error: {type(exc).__name__}: {exc}")
+
+
+class _Walk:
+    """A depth-first walk of the pushed folder, and its decisions about symbolic links: what it
+    has read so far, so that nothing is read twice and loops end."""
+
+    def __init__(self, root: Path, root_info: os.stat_result, follow_symlinks: bool) -> None:
+        root_id = (root_info.st_dev, root_info.st_ino)
+        self.real_root = root.resolve()
+        self.follow_symlinks = follow_symlinks
+        self.seen = {root_id}  # every folder read so far
+        self.ancestors = [root_id]  # folders on the current path, to tell loops from revisits
+        self.linked_files: dict[tuple[int, int], str] = {}  # files read through a link -> link
+        self.stack = [iter(_children(root))]
+
+    def paths(self) -> Iterator[Path]:
+        """Every visible entry of the folders entered so far, in sorted path order."""
+        while self.stack:
+            path = next(self.stack[-1], None)
+            if path is None:
+                self.stack.pop()
+                self.ancestors.pop()
+                continue
+            yield path
+
+    def refusal(self, path: Path, source: str, info: os.stat_result) -> str | None:
+        """Why the entry is not read, or None. A folder to read is entered."""
         target = path.resolve() if path.is_symlink() else None
-        if target is not None and not follow_symlinks and not target.is_relative_to(real_root):
+        if (
+            target is not None
+            and not self.follow_symlinks
+            and not target.is_relative_to(self.real_root)
+        ):
             log.debug("skipped %s: link to %s", source, target)
-            yield Skipped(source, OUTSIDE_REASON)
-            continue
+            return OUTSIDE_REASON
         if stat.S_ISDIR(info.st_mode):
-            folder_id = (info.st_dev, info.st_ino)
-            if folder_id in ancestors:
-                yield Skipped(source, "symlink loop")
-                continue
-            if target is not None and (folder_id in seen or _walked(target, real_root)):
-                # Read once, under its real path: the same documents twice would be duplicates.
-                yield Skipped(source, "symlink to a folder that is read under another path")
-                continue
-            try:
-                children = _children(path)
-            except OSError as exc:
-                yield Skipped(source, _os_reason(exc, path))
-                continue
-            seen.add(folder_id)
-            ancestors.append(folder_id)
-            stack.append(iter(children))
-            continue
+            return self.enter(path, info, target)
         if target is not None:
-            if _walked(target, real_root) and target.suffix.lower() in SUPPORTED_SUFFIXES:
-                real = _source(target, real_root)
-                yield Skipped(source, f"symlink to {real}, which is read under its own path")
-                continue
-            file_id = (info.st_dev, info.st_ino)
-            if file_id in linked_files:
-                first = linked_files[file_id]
-                yield Skipped(source, f"symlink to the same file as {first}, which is read")
-                continue
-            linked_files[file_id] = source
+            return self.file_link_refusal(source, info, target)
+        return None
+
+    def enter(self, path: Path, info: os.stat_result, target: Path | None) -> str | None:
+        """Enter a folder, unless it loops or is (or will be) read under another path."""
+        folder_id = (info.st_dev, info.st_ino)
+        if folder_id in self.ancestors:
+            return "symlink loop"
+        if target is not None and (folder_id in self.seen or _walked(target, self.real_root)):
+            # Read once, under its real path: the same documents twice would be duplicates.
+            return "symlink to a folder that is read under another path"
         try:
-            yield _read(path, source, max_bytes)
-        except Rejected as exc:
-            log.debug("skipped %s: %s", source, exc.reason)
-            yield Skipped(source, exc.reason)
-        except Exception as exc:  # one odd file must not stop the other thousand
-            log.warning("unexpected error reading %s", source, exc_info=True)
-            yield Skipped(source, f"unexpected error: {type(exc).__name__}: {exc}")
+            children = _children(path)
+        except OSError as exc:
+            return _os_reason(exc, path)
+        self.seen.add(folder_id)
+        self.ancestors.append(folder_id)
+        self.stack.append(iter(children))
+        return None
+
+    def file_link_refusal(self, source: str, info: os.stat_result, target: Path) -> str | None:
+        """Why a link to a file is not read: its target is read under its own path, or through
+        an earlier link. None: read it (and remember it)."""
+        if _walked(target, self.real_root) and target.suffix.lower() in SUPPORTED_SUFFIXES:
+            real = _source(target, self.real_root)
+            return f"symlink to {real}, which is read under its own path"
+        file_id = (info.st_dev, info.st_ino)
+        if file_id in self.linked_files:
+            first = self.linked_files[file_id]
+            return f"symlink to the same file as {first}, which is read"
+        self.linked_files[file_id] = source
+        return None
 
 
 def _walked(target: Path, real_root: Path) -> bool:

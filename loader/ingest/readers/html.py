@@ -149,6 +149,7 @@ class _Extractor(HTMLParser):
     # --- element handling ---------------------------------------------------------------
 
     def _open_element(self, tag: str, attrs: dict[str, str | None]) -> None:
+        """Handle a start tag: by the mode the parser is in (pre, table, running text)."""
         if self._heading is not None and tag in HEADING_ENDERS:
             self._end_heading()  # "<h2>Title<p>text" : the paragraph is not part of the heading
         if tag in SKIPPED_TAGS:
@@ -156,35 +157,88 @@ class _Extractor(HTMLParser):
         elif tag == "title":
             self._in_title = True
         elif self._pre:
-            if tag == "code" and not self._pre_language:
-                self._pre_language = self._language(attrs)
+            self._open_in_pre(tag, attrs)
         elif tag == "pre":
-            self._flush_text()
-            self._pre = 1
-            self._pre_text = []
-            self._pre_language = self._language(attrs)
+            self._start_pre(attrs)
         elif tag == "table":
-            self._table += 1
-            if self._table == 1:
-                self._flush_text()
-                self._rows = []
+            self._start_table()
         elif self._table:
-            if self._table == 1 and tag == "tr":
+            self._open_in_table(tag)
+        else:
+            self._open_in_text(tag, attrs)
+
+    def _close(self, tag: str) -> None:
+        """Handle an end tag (given or implied): by the mode the parser is in."""
+        if tag in SKIPPED_TAGS:
+            self._skip -= 1
+        elif tag == "title":
+            self._in_title = False
+        elif tag == "pre" and self._pre:
+            self._end_pre()
+        elif self._pre:
+            return
+        elif self._table:
+            self._close_in_table(tag)
+        elif self._list:
+            self._close_in_list(tag)
+        elif tag in HEADINGS and self._heading is not None:
+            self._end_heading()
+        elif tag in BLOCK_TAGS:
+            self._flush_text()
+
+    # preformatted text: everything inside is code, only a ``code`` tag's language counts
+
+    def _start_pre(self, attrs: dict[str, str | None]) -> None:
+        self._flush_text()
+        self._pre = 1
+        self._pre_text = []
+        self._pre_language = self._language(attrs)
+
+    def _open_in_pre(self, tag: str, attrs: dict[str, str | None]) -> None:
+        if tag == "code" and not self._pre_language:
+            self._pre_language = self._language(attrs)
+
+    def _end_pre(self) -> None:
+        self._pre = 0
+        code = "".join(self._pre_text).strip("\n")
+        if code.strip():
+            fence = "~~~" if "```" in code else "```"
+            self.events.append(Block("code", f"{fence}{self._pre_language}\n{code}\n{fence}"))
+
+    # tables: rows of cells of the outermost table; nested tables only add their text
+
+    def _start_table(self) -> None:
+        self._table += 1
+        if self._table == 1:
+            self._flush_text()
+            self._rows = []
+
+    def _open_in_table(self, tag: str) -> None:
+        if self._table == 1 and tag == "tr":
+            self._rows.append([])
+        elif self._table == 1 and tag in ("td", "th"):
+            if not self._rows:
                 self._rows.append([])
-            elif self._table == 1 and tag in ("td", "th"):
-                if not self._rows:
-                    self._rows.append([])
-                self._cell = []
-            elif tag == "br" and self._cell is not None:
-                self._cell.append(" ")
-        elif tag in ("ul", "ol"):
-            if self._list == 0:
-                self._flush_text()
-                self._items = []
-            else:
-                self._finish_item()
-            self._list += 1
-            self._list_kinds.append([tag, int(attrs.get("start") or 1) if tag == "ol" else 0])
+            self._cell = []
+        elif tag == "br" and self._cell is not None:
+            self._cell.append(" ")
+
+    def _close_in_table(self, tag: str) -> None:
+        if tag == "table":
+            self._table -= 1
+            if self._table == 0:
+                rows = [row for row in self._rows if any(cell for cell in row)]
+                if rows:
+                    self.events.append(Block("table", pipe_table(rows)))
+        elif tag in ("td", "th") and self._table == 1 and self._cell is not None:
+            self._rows[-1].append(normalize_space("".join(self._cell)))
+            self._cell = None
+
+    # running text: lists, headings, paragraphs
+
+    def _open_in_text(self, tag: str, attrs: dict[str, str | None]) -> None:
+        if tag in ("ul", "ol"):
+            self._start_list(tag, attrs)
         elif tag == "li" and self._list:
             self._finish_item()
             self._item = []
@@ -198,45 +252,25 @@ class _Extractor(HTMLParser):
         elif tag in BLOCK_TAGS:
             self._flush_text()
 
-    def _close(self, tag: str) -> None:
-        if tag in SKIPPED_TAGS:
-            self._skip -= 1
-        elif tag == "title":
-            self._in_title = False
-        elif tag == "pre" and self._pre:
-            self._pre = 0
-            code = "".join(self._pre_text).strip("\n")
-            if code.strip():
-                fence = "~~~" if "```" in code else "```"
-                self.events.append(Block("code", f"{fence}{self._pre_language}\n{code}\n{fence}"))
-        elif self._pre:
-            return
-        elif tag == "table" and self._table:
-            self._table -= 1
-            if self._table == 0:
-                rows = [row for row in self._rows if any(cell for cell in row)]
-                if rows:
-                    self.events.append(Block("table", pipe_table(rows)))
-        elif tag in ("td", "th") and self._table == 1 and self._cell is not None:
-            self._rows[-1].append(normalize_space("".join(self._cell)))
-            self._cell = None
-        elif self._table:
-            return
-        elif tag == "li" and self._list:
+    def _start_list(self, tag: str, attrs: dict[str, str | None]) -> None:
+        if self._list == 0:
+            self._flush_text()
+            self._items = []
+        else:
             self._finish_item()
-        elif tag in ("ul", "ol") and self._list:
+        self._list += 1
+        self._list_kinds.append([tag, int(attrs.get("start") or 1) if tag == "ol" else 0])
+
+    def _close_in_list(self, tag: str) -> None:
+        if tag == "li":
+            self._finish_item()
+        elif tag in ("ul", "ol"):
             self._finish_item()
             self._list -= 1
             self._list_kinds.pop()
             if self._list == 0 and self._items:
                 self.events.append(Block("list", "\n".join(self._items)))
                 self._items = []
-        elif self._list:
-            return
-        elif tag in HEADINGS and self._heading is not None:
-            self._end_heading()
-        elif tag in BLOCK_TAGS:
-            self._flush_text()
 
     def _end_heading(self) -> None:
         text = normalize_space("".join(self._text))

@@ -67,9 +67,21 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
     end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
     if end is None:
         raise Rejected("front matter opened on line 1 is never closed with '---'")
+    metadata = _parse_pairs(lines[1:end])
+    _normalize_lists(metadata)
+    _check_published(metadata, lines[:end])
+    return metadata, "\n".join(lines[end + 1 :]), end + 1
+
+
+def _parse_pairs(lines: list[str]) -> dict[str, Any]:
+    """The ``key: value`` and ``- item`` lines between the ``---`` lines (the first is line 2).
+
+    Raises:
+        Rejected: naming the first line that is neither.
+    """
     metadata: dict[str, Any] = {}
     open_list: str | None = None  # key whose "- item" lines follow
-    for number, line in enumerate(lines[1:end], start=2):
+    for number, line in enumerate(lines, start=2):
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         item = _LIST_ITEM.match(line)
@@ -89,25 +101,35 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
         else:
             metadata[key] = []
             open_list = key
+    return metadata
+
+
+def _normalize_lists(metadata: dict[str, Any]) -> None:
+    """List keys are lists (``tags: refunds, orders`` too); an empty other key is ``""``."""
     for key in LIST_KEYS & metadata.keys():
         if isinstance(metadata[key], str):  # "tags: refunds, orders"
             metadata[key] = [tag.strip() for tag in metadata[key].split(",") if tag.strip()]
     for key, value in list(metadata.items()):
         if value == [] and key not in LIST_KEYS:
             metadata[key] = ""
+
+
+def _check_published(metadata: dict[str, Any], lines: list[str]) -> None:
+    """Refuse a ``published`` value that is not an ISO date, naming its line in ``lines`` (the
+    file's lines up to the closing ``---``)."""
     published = metadata.get("published")
-    if published:
-        try:
-            dt.date.fromisoformat(str(published)[:10])
-        except ValueError:
-            line_number = next(
-                i + 1 for i, line in enumerate(lines[:end]) if line.strip().startswith("published")
-            )
-            raise Rejected(
-                f"malformed front matter on line {line_number}: published {published!r} is not "
-                "an ISO date (YYYY-MM-DD)"
-            ) from None
-    return metadata, "\n".join(lines[end + 1 :]), end + 1
+    if not published:
+        return
+    try:
+        dt.date.fromisoformat(str(published)[:10])
+    except ValueError:
+        line_number = next(
+            i + 1 for i, line in enumerate(lines) if line.strip().startswith("published")
+        )
+        raise Rejected(
+            f"malformed front matter on line {line_number}: published {published!r} is not "
+            "an ISO date (YYYY-MM-DD)"
+        ) from None
 
 
 def _inline_text(token: Token) -> str:

@@ -1,0 +1,358 @@
+"""Plan a push: decide, without a cluster, what ``loader push`` adds, updates, keeps and deletes.
+
+The plan is pure: it is given the documents and a function that returns what the index holds for
+one tenant's collection (``read_index_state`` in ``loader.ingest.sync`` for a real push, a dict in
+tests), and it returns a ``PushPlan``. ``loader.ingest.sync.apply_push`` then carries it out;
+``loader push --dry-run`` prints its ``lines()``.
+
+Identity lives here too. Chunk ids are stable (``<doc_id>-<position>``, where ``doc_id`` hashes
+the tenant, the collection and the source path), so a re-push overwrites rather than duplicates;
+``document_hash`` covers everything that decides a document's chunks, so an unchanged document is
+not even chunked.
+
+Example::
+
+    plan = plan_push(documents, settings, embedder, lambda tenant: {}, collection="kb")
+    plan.added      # ["a.md", "b.md"]: an empty index adds every document
+    plan.lines()    # ["+ add a.md (1 chunks, 1 to embed)", ...]
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from loader.documents import Chunk, Document
+from loader.errors import ConfigError, InputError, LoaderError
+from loader.ingest.chunking import chunk_document, chunking_config
+from loader.ingest.readers import Skipped
+from loader.models.embedding import Embedder
+from loader.settings import Settings
+
+# Bump when the chunkers cut the same document differently, so every document is re-chunked.
+CHUNKING_VERSION = "1"
+
+
+@dataclass
+class PushReport:
+    """What a push did. ``failed`` counts documents that could not be read or written."""
+
+    collection: str = ""
+    tenants: list[str] = field(default_factory=list)  # the tenants whose chunks it synced
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    deleted: int = 0
+    failed: int = 0
+    chunks: int = 0
+    chunks_written: int = 0
+    chunks_deleted: int = 0
+    embedded: int = 0
+    reused_vectors: int = 0
+    retries: int = 0
+    seconds: float = 0.0
+    embed_seconds: float = 0.0
+    skipped: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
+    errors: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
+    warnings: list[str] = field(default_factory=list)
+    plan: list[str] | None = None  # dry run: what a push would do, one line per change
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class PlannedDocument:
+    document: Document
+    doc_id: str
+    doc_hash: str
+    chunks: list[Chunk]
+    hashes: list[str]  # per chunk: what decides whether its vector can be reused
+
+
+# --- identity and hashes ------------------------------------------------------------------------
+
+
+def stable_id(*parts: str) -> str:
+    return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:20]
+
+
+def chunk_hash(chunk: Chunk, model: str) -> str:
+    """The chunk's content hash, salted with the model: another model means other vectors."""
+    return hashlib.sha256(f"{model}\x00{chunk.content_hash}".encode()).hexdigest()
+
+
+def chunk_id(doc_id: str, position: int) -> str:
+    return f"{doc_id}-{position}"
+
+
+def document_hash(document: Document, settings: Settings) -> str:
+    """Everything that decides a document's chunks and vectors: its text and metadata, the
+    chunking settings and the model. Equal hashes mean the document need not even be chunked."""
+    digest = hashlib.sha256()
+    parts = [
+        CHUNKING_VERSION,
+        settings.embedding_model,
+        settings.chunk_strategy,
+        str(settings.chunk_target_tokens),
+        str(settings.chunk_max_tokens),
+        str(settings.chunk_overlap_tokens),
+        str(settings.chunk_max_chars),
+        repr(settings.semantic_threshold),
+        str(settings.sentence_window),
+        document.source,
+        document.title,
+        repr(sorted(document.metadata.items())),
+    ]
+    for section in document.sections:
+        parts.append("\x1e".join(section.heading_path))
+        for block in section.blocks:
+            parts.extend((block.kind, block.text, str(block.page)))
+    for part in parts:
+        digest.update(part.encode("utf-8"))
+        digest.update(b"\x00")
+    return digest.hexdigest()
+
+
+def stored_doc_hash(source_hash: str, chunk_count: int) -> str:
+    """The doc_hash field: the document hash and its chunk count, so a document whose writes
+    were interrupted (fewer chunks than planned) is never taken for unchanged."""
+    return f"{source_hash}:{chunk_count}"
+
+
+def is_unchanged(existing: dict[str, Any] | None, source_hash: str) -> bool:
+    if existing is None or len(existing["doc_hashes"]) != 1:
+        return False
+    (stored,) = existing["doc_hashes"]
+    return stored == stored_doc_hash(source_hash, len(existing["chunks"]))
+
+
+def identify(
+    document: Document, collection: str, settings: Settings, tenant: str | None
+) -> tuple[str, str]:
+    """Give the document its tenant; return its stable id and its hash.
+
+    The tenant is the push's ``tenant`` when given, else the document's front matter, else the
+    ``tenant`` setting.
+
+    Raises:
+        InputError: the push names a tenant and the document's front matter names another.
+    """
+    named = document.metadata.get("tenant")
+    named = None if named in (None, "") else str(named)
+    if tenant and named and named != tenant:
+        raise InputError(
+            f"its front matter names tenant {named!r} but this push is for tenant {tenant!r}; "
+            f"push it with --tenant {named!r}, or without --tenant"
+        )
+    owner = tenant or named or settings.tenant
+    document.metadata["tenant"] = owner
+    return document_id(owner, collection, document.source), document_hash(document, settings)
+
+
+def document_id(tenant: str, collection: str, source: str) -> str:
+    """A document's identity: its tenant, collection and path. The tenant is part of it so that
+    two tenants' files of the same name are two documents (``DOC_ID_SCHEME``)."""
+    return stable_id(tenant, collection, source)
+
+
+def scope_query(tenant: str, collection: str) -> dict[str, Any]:
+    """The chunks a push of ``collection`` for ``tenant`` owns: the only ones it may read for
+    reuse, overwrite or delete."""
+    return {
+        "bool": {"filter": [{"term": {"tenant": tenant}}, {"term": {"collection": collection}}]}
+    }
+
+
+# --- the plan -----------------------------------------------------------------------------------
+
+
+def plan_document(
+    document: Document,
+    doc_id: str,
+    source_hash: str,
+    settings: Settings,
+    embedder: Embedder,
+) -> PlannedDocument:
+    """Chunk one document and compute the hashes that decide what to write."""
+    config = chunking_config(settings, embedder.max_text_tokens)
+    chunks = chunk_document(document, config, embedder.count_tokens, embed=embedder.embed)
+    hashes = [chunk_hash(chunk, settings.embedding_model) for chunk in chunks]
+    return PlannedDocument(
+        document, doc_id, stored_doc_hash(source_hash, len(chunks)), chunks, hashes
+    )
+
+
+@dataclass
+class PushPlan:
+    """What a push will do, decided from the documents and the index state alone."""
+
+    collection: str
+    tenants: list[str]
+    to_write: list[PlannedDocument]  # new or changed documents, chunked
+    added: list[str]  # sources
+    updated: list[str]
+    unchanged: int
+    removed: list[str]  # sources of documents no longer among the items
+    deletions: list[tuple[str, str]]  # (chunk id, source): stale and removed chunks
+    kept_chunks: int  # chunks the index keeps for unchanged documents
+    known_vectors: dict[str, str]  # content hash -> a chunk id in scope holding its vector
+    skipped: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
+
+    @property
+    def chunks(self) -> int:
+        return self.kept_chunks + sum(len(doc.chunks) for doc in self.to_write)
+
+    def hashes_to_embed(self) -> set[str]:
+        return {h for doc in self.to_write for h in doc.hashes if h not in self.known_vectors}
+
+    def report(self) -> PushReport:
+        return PushReport(
+            collection=self.collection,
+            tenants=list(self.tenants),
+            added=len(self.added),
+            updated=len(self.updated),
+            unchanged=self.unchanged,
+            deleted=len(self.removed),
+            chunks=self.chunks,
+            failed=len(self.skipped),
+            skipped=list(self.skipped),
+        )
+
+    def lines(self) -> list[str]:
+        """One line per change, as ``loader push --dry-run`` prints them."""
+        by_source = {doc.document.source: doc for doc in self.to_write}
+        deleted: dict[str, int] = {}
+        for _, source in self.deletions:
+            deleted[source] = deleted.get(source, 0) + 1
+        lines = []
+        for symbol, action, sources in (("+", "add", self.added), ("~", "update", self.updated)):
+            for source in sources:
+                doc = by_source[source]
+                fresh = sum(1 for h in set(doc.hashes) if h not in self.known_vectors)
+                lines.append(
+                    f"{symbol} {action} {source} ({len(doc.chunks)} chunks, {fresh} to embed"
+                    f"{f', {deleted[source]} stale deleted' if source in deleted else ''})"
+                )
+        for source in self.removed:
+            lines.append(f"- delete {source} ({deleted.get(source, 0)} chunks)")
+        for item in self.skipped:
+            lines.append(f"! skip {item['source']}: {item['reason']}")
+        return lines
+
+
+def plan_push(
+    items: Iterable[Document | Skipped],
+    settings: Settings,
+    embedder: Embedder,
+    read_scope: Callable[[str], dict[str, dict[str, Any]]],
+    *,
+    collection: str,
+    tenant: str | None = None,
+    keep_removed: bool = False,
+    on_event: Callable[[str], None] | None = None,
+) -> PushPlan:
+    """Decide what a push does. No cluster: the index state comes from ``read_scope(tenant)``
+    (``read_index_state`` for a real push), called once per tenant the push meets.
+
+    Per document: unchanged (same hash) -> nothing, not even chunking; new or changed -> chunk
+    it and write its chunks; then every chunk in scope that no longer exists is deleted (stale
+    positions, removed documents unless ``keep_removed``; never the chunks of a document that
+    could not be read now).
+    """
+    planner = _Planner(settings, embedder, read_scope, collection, tenant, on_event)
+    for item in items:
+        planner.take(item)
+    planner.plan_deletions(keep_removed)
+    return planner.plan
+
+
+class _Planner:
+    """The running state of ``plan_push``: the plan so far, the index state of the tenants met
+    so far, and how many chunks each readable document keeps."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        embedder: Embedder,
+        read_scope: Callable[[str], dict[str, dict[str, Any]]],
+        collection: str,
+        tenant: str | None,
+        on_event: Callable[[str], None] | None,
+    ) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.read_scope = read_scope
+        self.collection = collection
+        self.tenant = tenant
+        self.notify = on_event or (lambda line: None)
+        self.state: dict[str, dict[str, Any]] = {}
+        self.plan = PushPlan(collection, [], [], [], [], 0, [], [], 0, {})
+        self.chunk_counts: dict[str, int] = {}  # doc_id -> chunks it keeps, per readable document
+        self.skipped_sources: set[str] = set()
+        self.enter_scope(tenant or settings.tenant)
+
+    def enter_scope(self, owner: str) -> None:
+        """Read a tenant's chunks the first time the push meets the tenant."""
+        if owner not in self.plan.tenants:
+            self.plan.tenants.append(owner)
+            self.state.update(self.read_scope(owner))
+
+    def skip(self, source: str, reason: str) -> None:
+        self.plan.skipped.append({"source": source, "reason": reason})
+        self.skipped_sources.add(source)
+        self.notify(f"skipped {source}: {reason}")
+
+    def take(self, item: Document | Skipped) -> None:
+        """Plan one item: skip it, keep it unchanged, or chunk it for writing."""
+        if isinstance(item, Skipped):
+            self.skip(item.source, item.reason)
+            return
+        try:
+            doc_id, source_hash = identify(item, self.collection, self.settings, self.tenant)
+        except InputError as exc:
+            self.skip(item.source, str(exc))
+            return
+        self.enter_scope(item.metadata["tenant"])
+        existing = self.state.get(doc_id)
+        if is_unchanged(existing, source_hash):
+            self.plan.unchanged += 1
+            self.chunk_counts[doc_id] = len(existing["chunks"])
+            self.plan.kept_chunks += len(existing["chunks"])
+            return
+        self.write(item, doc_id, source_hash, existing)
+
+    def write(
+        self, item: Document, doc_id: str, source_hash: str, existing: dict[str, Any] | None
+    ) -> None:
+        """Chunk a new or changed document and plan its chunks' writes."""
+        try:
+            planned = plan_document(item, doc_id, source_hash, self.settings, self.embedder)
+        except LoaderError as exc:
+            if isinstance(exc, ConfigError):
+                raise  # a bad setting fails every document alike: stop at once
+            self.skip(item.source, str(exc))
+            return
+        (self.plan.added if existing is None else self.plan.updated).append(item.source)
+        self.plan.to_write.append(planned)
+        self.chunk_counts[doc_id] = len(planned.chunks)
+
+    def plan_deletions(self, keep_removed: bool) -> None:
+        """Note the vectors the scope holds, and delete every chunk in scope that no longer
+        exists: stale positions of changed documents, and removed documents."""
+        plan = self.plan
+        for doc_id, entry in self.state.items():
+            for cid, content_hash in entry["chunks"].items():
+                plan.known_vectors.setdefault(content_hash, cid)
+            if doc_id in self.chunk_counts:
+                keep = {chunk_id(doc_id, position) for position in range(self.chunk_counts[doc_id])}
+            elif keep_removed or entry["source"] in self.skipped_sources:
+                continue  # removed but kept on request, or unreadable now: never lose indexed text
+            else:
+                keep = set()
+                plan.removed.append(entry["source"])
+            plan.deletions += [
+                (cid, entry["source"]) for cid in sorted(set(entry["chunks"]) - keep)
+            ]
