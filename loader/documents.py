@@ -15,9 +15,9 @@ from typing import Any, Literal
 BlockKind = Literal["paragraph", "code", "table", "list"]
 PATH_SEPARATOR = " > "
 
-# What a document id hashes (``loader.ingest.plan.document_id``). It is written into the chunk index's
-# mapping ``_meta`` by ``loader apply``, and push refuses an index built with another scheme:
-# ids of two schemes in one index would let a push overwrite or delete what it does not own.
+# What a document id hashes (``loader.ingest.plan.document_id``). ``loader apply`` writes it into
+# the chunk index's mapping ``_meta``, and push refuses an index built with another scheme: ids of
+# two schemes in one index would let a push overwrite or delete what it does not own.
 DOC_ID_SCHEME = "tenant/collection/source"
 
 

@@ -29,7 +29,7 @@ from loader.errors import ConfigError, InputError, LoaderError
 from loader.ingest.chunking import chunk_document, chunking_config
 from loader.ingest.readers import Skipped
 from loader.models.embedding import Embedder
-from loader.settings import Settings
+from loader.settings import Settings, settings_in_scope
 
 # Bump when the chunkers cut the same document differently, so every document is re-chunked.
 CHUNKING_VERSION = "1"
@@ -94,14 +94,8 @@ def document_hash(document: Document, settings: Settings) -> str:
     digest = hashlib.sha256()
     parts = [
         CHUNKING_VERSION,
-        settings.embedding_model,
-        settings.chunk_strategy,
-        str(settings.chunk_target_tokens),
-        str(settings.chunk_max_tokens),
-        str(settings.chunk_overlap_tokens),
-        str(settings.chunk_max_chars),
-        repr(settings.semantic_threshold),
-        str(settings.sentence_window),
+        # The settings registry says which settings decide the chunks and the vectors.
+        *(f"{name}={getattr(settings, name)!r}" for name in settings_in_scope("model", "chunking")),
         document.source,
         document.title,
         repr(sorted(document.metadata.items())),

@@ -42,13 +42,14 @@ from typing import TYPE_CHECKING, Any
 from loader.errors import ConfigError, ModelError
 from loader.models.embedding import resolve_model_path
 from loader.models.onnx_export import trace_to_onnx
+from loader.settings import RERANK_BACKENDS
 
 if TYPE_CHECKING:
     from loader.settings import Settings
 
 log = logging.getLogger(__name__)
 
-BACKENDS = ("torch", "onnx", "onnx-int8")
+BACKENDS = RERANK_BACKENDS
 ONNX_FILE = "model.onnx"
 ONNX_INT8_FILE = "model_int8.onnx"
 # Part of every export's cache key: bump it when _export_onnx changes, so old exports are redone.

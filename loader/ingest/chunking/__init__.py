@@ -32,7 +32,7 @@ from loader.ingest.chunking import strategies
 from loader.ingest.chunking.limits import enforce_chars, enforce_limit
 from loader.ingest.chunking.sentences import split_sentences
 from loader.ingest.chunking.units import counting_cache
-from loader.settings import Settings
+from loader.settings import CHUNK_STRATEGIES, Settings
 
 __all__ = [
     "STRATEGIES",
@@ -44,19 +44,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-STRATEGIES: tuple[str, ...] = (
-    "structure",
-    "fixed",
-    "recursive",
-    "semantic",
-    "sentence-window",
-    "parent-document",
-)
+STRATEGIES = CHUNK_STRATEGIES
 
 # Below this a heading prefix plus any useful text cannot fit; a typo in the setting, surely.
 MIN_MAX_TOKENS = 16
 # Likewise for characters: the heading prefix gets a quarter of this.
 MIN_MAX_CHARS = 200
+
+
+_DEFAULTS = Settings()
 
 
 @dataclass(frozen=True)
@@ -68,14 +64,15 @@ class ChunkingConfig:
     ``chunk.body`` in characters, for text the tokenizer sees as a few tokens.
     """
 
-    strategy: str = "structure"
-    target_tokens: int = 180
+    # Defaults are the settings' defaults (max_tokens: all-MiniLM-L6-v2's 256 positions less two).
+    strategy: str = _DEFAULTS.chunk_strategy
+    target_tokens: int = _DEFAULTS.chunk_target_tokens
     max_tokens: int = 254
-    overlap_tokens: int = 27
-    semantic_threshold: float = 0.5
+    overlap_tokens: int = _DEFAULTS.chunk_overlap_tokens
+    semantic_threshold: float = _DEFAULTS.semantic_threshold
     semantic_min_tokens: int = 40
-    sentence_window: int = 3
-    max_chars: int = 4000
+    sentence_window: int = _DEFAULTS.sentence_window
+    max_chars: int = _DEFAULTS.chunk_max_chars
 
 
 def _check(config: ChunkingConfig) -> None:
