@@ -18,14 +18,8 @@ from typing import Any
 import click
 
 from loader.errors import LoaderError, PartialFailure
-from loader.settings import (
-    Settings,
-    parse_url,
-    resolve_settings,
-    scrub_secrets,
-    secret_values,
-    setting_help,
-)
+from loader.redact import parse_url, scrub_secrets
+from loader.settings import Settings, resolve_settings, secret_values, setting_help
 from loader.terminal import printable, printable_lines
 
 

@@ -16,7 +16,8 @@ import opensearchpy
 from opensearchpy import OpenSearch
 
 from loader.errors import AuthenticationError, ClusterError, ClusterUnavailableError, ConfigError
-from loader.settings import Settings, parse_url, split_url
+from loader.redact import parse_url, split_url
+from loader.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ _TAGS = re.compile(r"<[^>]*>")
 
 def safe_url(url: str) -> str:
     """``scheme://host[:port]/path`` of ``url``, with no credentials, query or fragment: for
-    messages. Never raises, even for a malformed URL (see ``loader.settings.split_url`` for how
+    messages. Never raises, even for a malformed URL (see ``loader.redact.split_url`` for how
     the credentials are told from the host).
 
     Example::
@@ -75,68 +76,86 @@ def connect(settings: Settings) -> OpenSearch:
 @contextlib.contextmanager
 def cluster_errors(settings: Settings, doing: str) -> Iterator[None]:
     """Turn opensearch-py's exceptions raised while ``doing`` into ``ClusterError`` classes."""
-    where = safe_url(settings.opensearch_url)
     try:
         yield
-    except opensearchpy.AuthenticationException as exc:
-        raise AuthenticationError(
+    except (opensearchpy.TransportError, opensearchpy.SerializationError) as exc:
+        raise translate_error(exc, settings, doing) from exc
+
+
+def translate_error(exc: Exception, settings: Settings, doing: str) -> ClusterError:
+    """The ``ClusterError`` for an opensearch-py exception: a message for the CLI that names the
+    cluster (credentials removed) and the fix, and a public reason for HTTP clients."""
+    where = safe_url(settings.opensearch_url)
+    if isinstance(exc, opensearchpy.AuthenticationException):
+        return AuthenticationError(
             f"{where} rejected the credentials while {doing}; "
             "check OPENSEARCH_USER / OPENSEARCH_PASSWORD"
-        ) from exc
-    except opensearchpy.AuthorizationException as exc:
-        raise AuthenticationError(
+        )
+    if isinstance(exc, opensearchpy.AuthorizationException):
+        return AuthenticationError(
             f"{where} refused {doing}: the user lacks permission ({_reason(exc)})"
-        ) from exc
-    except opensearchpy.ConnectionTimeout as exc:
-        raise ClusterUnavailableError(
+        )
+    if isinstance(exc, opensearchpy.ConnectionError):
+        return _connection_error(exc, settings, where, doing)
+    if isinstance(exc, opensearchpy.SerializationError):
+        # A 2xx answer that is not JSON: a web server or proxy page, not OpenSearch.
+        return ClusterError(
+            f"{where} answered something that is not OpenSearch's JSON while {doing}; "
+            "check that OPENSEARCH_URL points at an OpenSearch cluster"
+        )
+    return _answer_error(exc, where, doing)
+
+
+def _connection_error(
+    exc: opensearchpy.ConnectionError, settings: Settings, where: str, doing: str
+) -> ClusterError:
+    """No answer at all: a timeout, a failed TLS handshake, or no connection."""
+    if isinstance(exc, opensearchpy.ConnectionTimeout):
+        return ClusterUnavailableError(
             f"{where} did not answer within {settings.request_timeout:g} s while {doing}; "
             "raise request_timeout or check the cluster's health",
             public_reason="OpenSearch did not answer in time; try again later",
-        ) from exc
-    except opensearchpy.SSLError as exc:
-        raise ClusterUnavailableError(
+        )
+    if isinstance(exc, opensearchpy.SSLError):
+        return ClusterUnavailableError(
             f"TLS handshake with {where} failed while {doing}: {exc.info!s:.200}; "
             "point ca_certs at the cluster's CA certificate",
             public_reason="cannot connect to OpenSearch; try again later",
-        ) from exc
-    except opensearchpy.ConnectionError as exc:
-        raise ClusterUnavailableError(
-            f"cannot connect to {where} while {doing}; is OpenSearch running? "
-            "(`loader up` starts a local one; OPENSEARCH_URL names another)",
-            public_reason="cannot connect to OpenSearch; try again later",
-        ) from exc
-    except opensearchpy.SerializationError as exc:
-        # A 2xx answer that is not JSON: a web server or proxy page, not OpenSearch.
-        raise ClusterError(
-            f"{where} answered something that is not OpenSearch's JSON while {doing}; "
-            "check that OPENSEARCH_URL points at an OpenSearch cluster"
-        ) from exc
-    except opensearchpy.TransportError as exc:
-        page = exc.error if exc.info is None else exc.info  # the raw body when not JSON
-        if isinstance(page, str) and page.strip() and not isinstance(exc.info, dict):
-            # OpenSearch explains every error in JSON; an HTML or text page comes from something
-            # else (another web server, or a proxy that cannot reach the cluster).
-            raise ClusterError(
-                f"{where} answered {exc.status_code} with a page that is not OpenSearch's JSON "
-                f"({_page_text(page)}) while {doing}; check that OPENSEARCH_URL points at an "
-                "OpenSearch cluster (or that the proxy in front of it can reach it)"
-            ) from exc
-        message = f"{where} answered {exc.status_code} while {doing}: {_reason(exc)}"
-        if exc.status_code == 429:
-            raise ClusterUnavailableError(
-                message, public_reason="OpenSearch is overloaded (429); try again later"
-            ) from exc
-        if exc.status_code == 404:
-            raise ClusterError(
-                message,
-                public_reason="the index or its search templates are missing on OpenSearch "
-                "(loader apply)",
-            ) from exc
-        raise ClusterError(
+        )
+    return ClusterUnavailableError(
+        f"cannot connect to {where} while {doing}; is OpenSearch running? "
+        "(`loader up` starts a local one; OPENSEARCH_URL names another)",
+        public_reason="cannot connect to OpenSearch; try again later",
+    )
+
+
+def _answer_error(exc: opensearchpy.TransportError, where: str, doing: str) -> ClusterError:
+    """An error answer: OpenSearch's own (JSON), or a page from something else."""
+    page = exc.error if exc.info is None else exc.info  # the raw body when not JSON
+    if isinstance(page, str) and page.strip() and not isinstance(exc.info, dict):
+        # OpenSearch explains every error in JSON; an HTML or text page comes from something
+        # else (another web server, or a proxy that cannot reach the cluster).
+        return ClusterError(
+            f"{where} answered {exc.status_code} with a page that is not OpenSearch's JSON "
+            f"({_page_text(page)}) while {doing}; check that OPENSEARCH_URL points at an "
+            "OpenSearch cluster (or that the proxy in front of it can reach it)"
+        )
+    message = f"{where} answered {exc.status_code} while {doing}: {_reason(exc)}"
+    if exc.status_code == 429:
+        return ClusterUnavailableError(
+            message, public_reason="OpenSearch is overloaded (429); try again later"
+        )
+    if exc.status_code == 404:
+        return ClusterError(
             message,
-            public_reason=f"OpenSearch failed the request ({exc.status_code}); the server's "
-            "log has the reason",
-        ) from exc
+            public_reason="the index or its search templates are missing on OpenSearch "
+            "(loader apply)",
+        )
+    return ClusterError(
+        message,
+        public_reason=f"OpenSearch failed the request ({exc.status_code}); the server's log "
+        "has the reason",
+    )
 
 
 def _page_text(page: object, limit: int = 80) -> str:

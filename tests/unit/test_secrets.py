@@ -1,7 +1,7 @@
 """Secrets are never printed, whatever characters they hold.
 
 A password in ``OPENSEARCH_URL`` may hold every URL-reserved character, raw or percent-encoded. It
-is parsed by one function (``loader.settings.split_url``) and masked everywhere: ``redact_url``,
+is parsed by one function (``loader.redact.split_url``) and masked everywhere: ``redact_url``,
 ``safe_url``, ``Settings`` and its repr, ``loader settings`` (text and JSON), error messages and
 log lines. Neither the password nor any piece of it (split at the reserved characters) may appear.
 """
@@ -20,14 +20,8 @@ from click.testing import CliRunner, Result
 from loader.cli import cli
 from loader.cluster.client import connect, safe_url
 from loader.errors import ConfigError
-from loader.settings import (
-    Settings,
-    parse_url,
-    redact_url,
-    scrub_secrets,
-    secret_values,
-    split_url,
-)
+from loader.redact import parse_url, redact_url, scrub_secrets, split_url
+from loader.settings import Settings, secret_values
 
 RESERVED = ":/?#[]@!$&'()*+,;=% "
 # Every reserved character and a space, each between distinctive pieces; '%zz' is not an escape,
