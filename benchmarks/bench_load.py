@@ -38,6 +38,7 @@ from loader.eval.datasets import corpus_to_documents, load_beir  # noqa: E402
 from loader.index.apply import apply_config  # noqa: E402
 from loader.ingest.sync import sync_documents  # noqa: E402
 from loader.models.embedding import get_embedder  # noqa: E402
+from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.search import search  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 
@@ -89,16 +90,10 @@ def run_mode(
         question = questions[number % len(questions)]
         started = time.perf_counter()
         try:
-            result = search(
-                question,
-                settings,
-                tenant="default",
-                mode=mode,
-                rerank=False,
-                k=10,
-                client=client,
-                embedder=embedder,
+            request = SearchRequest.from_settings(
+                settings, question, tenant="default", mode=mode, rerank=False, k=10
             )
+            result = search(request, settings, client=client, embedder=embedder)
             ok = bool(result.hits)
         except Exception as exc:  # every failure counts; the figure must be 0
             ok, reason = False, f"{type(exc).__name__}: {exc}"
@@ -154,8 +149,10 @@ def bench_target(
             f"in {time.perf_counter() - started:.1f} s ({report.failed} failed)"
         )
         for mode in MODES:  # warm up: caches, JIT, connections
-            search(questions[0], settings, tenant="default", mode=mode, rerank=False,
-                   client=client, embedder=embedder)  # fmt: skip
+            request = SearchRequest.from_settings(
+                settings, questions[0], tenant="default", mode=mode, rerank=False
+            )
+            search(request, settings, client=client, embedder=embedder)
         for mode in MODES:
             rows.append((name, mode, run_mode(settings, client, embedder, questions, mode, args)))
     finally:

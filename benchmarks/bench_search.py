@@ -41,8 +41,10 @@ from loader.eval.datasets import load_qrels  # noqa: E402
 from loader.eval.metrics import percentile  # noqa: E402
 from loader.models.embedding import get_embedder  # noqa: E402
 from loader.models.rerank import Reranker  # noqa: E402
-from loader.query.search import SEARCH_MODES, SearchHit, search  # noqa: E402
-from loader.settings import resolve_settings  # noqa: E402
+from loader.query.request import SearchRequest  # noqa: E402
+from loader.query.result import SearchHit  # noqa: E402
+from loader.query.search import search  # noqa: E402
+from loader.settings import SEARCH_MODES, resolve_settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 MAX_COUNT = 300  # bounds the number of requests: 9 searches per question
@@ -68,17 +70,15 @@ def hybrid_candidates(
     question: str, settings: Any, tenant: str, count: int, client: Any, embedder: Any
 ) -> list[SearchHit]:
     """The ``count`` hybrid-rrf hits a reranker is given for the question (no rerank)."""
-    return search(
-        question,
-        settings,
+    request = SearchRequest(
+        question=question,
         tenant=tenant,
         mode="hybrid-rrf",
         rerank=False,
         k=count,
         candidates=count,
-        client=client,
-        embedder=embedder,
-    ).hits
+    )
+    return search(request, settings, client=client, embedder=embedder).hits
 
 
 def p50_p95(values: list[float]) -> str:
@@ -135,15 +135,11 @@ def main() -> int:
     )
 
     def run(mode: str, rerank: bool):
+        request = SearchRequest.from_settings(
+            settings, questions[0], tenant=args.tenant, mode=mode, rerank=rerank
+        )
         return search(
-            questions[0],
-            settings,
-            tenant=args.tenant,
-            mode=mode,
-            rerank=rerank,
-            client=client,
-            embedder=embedder,
-            reranker=rerankers.get("torch"),
+            request, settings, client=client, embedder=embedder, reranker=rerankers.get("torch")
         )
 
     try:
@@ -158,12 +154,12 @@ def main() -> int:
         for mode in SEARCH_MODES:
             totals, retrieves, reranks = [], [], []
             for question in questions:
+                request = SearchRequest.from_settings(
+                    settings, question, tenant=args.tenant, mode=mode, rerank=rerank
+                )
                 result = search(
-                    question,
+                    request,
                     settings,
-                    tenant=args.tenant,
-                    mode=mode,
-                    rerank=rerank,
                     client=client,
                     embedder=embedder,
                     reranker=rerankers.get("torch"),

@@ -18,8 +18,15 @@ from typing import Any
 import click
 
 from loader.errors import LoaderError, PartialFailure
+from loader.query.request import EXPANSIONS
 from loader.redact import parse_url, scrub_secrets
-from loader.settings import Settings, resolve_settings, secret_values, setting_help
+from loader.settings import (
+    SEARCH_MODES,
+    Settings,
+    resolve_settings,
+    secret_values,
+    setting_help,
+)
 from loader.terminal import printable, printable_lines
 
 
@@ -299,7 +306,7 @@ def push(
 )
 @click.option(
     "--mode",
-    type=click.Choice(["bm25", "vector", "hybrid-rrf", "hybrid-minmax"]),
+    type=click.Choice(SEARCH_MODES),
     default=None,
     help="Search mode (default: the search_mode setting).",
 )
@@ -329,7 +336,7 @@ def push(
 )
 @click.option(
     "--expand",
-    type=click.Choice(["parent", "window"]),
+    type=click.Choice(EXPANSIONS),
     default=None,
     help="Replace each chunk by its parent section or its sentence window.",
 )
@@ -362,15 +369,16 @@ def search(
     available locally (there is no model hub); without one, pass --no-rerank or set
     LOADER_RERANK=false.
     """
-    from loader.query.search import SearchFilters, format_result
+    from loader.query.request import SearchFilters, SearchRequest
+    from loader.query.result import format_result
     from loader.query.search import search as run_search
 
-    result = run_search(
-        question,
+    request = SearchRequest.from_settings(
         settings,
+        question,
         tenant=settings.tenant if tenant is None else tenant,
         mode=mode,
-        rerank=settings.rerank if rerank is None else rerank,
+        rerank=rerank,
         k=k,
         candidates=candidates,
         filters=SearchFilters(
@@ -384,6 +392,7 @@ def search(
         merge_adjacent=merge_adjacent,
         prompt_order=prompt_order,
     )
+    result = run_search(request, settings)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
         return

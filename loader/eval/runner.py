@@ -64,7 +64,7 @@ from loader.settings import Settings
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-    from loader.query.search import SearchHit
+    from loader.query.result import SearchHit
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,7 @@ def run_configuration(
     Returns:
         The result, with the run kept for the TREC file.
     """
+    from loader.query.request import SearchRequest
     from loader.query.search import search
 
     run: dict[str, list[tuple[str, float]]] = {}
@@ -115,16 +116,15 @@ def run_configuration(
     latencies: list[float] = []
     queries = _progress(task.queries, show_progress, config.name, len(task.queries))
     for query in queries:
-        result = search(
-            query.text,
-            settings,
+        request = SearchRequest(
+            question=query.text,
             tenant=EVAL_TENANT,
             mode=config.mode,
             rerank=config.rerank,
             k=candidates,
             candidates=candidates,
-            client=client,
         )
+        result = search(request, settings, client=client)
         latencies.append(result.timings["total_ms"])
         run[query.id] = document_ranking(
             [(hit.chunk_id, hit.source, _hit_score(hit)) for hit in result.hits]

@@ -1,3 +1,8 @@
-"""The query path: a search request (``request``) run through the stored templates and fused
-(``search``, ``fusion``), reranked, and assembled into context (``context``); query rewriting
-(``rewrite``); the HTTP API over it (``serve``)."""
+"""The query path. ``request`` holds ``SearchRequest``, the one checked description of a search
+that the library, ``loader search`` and ``loader serve`` share; ``search`` runs it through the
+stored templates in named stages (rewrite, embed, retrieve and fuse with ``fusion``, rerank,
+assemble context with ``context``) and returns the types of ``result``; ``rewrite`` turns a chat
+turn into standalone queries; ``serve`` is the HTTP API over it, with API keys in ``auth``.
+
+It may import ``loader.settings``, ``loader.errors``, ``loader.documents``, ``loader.cluster``,
+``loader.models`` and ``loader.index.render``; never ``ingest``, ``eval`` or the CLI."""

@@ -7,6 +7,8 @@ Typical order::
     hits = drop_overlapping_duplicates(hits)
     prompt_hits = order_for_prompt(hits)   # best at the start and at the end
 
+or all of it, then the top ``k``, in one call: ``assemble(hits, k, expand="parent", merge=True)``.
+
 Every function returns new ``Hit`` objects and leaves its input unchanged.
 """
 
@@ -23,6 +25,7 @@ log = logging.getLogger(__name__)
 
 _WHITESPACE = re.compile(r"\s+")
 T = TypeVar("T")
+H = TypeVar("H", bound="Hit")
 _SENTENCE_END = set(".!?;:)]\"'’”")
 
 
@@ -237,3 +240,35 @@ def order_for_prompt(hits: Sequence[T]) -> list[T]:
     """
     items = list(hits)
     return items[0::2] + items[1::2][::-1]
+
+
+def assemble(
+    hits: Sequence[H],
+    k: int,
+    *,
+    expand: str | None = None,
+    merge: bool = False,
+    prompt_order: bool = False,
+) -> list[H]:
+    """The typical order in one call: expand (``"parent"`` or ``"window"``), merge adjacent
+    chunks, drop duplicates (whenever it expanded or merged), keep the top ``k``, and optionally
+    put them in prompt order.
+
+    The steps run on the whole ranked list before the top ``k`` are taken, so up to ``k``
+    distinct pieces of context come back.
+
+    Example::
+
+        assemble(reranked, 5, expand="parent", prompt_order=True)
+    """
+    result: list[Any] = list(hits)
+    if expand == "parent":
+        result = expand_parents(result)
+    elif expand == "window":
+        result = expand_windows(result)
+    if merge:
+        result = merge_adjacent(result)
+    if expand or merge:
+        result = drop_overlapping_duplicates(result)
+    result = result[:k]
+    return order_for_prompt(result) if prompt_order else result

@@ -6,6 +6,8 @@ chat model behind any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, 
 llama.cpp server, ...) for one to N standalone queries, using only the standard library.
 
 A rewriter never fails the search: on any error it logs a warning and returns ``[message]``.
+``standalone_queries`` is the search's rewrite stage: it runs the rewriter (if any) and bounds its
+answer (deduplicated, each query cut to ``MAX_QUESTION_CHARS``, at most ``MAX_QUERIES``).
 
 Example::
 
@@ -28,7 +30,12 @@ import urllib.request
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+from loader.query.request import truncate_question
+
 log = logging.getLogger(__name__)
+
+# Queries from a rewriter that are searched; more would multiply the latency for little gain.
+MAX_QUERIES = 5
 
 SYSTEM_PROMPT = (
     "You rewrite the user's latest message into standalone search queries for a document search "
@@ -55,6 +62,29 @@ class IdentityRewriter:
 
     def rewrite(self, history: Sequence[dict[str, str]], message: str) -> list[str]:
         return [message]
+
+
+def standalone_queries(
+    rewriter: QueryRewriter | None, history: Sequence[dict[str, str]], question: str
+) -> list[str]:
+    """The rewriter's standalone queries (deduplicated, each cut, at most ``MAX_QUERIES``), or
+    ``[question]`` without a rewriter or when it returned none."""
+    if rewriter is None:
+        return [question]
+    rewritten = rewriter.rewrite(list(history or []), question)
+    queries: list[str] = []
+    for query in rewritten or []:
+        query = truncate_question(str(query).strip())
+        if query and query.lower() not in (q.lower() for q in queries):
+            queries.append(query)
+    if not queries:
+        log.warning("the rewriter returned no query; searching the question as it is")
+        return [question]
+    if len(queries) > MAX_QUERIES:
+        log.warning(
+            "the rewriter returned %d queries; searching the first %d", len(queries), MAX_QUERIES
+        )
+    return queries[:MAX_QUERIES]
 
 
 def parse_queries(reply: str, max_queries: int) -> list[str]:

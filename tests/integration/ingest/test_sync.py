@@ -20,6 +20,7 @@ from loader.cli import cli
 from loader.errors import PartialFailure
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
+from loader.query.request import SearchRequest
 from loader.query.search import search
 from tests.paths import SAMPLE_DOCS
 
@@ -193,16 +194,10 @@ def test_sample_docs_answer_the_seed_question(client, settings, embedder, tmp_pa
     assert report.failed == 0 and report.warnings == []
     assert client.count(index=settings.index_name)["count"] == report.chunks > 0
 
-    result = search(
-        SEED_QUESTION,
-        settings,
-        tenant="default",
-        mode=mode,
-        rerank=False,
-        k=1,
-        client=client,
-        embedder=embedder,
+    request = SearchRequest.from_settings(
+        settings, SEED_QUESTION, tenant="default", mode=mode, rerank=False, k=1
     )
+    result = search(request, settings, client=client, embedder=embedder)
     top = result.hits[0]
     assert top.source == "refund-policy.md"
     # Both answer sentences, in the one chunk the prompt would get.

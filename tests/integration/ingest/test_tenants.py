@@ -20,6 +20,7 @@ from loader.cli import cli
 from loader.errors import IncompatibleIndexError
 from loader.index.apply import apply_config, check_index_compatible, plan_apply
 from loader.ingest.sync import push
+from loader.query.request import SearchRequest
 from loader.query.search import search
 
 ACME = {
@@ -158,10 +159,10 @@ def test_search_finds_each_tenants_own_copy(shared, client, embedder, tmp_path):
              embedder=embedder)  # fmt: skip
     for tenant, word in (("acme", "Rocket"), ("globex", "Hammock")):
         for mode in ("bm25", "vector", "hybrid-rrf", "hybrid-minmax"):
-            result = search(
-                "how much does the plan cost", shared, tenant=tenant, mode=mode, rerank=False,
-                k=10, client=client, embedder=embedder,
-            )  # fmt: skip
+            request = SearchRequest.from_settings(
+                shared, "how much does the plan cost", tenant=tenant, mode=mode, rerank=False, k=10
+            )
+            result = search(request, shared, client=client, embedder=embedder)
             assert {hit.tenant for hit in result.hits} == {tenant}, (tenant, mode)
             assert word in result.hits[0].text, (tenant, mode)
 

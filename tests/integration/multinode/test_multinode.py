@@ -9,6 +9,7 @@ import pytest
 
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
+from loader.query.request import SearchRequest
 from loader.query.search import search
 from loader.settings import Settings
 
@@ -66,16 +67,15 @@ def test_apply_push_search_on_three_nodes(three_nodes, settings, embedder, tmp_p
 
     # The keeper + place pair names exactly one station (station 27: Hugo, Corlan point).
     for mode in ("bm25", "vector", "hybrid-rrf"):
-        result = search(
-            "Who keeps the lighthouse of Corlan point number 27?",
+        request = SearchRequest.from_settings(
             settings,
+            "Who keeps the lighthouse of Corlan point number 27?",
             tenant="default",
             mode=mode,
             rerank=False,
             k=3,
-            client=client,
-            embedder=embedder,
         )
+        result = search(request, settings, client=client, embedder=embedder)
         assert result.hits, mode
         assert result.hits[0].source == "station-0027.md", (mode, result.hits[0].source)
 

@@ -1,14 +1,14 @@
 """Query-side abuse: very long, empty, punctuation-only and non-Latin queries, and injection
 attempts in every template parameter, through the stored templates directly, through
-``loader.query.search.search``, through ``loader search`` and through ``loader serve`` (with and without
-API keys).
+``loader.query.search.search``, through ``loader search`` and through ``loader serve`` (with and
+without API keys).
 
 Each attempt gives a normal result or a clear error — never a server error (HTTP 5xx) and never a
 document of another tenant. One exception is known and asserted as such: OpenSearch's hybrid query
 answers ``size: 0`` with a 500 when an application calls the stored template directly (the library,
 the CLI and serve refuse a size below 1 before any request). The fixture index holds two tenants
-pushed with ``loader.ingest.sync.push``; tenant A's chunks all carry the word SECRET-A so a leak is easy
-to see.
+pushed with ``loader.ingest.sync.push``; tenant A's chunks all carry the word SECRET-A so a leak is
+easy to see.
 """
 
 from __future__ import annotations
@@ -24,12 +24,14 @@ import opensearchpy
 import pytest
 from click.testing import CliRunner
 
-from loader.index.apply import apply_config
 from loader.cli import cli
-from loader.index.render import config_names
 from loader.errors import ClusterError, ConfigError, ModelError, QueryError
+from loader.index.apply import apply_config
+from loader.index.render import config_names
 from loader.ingest.sync import push
-from loader.query.search import SEARCH_MODES, SearchFilters, search
+from loader.query.request import SearchFilters, SearchRequest
+from loader.query.search import search
+from loader.settings import SEARCH_MODES
 from tests.conftest import cleanup_owned
 
 TENANT_A = {
@@ -259,7 +261,8 @@ def run_search(settings, client, embedder, question: str, **kwargs) -> set[str] 
     """``loader.query.search.search`` without rerank; the hits' tenants, or the error message."""
     try:
         kwargs = {"rerank": False, "k": 20} | kwargs
-        result = search(question, settings, client=client, embedder=embedder, **kwargs)
+        request = SearchRequest.from_settings(settings, question, **kwargs)
+        result = search(request, settings, client=client, embedder=embedder)
     except (ConfigError, QueryError, ClusterError) as error:
         message = str(error)
         assert " answered 5" not in message, message  # never a server error
@@ -277,9 +280,8 @@ def test_abusive_questions_through_loader_search(settings, client, embedder):
         for question in BLANK:
             result = run_search(settings, client, embedder, question, tenant="B", mode=mode)
             assert result == "question is empty; give the text to search for"
-        long = search(
-            LONG, settings, client=client, embedder=embedder, rerank=False, mode=mode, tenant="B"
-        )
+        request = SearchRequest.from_settings(settings, LONG, rerank=False, mode=mode, tenant="B")
+        long = search(request, settings, client=client, embedder=embedder)
         assert long.truncated and len(long.question) < len(LONG)
 
 

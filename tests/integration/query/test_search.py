@@ -1,5 +1,5 @@
-"""`loader.query.search.search` on a fixture corpus pushed with `loader push` into a unique index: each
-mode finds the expected chunks, rerank follows the cross-encoder, tenants and filters hold
+"""`loader.query.search.search` on a fixture corpus pushed with `loader push` into a unique index:
+each mode finds the expected chunks, rerank follows the cross-encoder, tenants and filters hold
 against injection, rewritten queries are fused, context steps work, and abusive input gives a
 clear error or a normal result. The corpus and the models are in search_corpus.py.
 """
@@ -10,7 +10,9 @@ import pytest
 
 from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
 from loader.models.rerank import load_reranker
-from loader.query.search import MAX_QUESTION_CHARS, SEARCH_MODES, SearchFilters, search
+from loader.query.request import MAX_QUESTION_CHARS, SearchFilters, SearchRequest
+from loader.query.search import search
+from loader.settings import SEARCH_MODES
 from tests.conftest import cleanup_owned
 from tests.integration.query.search_corpus import (
     INJECTIONS,
@@ -38,10 +40,13 @@ def reranker(settings):
     return load_reranker(settings)
 
 
-def run(question, settings, client, embedder, reranker, **kwargs):
+def run(question, settings, client, embedder, reranker, *, rewriter=None, **kwargs):
     kwargs.setdefault("tenant", "A")
     kwargs.setdefault("rerank", False)
-    return search(question, settings, client=client, embedder=embedder, reranker=reranker, **kwargs)
+    request = SearchRequest.from_settings(settings, question, **kwargs)
+    return search(
+        request, settings, client=client, embedder=embedder, reranker=reranker, rewriter=rewriter
+    )
 
 
 def test_identifier_is_found_by_bm25_and_hybrid(settings, client, embedder, reranker):
@@ -298,5 +303,6 @@ def test_missing_index_and_unloadable_reranker_are_clear_errors(
         run("refund", missing, client, embedder, reranker, mode="bm25")
     broken = settings.replace(reranker_model=str(tmp_path / "no-such-cross-encoder"))
     with pytest.raises(ModelError, match="no-such-cross-encoder"):
-        search("refund", broken, tenant="A", client=client, embedder=embedder, rerank=True)
+        request = SearchRequest.from_settings(broken, "refund", tenant="A", rerank=True)
+        search(request, broken, client=client, embedder=embedder)
     assert issubclass(ModelError, LoaderError)

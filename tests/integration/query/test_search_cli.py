@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from loader.cli import cli
 from loader.models.rerank import load_reranker
+from loader.query.request import SearchRequest
 from loader.query.search import search
 from tests.conftest import cleanup_owned
 from tests.integration.query.search_corpus import (
@@ -60,7 +61,8 @@ SUMMARY = re.compile(
 def test_bm25_prints_exact_lines(invoke, settings, client):
     result = invoke("E1043", "--tenant", "A", "--mode", "bm25", "--no-rerank")
     assert result.exit_code == 0, result.output
-    expected = search("E1043", settings, tenant="A", mode="bm25", rerank=False, client=client)
+    request = SearchRequest.from_settings(settings, "E1043", tenant="A", mode="bm25", rerank=False)
+    expected = search(request, settings, client=client)
     (hit,) = expected.hits
     lines = result.output.splitlines()
     assert lines[:3] == [
@@ -83,9 +85,10 @@ def test_json_prints_the_full_result(invoke, settings, client, embedder):
     result = invoke("late delivery refund", "--tenant", "A", "--no-rerank", "--k", "2", "--json")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    expected = search(
-        "late delivery refund", settings, tenant="A", rerank=False, k=2, client=client
-    ).to_dict()
+    request = SearchRequest.from_settings(
+        settings, "late delivery refund", tenant="A", rerank=False, k=2
+    )
+    expected = search(request, settings, client=client).to_dict()
     assert set(data) == set(expected)
     for key in ("question", "queries", "mode", "tenant", "reranked", "candidates", "truncated"):
         assert data[key] == expected[key], key
@@ -150,14 +153,8 @@ def test_rerank_through_the_cli(invoke, settings, client, cross_encoder_path):
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     reranked = settings.replace(reranker_model=cross_encoder_path)
-    expected = search(
-        "refund for a late order",
-        reranked,
-        tenant="A",
-        k=3,
-        client=client,
-        reranker=load_reranker(reranked),
-    )
+    request = SearchRequest.from_settings(reranked, "refund for a late order", tenant="A", k=3)
+    expected = search(request, reranked, client=client, reranker=load_reranker(reranked))
     assert [h["chunk_id"] for h in data["hits"]] == [h.chunk_id for h in expected.hits]
     assert [h["ranks"]["rerank"] for h in data["hits"]] == [1, 2, 3]
     assert data["reranked"] is True and data["rerank_query"] == "refund for a late order"

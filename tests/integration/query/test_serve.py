@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from loader.query.search import MAX_QUESTION_CHARS
+from loader.query.request import MAX_QUESTION_CHARS
 from loader.query.serve import MAX_BODY_BYTES, create_app
 from tests.conftest import cleanup_owned
 from tests.integration.query.http_server import Server, free_port

@@ -19,8 +19,8 @@ from click.testing import CliRunner
 
 from loader.cli import cli
 from loader.errors import ConfigError
-from loader.query.search import SEARCH_MODES
 from loader.query.serve import create_app
+from loader.settings import SEARCH_MODES
 from tests.conftest import cleanup_owned
 from tests.integration.query.http_server import Server
 from tests.integration.query.search_corpus import build_corpus

@@ -1,112 +1,29 @@
-"""The query path without a cluster: argument checks, query bounding, fusion, rerank order and
-context steps, against a fake client that answers like ``_search/template``."""
+"""The query path without a cluster: query bounding, fusion, rerank order and context steps,
+against a fake client that answers like ``_search/template`` (the request's checks are in
+test_request.py)."""
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
-import numpy as np
 import opensearchpy
 import pytest
 
-from loader.errors import ClusterError, ConfigError, QueryError
-from loader.query.search import (
-    MAX_BM25_TERMS,
-    MAX_QUERIES,
-    MAX_QUESTION_CHARS,
-    SearchFilters,
-    bm25_text,
-    check_date,
-    check_time_value,
-    search,
-    truncate_question,
+from loader.errors import ClusterError, QueryError
+from loader.query.request import MAX_QUESTION_CHARS, SearchFilters, SearchRequest
+from loader.query.result import format_result
+from loader.query.rewrite import MAX_QUERIES
+from loader.query.search import MAX_BM25_TERMS, bm25_text, search
+from tests.unit.query.fakes import (
+    CORPUS,
+    SETTINGS,
+    FakeClient,
+    FakeEmbedder,
+    FakeReranker,
+    FakeRewriter,
+    chunk,
+    run,
 )
-from loader.settings import Settings
-
-SETTINGS = Settings(index_name="docs")
-
-
-def chunk(chunk_id: str, body: str, **extra: Any) -> dict[str, Any]:
-    source = {
-        "chunk_id": chunk_id,
-        "doc_id": extra.pop("doc_id", chunk_id.split("-")[0]),
-        "source": f"{chunk_id}.md",
-        "title": "Guide",
-        "heading_path": "Part > Section",
-        "content": f"Guide > Part > Section\n\n{body}",
-        "body": body,
-        "tenant": "A",
-        "position": 0,
-    }
-    return source | extra
-
-
-class FakeClient:
-    """Answers search_template from a table: query_text -> ranked chunks; records each call."""
-
-    def __init__(self, answers: dict[str, list[dict[str, Any]]]) -> None:
-        self.answers = answers
-        self.calls: list[dict[str, Any]] = []
-
-    def search_template(self, *, index: str, body: dict, params: dict | None = None) -> dict:
-        self.calls.append({"index": index, "body": body, "params": params or {}})
-        ranked = self.answers.get(body["params"]["query_text"], [])
-        size = int(body["params"]["size"])
-        hits = [
-            {"_id": doc["chunk_id"], "_score": 10.0 - rank, "_source": doc}
-            for rank, doc in enumerate(ranked[:size])
-        ]
-        return {"hits": {"hits": hits}}
-
-
-class FakeEmbedder:
-    def __init__(self) -> None:
-        self.texts: list[str] = []
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        self.texts.extend(texts)
-        return np.ones((len(texts), 3), dtype=np.float32)
-
-
-class FakeReranker:
-    """Scores a passage by the number of times it contains the letter "z"."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, list[str]]] = []
-
-    def rerank(self, question: str, passages: list[str]) -> list[float]:
-        self.calls.append((question, passages))
-        return [float(p.count("z")) for p in passages]
-
-
-class FakeRewriter:
-    def __init__(self, queries: list[str]) -> None:
-        self.queries = queries
-        self.seen: list[tuple[list, str]] = []
-
-    def rewrite(self, history: list, message: str) -> list[str]:
-        self.seen.append((history, message))
-        return self.queries
-
-
-CORPUS = [chunk("a-0", "alpha"), chunk("b-0", "bravo zz"), chunk("c-0", "charlie z")]
-
-
-def run(question: str = "q", client: FakeClient | None = None, **kwargs: Any):
-    client = client or FakeClient({"q": CORPUS})
-    kwargs.setdefault("tenant", "A")
-    kwargs.setdefault("embedder", FakeEmbedder())
-    kwargs.setdefault("reranker", FakeReranker())
-    return search(question, SETTINGS, client=client, **kwargs)
-
-
-def test_truncate_question_cuts_at_a_word() -> None:
-    assert truncate_question("short") == "short"
-    long = "word " * 1000
-    cut = truncate_question(long)
-    assert len(cut) <= MAX_QUESTION_CHARS and cut.endswith("word")
-    assert len(truncate_question("x" * 5000)) == MAX_QUESTION_CHARS
 
 
 def test_bm25_text_bounds_terms() -> None:
@@ -118,30 +35,6 @@ def test_bm25_text_bounds_terms() -> None:
     assert bm25_text("退款政策说明", max_terms=2) == "退款"
     assert bm25_text("🙂🙂🙂", max_terms=2) == "🙂🙂"
     assert bm25_text("?!?!...", max_terms=1) == "?!?!..."  # ASCII punctuation makes no term
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "named"),
-    [
-        ({"question": ""}, "question"),
-        ({"question": "  \n"}, "question"),
-        ({"tenant": ""}, "tenant"),
-        ({"tenant": "  "}, "tenant"),
-        ({"mode": "fuzzy"}, "mode"),
-        ({"k": 0}, "k"),
-        ({"candidates": -1}, "candidates"),
-        ({"candidates": 10**6}, "candidates"),
-        ({"expand": "document"}, "expand"),
-        ({"filters": SearchFilters(published_from="yesterday")}, "published_from"),
-        ({"filters": SearchFilters(published_to='2020"}')}, "published_to"),
-        ({"filters": SearchFilters(decay_scale="180 days")}, "decay_scale"),
-    ],
-)
-def test_bad_arguments_are_config_errors_naming_the_parameter(kwargs: dict, named: str) -> None:
-    client = FakeClient({})
-    with pytest.raises(ConfigError, match=named):
-        run(client=client, **kwargs)
-    assert client.calls == []  # refused before any request
 
 
 def test_template_pipeline_and_params_per_mode() -> None:
@@ -256,8 +149,6 @@ def test_result_to_dict_is_json_ready() -> None:
 
 
 def test_format_result_lines() -> None:
-    from loader.query.search import format_result
-
     result = run(k=2)
     result.timings = dict.fromkeys(result.timings, 1.0)
     assert format_result(result, snippet_chars=5) == [
@@ -278,134 +169,14 @@ def test_format_result_lines() -> None:
     assert format_result(long)[0].startswith("! the question was cut to ")
 
 
-@pytest.mark.parametrize(
-    "value",
-    [
-        "2024",
-        "2024-05",
-        "2024-05-01",
-        "2024-02-29",
-        "2024-05-01T10",
-        "2024-05-01T10:30",
-        "2024-05-01T10:30:00Z",
-        "2024-05-01T10:30:00.123456789+02:00",
-        "2024-05-01T23:59:59-0530",
-        "2024-05-01T10:30:00+18:00",
-        "now",
-        "now-1y",
-        "now-30d/d",
-        "now+1h-5m",
-        "now-999999y-999999y-999999y-999999y",
-    ],
-)
-def test_dates_opensearch_accepts_pass(value: str) -> None:
-    assert check_date("published_from", value) == value
-
-
-def test_date_objects_pass_as_iso_text() -> None:
-    assert check_date("published_to", datetime.date(2024, 5, 1)) == "2024-05-01"
-    stamp = datetime.datetime(2024, 5, 1, 10, 30, tzinfo=datetime.UTC)
-    assert check_date("published_to", stamp) == "2024-05-01T10:30:00+00:00"
-
-
-@pytest.mark.parametrize(
-    "value",
-    [
-        "2020-13-45",  # OpenSearch: 400 parse_exception
-        "2023-02-29",
-        "2024-00-10",
-        "2024-05-00",
-        "0000-01-01",
-        "2024-05-01T24:00",
-        "2024-05-01T10:60",
-        "2024-05-01T10:30:61",
-        "2024-05-01T10:30:00+19:00",  # OpenSearch: 400
-        "2024-05-01 10:30",  # OpenSearch: 400 (strict_date_optional_time wants the T)
-        "2024-05-01\n",
-        "٢٠٢٤-٠٥-٠١",  # Arabic-Indic digits
-        "now-99999999999y",  # OpenSearch: 400 number_format_exception
-        "now-1y-1y-1y-1y-1y",
-        "now-1x",
-        "yesterday",
-        "1714521600000",
-        "",
-        2024,
-        None,
-        ["2024-05-01"],
-    ],
-)
-def test_dates_opensearch_refuses_are_config_errors(value: object) -> None:
-    with pytest.raises(ConfigError, match=r"^published_from .* is not a date; give an ISO date"):
-        check_date("published_from", value)
-
-
-@pytest.mark.parametrize("value", ["180d", "12h", "1ms", "1000micros", "1000000nanos", "10000d"])
-def test_time_values_opensearch_accepts_pass(value: str) -> None:
-    assert check_time_value("decay_scale", value) == value
-
-
-@pytest.mark.parametrize(
-    ("value", "message"),
-    [
-        ("0d", "out of range"),  # OpenSearch: 400 "scale must be > 0.0"
-        ("0ms", "out of range"),
-        ("999micros", "out of range"),  # less than 1 ms: 0 on the server
-        ("1nanos", "out of range"),
-        ("10001d", "out of range"),
-        ("1.5d", "not a time value"),  # OpenSearch: 400 "fractional time values"
-        ("-1d", "not a time value"),
-        ("180 days", "not a time value"),
-        ("180", "not a time value"),
-        ("d", "not a time value"),
-        ("1234567890123456d", "not a time value"),
-        ("180d\n", "not a time value"),
-        (180, "not a time value"),
-    ],
-)
-def test_bad_time_values_are_config_errors(value: object, message: str) -> None:
-    with pytest.raises(ConfigError, match=rf"^decay_scale .* {message}"):
-        check_time_value("decay_scale", value)
-
-
-@pytest.mark.parametrize(
-    ("kwargs", "message"),
-    [
-        ({"k": 0}, "k must be a positive whole number, got 0"),
-        ({"candidates": 0}, "candidates must be a positive whole number, got 0"),
-        ({"k": 2.0}, "k must be a positive whole number, got 2.0"),
-        ({"k": True}, "k must be a positive whole number, got True"),
-        ({"k": "5"}, "k must be a positive whole number, got '5'"),
-        ({"k": 10**6}, "k must be at most 10000, got 1000000"),
-        (
-            {"question": ["refund", "late"]},
-            "question must be a string, got list ['refund', 'late']",
-        ),
-        ({"question": {"a": "refund"}}, "question must be a string, got dict {'a': 'refund'}"),
-        ({"question": 5}, "question must be a string, got int 5"),
-        ({"tenant": ["A", "B"]}, "tenant must be a string, got list ['A', 'B']"),
-        (
-            {"filters": SearchFilters(published_from="2020-13-45")},
-            "published_from '2020-13-45' is not a date",
-        ),
-        ({"filters": SearchFilters(decay_scale="0d")}, "decay_scale '0d' is out of range"),
-    ],
-)
-def test_hostile_arguments_get_exact_messages(kwargs: dict, message: str) -> None:
-    client = FakeClient({})
-    with pytest.raises(ConfigError) as raised:
-        run(client=client, **kwargs)
-    assert str(raised.value).startswith(message), str(raised.value)
-    assert client.calls == []
-
-
 def test_rerank_default_is_the_setting() -> None:
     reranker = FakeReranker()
     settings = SETTINGS.replace(rerank=False)
-    result = search("q", settings, tenant="A", client=FakeClient({"q": CORPUS}), reranker=reranker)
+    request = SearchRequest.from_settings(settings, "q", tenant="A")
+    result = search(request, settings, client=FakeClient({"q": CORPUS}), reranker=reranker)
     assert not result.reranked and reranker.calls == []
-    result = search(
-        "q", settings, tenant="A", client=FakeClient({"q": CORPUS}), reranker=reranker, rerank=True
-    )
+    request = SearchRequest.from_settings(settings, "q", tenant="A", rerank=True)
+    result = search(request, settings, client=FakeClient({"q": CORPUS}), reranker=reranker)
     assert result.reranked and len(reranker.calls) == 1
     assert run().reranked  # the default setting is on
 
@@ -433,7 +204,8 @@ class RefusingClient:
 def test_a_bad_request_from_opensearch_is_a_query_error_without_the_url() -> None:
     settings = SETTINGS.replace(opensearch_url="http://admin:s3cret@10.1.2.3:9200")
     with pytest.raises(QueryError) as raised:
-        search("q", settings, tenant="A", mode="bm25", rerank=False, client=RefusingClient())
+        request = SearchRequest.from_settings(settings, "q", tenant="A", mode="bm25", rerank=False)
+        search(request, settings, client=RefusingClient())
     message = str(raised.value)
     assert message == (
         "OpenSearch refused the search as a bad request: parse_exception: failed to parse date "

@@ -1,5 +1,6 @@
-"""`loader serve` without a cluster: the API key file, the constant-time lookup, the key headers
-and the mapping of cluster failures to statuses and public messages."""
+"""`loader serve` without a cluster: the API key file, the constant-time lookup, the key headers,
+the mapping of cluster failures to statuses and public messages, and the body as a thin layer
+over the library's request."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ pytest.importorskip("fastapi")
 
 from loader.cluster.client import cluster_errors  # noqa: E402
 from loader.errors import ConfigError, LoaderError, QueryError  # noqa: E402
-from loader.query import serve  # noqa: E402
-from loader.query.serve import ApiKeys, create_app, presented_key  # noqa: E402
-from loader.settings import Settings  # noqa: E402
+from loader.query import auth, serve  # noqa: E402
+from loader.query.auth import ApiKeys, presented_key  # noqa: E402
+from loader.query.request import EXPANSIONS, SearchFilters, SearchRequest  # noqa: E402
+from loader.query.serve import create_app  # noqa: E402
+from loader.settings import SEARCH_MODES, Settings  # noqa: E402
 
 KEY_A = "key-a-0123456789abcdef"
 KEY_A2 = "key-a-second-0123456789"
@@ -49,14 +52,14 @@ def test_keys_are_kept_only_as_digests(tmp_path: Path) -> None:
 def test_lookup_compares_every_key_in_constant_time(monkeypatch) -> None:
     keys = ApiKeys([(KEY_A, "A"), (KEY_A2, "A"), (KEY_B, "B")])
     calls: list[tuple[bytes, bytes]] = []
-    real = serve.hmac.compare_digest
+    real = auth.hmac.compare_digest
 
     def counting(a: bytes, b: bytes) -> bool:
         calls.append((a, b))
         assert len(a) == len(b) == 32  # digests: equal lengths whatever the key's length
         return real(a, b)
 
-    monkeypatch.setattr(serve.hmac, "compare_digest", counting)
+    monkeypatch.setattr(auth.hmac, "compare_digest", counting)
     for key, tenant in ((KEY_A, "A"), (KEY_B, "B"), ("wrong-key-0123456789", None), ("x", None)):
         calls.clear()
         assert keys.tenant_for(key) == tenant
@@ -106,13 +109,13 @@ def test_missing_or_unreadable_key_file(tmp_path: Path) -> None:
 
 
 def test_a_key_file_others_can_read_is_warned_about(tmp_path, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="loader.query.serve"):
+    with caplog.at_level(logging.WARNING, logger="loader.query.auth"):
         ApiKeys.from_file(write(tmp_path, GOOD, mode=0o644))
     assert "can be read by other users; chmod 600" in caplog.text
     assert KEY_A not in caplog.text
     caplog.clear()
     path = write(tmp_path, GOOD, mode=stat.S_IRUSR | stat.S_IWUSR)
-    with caplog.at_level(logging.WARNING, logger="loader.query.serve"):
+    with caplog.at_level(logging.WARNING, logger="loader.query.auth"):
         ApiKeys.from_file(path)
     assert caplog.text == ""
 
@@ -185,3 +188,48 @@ def test_cluster_failures_map_to_statuses_without_the_url(cause, status, message
 def test_a_bad_request_is_a_400_with_the_servers_reason() -> None:
     error = QueryError("OpenSearch refused the search as a bad request: parse_exception: bad")
     assert (error.http_status, error.public_message) == (400, str(error))
+
+
+def test_the_body_becomes_the_librarys_request_with_the_settings_defaults() -> None:
+    settings = Settings(search_mode="bm25", rerank=False, top_k=3, candidates=9)
+    body = serve.SearchRequest.model_validate({"question": "refund", "tenant": "A"})
+    request = body.to_request(settings, "A")
+    assert isinstance(request, SearchRequest)
+    assert (request.mode, request.rerank, request.k, request.candidates) == ("bm25", False, 3, 9)
+    full = serve.SearchRequest.model_validate(
+        {
+            "question": "refund",
+            "tenant": "A",
+            "mode": "vector",
+            "rerank": True,
+            "k": 2,
+            "filters": {"tags": ["billing"], "published_from": "now-1y"},
+            "expand": "parent",
+            "prompt_order": True,
+        }
+    )
+    request = full.to_request(settings, "A")
+    assert (request.mode, request.rerank, request.k, request.expand) == (
+        "vector",
+        True,
+        2,
+        "parent",
+    )
+    assert request.filters == SearchFilters(tags=("billing",), published_from="now-1y")
+    assert request.prompt_order and not request.merge_adjacent
+
+
+def test_the_library_checks_what_pydantic_lets_through() -> None:
+    body = serve.SearchRequest.model_validate(
+        {"question": " ", "tenant": "A", "filters": {"published_from": "2020-13-45"}}
+    )
+    with pytest.raises(ConfigError, match="question is empty"):
+        body.to_request(Settings(), "A")
+
+
+def test_the_body_types_come_from_the_settings_and_the_request() -> None:
+    assert serve.SearchMode.__args__ == SEARCH_MODES
+    assert serve.Expansion.__args__ == EXPANSIONS
+    schema = serve.SearchRequest.model_json_schema()
+    modes = [option for option in schema["properties"]["mode"]["anyOf"] if "enum" in option]
+    assert modes[0]["enum"] == list(SEARCH_MODES)

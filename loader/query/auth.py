@@ -1,0 +1,194 @@
+"""API keys bound to tenants, for ``loader serve``: the key file, the constant-time lookup, the
+key headers, and the middleware that answers 401 before anything else runs.
+
+The file is TOML, one ``"<key>" = "<tenant>"`` line per key under a ``[keys]`` table::
+
+    # api-keys.toml (chmod 600): keys of 16 to 4096 printable ASCII characters, no spaces
+    [keys]
+    "3q2-kZ1u0pY8Vh2m6Zq5WcJr9bqQ0c7F" = "acme"
+    "Qm1x9pL0aT4eR7uY2iO5wS8dF3gH6jKl" = "globex"   # a tenant may have several keys
+
+Keys are kept only as SHA-256 digests and a presented key is compared with every one of them by
+``hmac.compare_digest`` (constant time, no early exit); no key is ever logged or echoed.
+
+Example::
+
+    keys = ApiKeys.from_file("api-keys.toml")
+    app.middleware("http")(require_api_key(keys))   # request.state.tenant: the key's tenant
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import re
+import stat
+import tomllib
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from loader.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+MAX_TENANT_CHARS = 256
+# API keys: long enough not to be guessed, and safe in an HTTP header.
+MIN_KEY_CHARS = 16
+MAX_KEY_CHARS = 4096
+_KEY_CHARACTERS = re.compile(r"^[\x21-\x7e]+$")
+_TOML_LOCATION = re.compile(r"\((at line \d+, column \d+|at end of document)\)")
+# Requests that need no key.
+PUBLIC_ROUTES = frozenset({("GET", "/health")})
+
+
+class ApiKeys:
+    """API keys bound to tenants, kept as SHA-256 digests and looked up in constant time.
+
+    Example::
+
+        keys = ApiKeys.from_file("api-keys.toml")
+        keys.tenant_for(presented)      # 'acme', or None for an unknown key
+
+    Raises (``from_file``, ``parse``):
+        ConfigError: the file cannot be read, is not TOML, or holds no valid ``[keys]`` table;
+            the message names the file and the entry's position, never a key.
+    """
+
+    def __init__(self, entries: list[tuple[str, str]], source: str = "api keys") -> None:
+        self.source = source
+        self._entries = tuple((_digest(key), tenant) for key, tenant in entries)
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> ApiKeys:
+        """The keys of a TOML file with a ``[keys]`` table of ``"<key>" = "<tenant>"``."""
+        file = Path(path).expanduser()
+        name = f"api_keys_file {str(path)!r}"
+        try:
+            raw = file.read_bytes()
+            mode = file.stat().st_mode
+        except OSError as exc:
+            raise ConfigError(
+                f"{name} cannot be read ({exc.strerror or type(exc).__name__}); point "
+                "api_keys_file (LOADER_API_KEYS_FILE) at a TOML file with a [keys] table"
+            ) from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{name} is not UTF-8 text") from None
+        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+            log.warning("%s can be read by other users; chmod 600 it", name)
+        return cls.parse(text, source=name)
+
+    @classmethod
+    def parse(cls, text: str, source: str = "api keys") -> ApiKeys:
+        """The keys of a TOML text (see ``from_file``); ``source`` names it in messages."""
+        hint = 'expected a [keys] table of "<key>" = "<tenant>" lines'
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            # tomllib's messages can quote table names, which might be keys: only the position.
+            where = _TOML_LOCATION.search(str(exc))
+            raise ConfigError(
+                f"{source} is not valid TOML ({where.group(1) if where else 'syntax error'}); "
+                f"{hint}"
+            ) from None
+        keys = data.get("keys")
+        if set(data) - {"keys"}:
+            # Not named: a key written above the [keys] line would be printed.
+            raise ConfigError(f"{source} has entries outside the [keys] table; {hint}")
+        if not isinstance(keys, dict) or not keys:
+            raise ConfigError(f"{source} holds no keys; {hint}")
+        entries = []
+        for number, (key, tenant) in enumerate(keys.items(), start=1):
+            if not isinstance(tenant, str) or not tenant.strip():
+                raise ConfigError(
+                    f"{source}: the tenant of key number {number} is not a non-empty string"
+                )
+            if len(tenant) > MAX_TENANT_CHARS:
+                raise ConfigError(
+                    f"{source}: the tenant of key number {number} is longer than "
+                    f"{MAX_TENANT_CHARS} characters"
+                )
+            if not MIN_KEY_CHARS <= len(key) <= MAX_KEY_CHARS or not _KEY_CHARACTERS.match(key):
+                raise ConfigError(
+                    f"{source}: key number {number} (tenant {tenant!r}) is not {MIN_KEY_CHARS} to "
+                    f"{MAX_KEY_CHARS} printable ASCII characters without spaces; make one with "
+                    "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+                )
+            entries.append((key, tenant))
+        return cls(entries, source=source)
+
+    def tenant_for(self, key: str | None) -> str | None:
+        """The tenant of ``key``, or ``None``. Every stored digest is compared, match or not."""
+        if not key:
+            return None
+        presented = _digest(key)
+        found = None
+        for digest, tenant in self._entries:
+            if hmac.compare_digest(presented, digest):
+                found = tenant
+        return found
+
+    @property
+    def tenants(self) -> list[str]:
+        """The tenants that have a key, sorted."""
+        return sorted({tenant for _, tenant in self._entries})
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"ApiKeys({len(self)} keys for {len(self.tenants)} tenants, {self.source})"
+
+
+def _digest(key: str) -> bytes:
+    return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
+
+
+def presented_key(headers: Any) -> tuple[str | None, str | None]:
+    """``(key, None)`` from ``Authorization: Bearer <key>`` or ``X-API-Key``, else
+    ``(None, reason)`` with why none was taken (the reason never quotes the header)."""
+    authorization = headers.get("authorization")
+    header_key = headers.get("x-api-key")
+    bearer = None
+    if authorization is not None:
+        scheme, _, value = authorization.strip().partition(" ")
+        if scheme.lower() != "bearer" or not value.strip():
+            return None, "the Authorization header must be 'Bearer <key>'"
+        bearer = value.strip()
+    if bearer is not None and header_key is not None and header_key.strip() != bearer:
+        return None, "send one API key: Authorization and X-API-Key disagree"
+    key = bearer if bearer is not None else (header_key or "").strip()
+    if not key:
+        return None, "an API key is required: send Authorization: Bearer <key> (or X-API-Key)"
+    return key, None
+
+
+Middleware = Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+
+
+def require_api_key(api_keys: ApiKeys) -> Middleware:
+    """An HTTP middleware that answers 401 to every request but ``PUBLIC_ROUTES`` without a known
+    key, and otherwise sets ``request.state.tenant`` to the key's tenant.
+
+    Add it last (``app.middleware("http")(require_api_key(keys))``), so that it runs first.
+    """
+    from fastapi.responses import JSONResponse
+
+    async def check_api_key(request: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
+        if (request.method, request.url.path) in PUBLIC_ROUTES:
+            return await call_next(request)
+        key, reason = presented_key(request.headers)
+        tenant = api_keys.tenant_for(key)
+        if tenant is None:
+            return JSONResponse(
+                status_code=401,
+                content={"error": reason or "unknown API key"},
+                headers={"WWW-Authenticate": 'Bearer realm="loader"'},
+            )
+        request.state.tenant = tenant
+        return await call_next(request)
+
+    return check_api_key

@@ -1,0 +1,164 @@
+"""What a search returns: ``SearchHit`` (a chunk with its metadata and every stage's score and
+rank), ``SearchResult`` (the hits, the queries and per-stage timings), and ``format_result``, the
+plain-text form ``loader search`` prints.
+
+Example::
+
+    result = search(request, settings)
+    result.to_dict()              # JSON-ready, as ``loader search --json`` and ``loader serve``
+    format_result(result)         # lines, as ``loader search``
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from loader.documents import PATH_SEPARATOR
+from loader.query.context import Hit
+from loader.query.request import MAX_QUESTION_CHARS
+
+TIMINGS = ("rewrite_ms", "embed_ms", "retrieve_ms", "rerank_ms", "context_ms", "total_ms")
+SNIPPET_CHARS = 300
+_WHITESPACE = re.compile(r"\s+")
+
+
+@dataclass
+class SearchHit(Hit):
+    """One result: a ``loader.query.context.Hit`` plus the chunk's metadata.
+
+    ``scores`` / ``ranks`` hold each stage's score and 1-based rank: ``retrieval`` (OpenSearch's
+    score, or the client-side RRF score when several queries were fused), ``query_<n>`` (per
+    rewritten query, when there were several) and ``rerank`` (the cross-encoder's score).
+    """
+
+    collection: str = ""
+    tenant: str = ""
+    lang: str = ""
+    tags: tuple[str, ...] = ()
+    published: str = ""
+    page: int | None = None
+
+    @classmethod
+    def from_document(cls, document: dict[str, Any]) -> SearchHit:
+        """The hit of one document of an OpenSearch answer (its ``_id`` and ``_source``)."""
+        source = document.get("_source") or {}
+        heading_path = source.get("heading_path") or ""
+        tags = source.get("tags") or []
+        return cls(
+            chunk_id=str(source.get("chunk_id") or document.get("_id", "")),
+            doc_id=str(source.get("doc_id", "")),
+            body=str(source.get("body") or source.get("content") or ""),
+            source=str(source.get("source", "")),
+            title=str(source.get("title", "")),
+            heading_path=tuple(part for part in heading_path.split(PATH_SEPARATOR) if part),
+            text=str(source.get("content") or source.get("body") or ""),
+            position=int(source.get("position") or 0),
+            section_id=str(source.get("section_id", "")),
+            parent_text=str(source.get("parent_text", "")),
+            window=str(source.get("window", "")),
+            collection=str(source.get("collection", "")),
+            tenant=str(source.get("tenant", "")),
+            lang=str(source.get("lang", "")),
+            tags=tuple(str(tag) for tag in (tags if isinstance(tags, list) else [tags])),
+            published=str(source.get("published", "")),
+            page=source.get("page"),
+        )
+
+    @property
+    def heading(self) -> str:
+        """``title > heading > subheading``, for display."""
+        return PATH_SEPARATOR.join(part for part in (self.title, *self.heading_path) if part)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["heading_path"] = list(self.heading_path)
+        data["tags"] = list(self.tags)
+        return data
+
+
+@dataclass
+class SearchResult:
+    """What ``search`` found, and how.
+
+    Attributes:
+        question: the question as searched (after truncation).
+        queries: the queries retrieved for (the rewriter's output, or just the question).
+        rerank_query: the text the candidates were reranked against ("" without rerank).
+        mode: the search mode.
+        tenant: the tenant searched.
+        reranked: whether the cross-encoder reordered the candidates.
+        candidates: how many distinct candidates retrieval returned.
+        hits: the results, best first (or in prompt order with ``prompt_order``).
+        timings: milliseconds per stage: rewrite_ms, embed_ms, retrieve_ms, rerank_ms,
+            context_ms, total_ms.
+        truncated: the question was longer than ``MAX_QUESTION_CHARS`` and was cut.
+    """
+
+    question: str
+    queries: list[str]
+    rerank_query: str
+    mode: str
+    tenant: str
+    reranked: bool
+    candidates: int
+    hits: list[SearchHit] = field(default_factory=list)
+    timings: dict[str, float] = field(default_factory=dict)
+    truncated: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "hits"}
+        data["hits"] = [hit.to_dict() for hit in self.hits]
+        return data
+
+
+def _hit_lines(number: int, hit: SearchHit, snippet_chars: int) -> list[str]:
+    stages = [f"chunk {hit.chunk_id}"]
+    for stage, rank in hit.ranks.items():
+        stages.append(f"{stage} #{rank} {hit.scores.get(stage, 0.0):.4f}")
+    text = _WHITESPACE.sub(" ", hit.body).strip()
+    if len(text) > snippet_chars:
+        text = text[:snippet_chars].rstrip() + "…"
+    return [f"{number}. {hit.heading}  ({hit.source})", "   " + " | ".join(stages), f"   {text}"]
+
+
+def _summary_line(result: SearchResult) -> str:
+    timings = result.timings
+    count = len(result.hits)
+    return (
+        f"{count} result{'' if count == 1 else 's'} of {result.candidates} "
+        f"candidate{'' if result.candidates == 1 else 's'} for tenant "
+        f"{result.tenant!r} ({result.mode}, {'reranked' if result.reranked else 'no rerank'}) in "
+        f"{timings['total_ms']:.1f} ms: embed {timings['embed_ms']:.1f} ms, retrieve "
+        f"{timings['retrieve_ms']:.1f} ms, rerank {timings['rerank_ms']:.1f} ms"
+    )
+
+
+def format_result(result: SearchResult, snippet_chars: int = SNIPPET_CHARS) -> list[str]:
+    """Plain-text lines for a result, as ``loader search`` prints them.
+
+    Per hit: rank, ``title > heading path`` and source; the chunk id and every stage's rank and
+    score; the text, whitespace collapsed and cut at ``snippet_chars``. Then one summary line.
+
+    Example::
+
+        1. Printer manual > Error codes  (printer.md)
+           chunk 4090d2d8bd4a34f674d6-0 | retrieval #1 1.9237 | rerank #1 0.5131
+           Error E1043 means the paper tray is empty. Refill the tray and press resume.
+
+        1 result of 3 candidates for tenant 'A' (bm25, reranked) in 41.2 ms: embed 0.0 ms, ...
+    """
+    lines = []
+    if result.truncated:
+        lines.append(
+            f"! the question was cut to {len(result.question)} characters "
+            f"(limit {MAX_QUESTION_CHARS})"
+        )
+    if len(result.queries) > 1 or result.queries != [result.question]:
+        lines.append("queries: " + " | ".join(result.queries))
+    for number, hit in enumerate(result.hits, start=1):
+        lines.extend(_hit_lines(number, hit, snippet_chars))
+    lines.append(_summary_line(result))
+    return lines
