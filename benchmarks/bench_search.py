@@ -44,7 +44,7 @@ from loader.models.rerank import Reranker  # noqa: E402
 from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.result import SearchHit  # noqa: E402
 from loader.query.search import search  # noqa: E402
-from loader.settings import SEARCH_MODES, resolve_settings  # noqa: E402
+from loader.settings import RERANK_BACKENDS, SEARCH_MODES, resolve_settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 MAX_COUNT = 300  # bounds the number of requests: 9 searches per question
@@ -85,7 +85,7 @@ def p50_p95(values: list[float]) -> str:
     return f"{percentile(values, 50):8.1f} {percentile(values, 95):8.1f}"
 
 
-def main() -> int:
+def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url", default=os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200"))
     parser.add_argument("--index", required=True, help="alias of an already pushed index")
@@ -99,25 +99,17 @@ def main() -> int:
         "--batch-size", type=int, default=None, help="pairs per forward pass (rerank_batch_size)"
     )
     args = parser.parse_args()
-
     if urlsplit(args.url).hostname not in LOOPBACK:
         parser.error(f"--url must point at this machine (127.0.0.1), got {args.url}")
-    count = max(1, min(args.count, MAX_COUNT))
-    overrides = {"opensearch_url": args.url, "index_name": args.index}
-    if args.reranker_model:
-        overrides["reranker_model"] = args.reranker_model
-    settings, _ = resolve_settings(overrides=overrides)
-    settings = settings.replace(candidates=args.candidates, top_k=args.k)
-    if args.batch_size:
-        settings = settings.replace(rerank_batch_size=args.batch_size)
+    args.count = max(1, min(args.count, MAX_COUNT))
+    return args
 
-    questions = read_questions(args.dataset, count)
-    client = connect(settings)
-    embedder = get_embedder(settings.embedding_model, settings.device)
-    embedder.embed(["warm up"])
+
+def load_rerankers(settings: Any) -> tuple[dict[str, Reranker], str]:
+    """Every backend that loads, and a note on those that do not."""
     rerankers: dict[str, Reranker] = {}
     skipped = ""
-    for backend in ("torch", "onnx", "onnx-int8"):
+    for backend in RERANK_BACKENDS:
         try:
             rerankers[backend] = Reranker(
                 settings.reranker_model,
@@ -128,68 +120,34 @@ def main() -> int:
             )
         except LoaderError as exc:
             skipped += f"\n  rerank {backend} skipped: {exc}"
-    print(
-        f"{len(questions)} questions; index {args.index} on {args.url}; tenant {args.tenant!r}; "
-        f"{args.candidates} candidates, k={args.k}; rerank batches of "
-        f"{settings.rerank_batch_size}; {os.cpu_count()} cpus{skipped}"
-    )
+    return rerankers, skipped
 
-    def run(mode: str, rerank: bool):
-        request = SearchRequest.from_settings(
-            settings, questions[0], tenant=args.tenant, mode=mode, rerank=rerank
-        )
-        return search(
-            request, settings, client=client, embedder=embedder, reranker=rerankers.get("torch")
-        )
 
-    try:
-        run("hybrid-rrf", False)  # warm the cluster's caches and the HTTP connection
-    except LoaderError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
-
+def end_to_end(args, settings, questions, client, embedder, reranker) -> None:
+    """p50 / p95 of ``search`` per mode, without and (with a reranker) with rerank."""
     print(f"\n{'end to end (ms)':<34}{'p50':>8} {'p95':>8}   {'retrieve p50/p95':>18}")
-    rerank_options = (False, True) if "torch" in rerankers else (False,)
-    for rerank in rerank_options:
+    for rerank in (False, True) if reranker else (False,):
         for mode in SEARCH_MODES:
-            totals, retrieves, reranks = [], [], []
+            timings = []
             for question in questions:
                 request = SearchRequest.from_settings(
                     settings, question, tenant=args.tenant, mode=mode, rerank=rerank
                 )
                 result = search(
-                    request,
-                    settings,
-                    client=client,
-                    embedder=embedder,
-                    reranker=rerankers.get("torch"),
+                    request, settings, client=client, embedder=embedder, reranker=reranker
                 )
-                totals.append(result.timings["total_ms"])
-                retrieves.append(result.timings["retrieve_ms"])
-                reranks.append(result.timings["rerank_ms"])
+                timings.append(result.timings)
             label = f"{mode} {'+ rerank (torch)' if rerank else 'no rerank'}"
-            extra = f"   {p50_p95(retrieves)}"
+            extra = f"   {p50_p95([t['retrieve_ms'] for t in timings])}"
             if rerank:
-                extra += f"   rerank {p50_p95(reranks)}"
-            print(f"{label:<34}{p50_p95(totals)}{extra}")
+                extra += f"   rerank {p50_p95([t['rerank_ms'] for t in timings])}"
+            print(f"{label:<34}{p50_p95([t['total_ms'] for t in timings])}{extra}")
 
-    if "torch" not in rerankers or "onnx" not in rerankers:
-        print("\nrerank alone: needs both the torch and onnx backends" + (skipped or ""))
-        return 0
+
+def rerank_alone(args, rerankers, candidates) -> dict[str, list[list[float]]]:
+    """Time each backend on the same candidate lists; return the scores per backend."""
     title = f"rerank alone, {args.candidates} candidates (ms)"
     print(f"\n{title:<34}{'p50':>8} {'p95':>8}")
-    candidates = [
-        (
-            question,
-            [
-                hit.text
-                for hit in hybrid_candidates(
-                    question, settings, args.tenant, args.candidates, client, embedder
-                )
-            ],
-        )
-        for question in questions
-    ]
     # One backend after the other, not interleaved per question: a backend's idle threads still
     # spin for a while after its run, and would slow whichever backend ran next.
     times: dict[str, list[float]] = {}
@@ -201,22 +159,27 @@ def main() -> int:
             started = time.perf_counter()
             scores[backend].append(reranker.rerank(question, passages))
             times[backend].append((time.perf_counter() - started) * 1000)
-    tops = {
-        backend: [sorted(range(len(s)), key=lambda i: -s[i])[: args.k] for s in lists]
-        for backend, lists in scores.items()
-    }
     torch_p50 = percentile(times["torch"], 50)
     for backend, values in times.items():
         speedup = torch_p50 / percentile(values, 50)
         print(f"{backend:<34}{p50_p95(values)}   {speedup:.2f}x torch (p50)")
-    total = len(questions)
-    gaps = [boundary_gap(s, args.k) for s in scores["torch"]]
+    return scores
+
+
+def agreement(k: int, scores: dict[str, list[list[float]]]) -> None:
+    """How often each backend's top k is torch's, against the margin the top k has."""
+    tops = {
+        backend: [sorted(range(len(s)), key=lambda i: -s[i])[:k] for s in lists]
+        for backend, lists in scores.items()
+    }
+    total = len(scores["torch"])
+    gaps = [boundary_gap(s, k) for s in scores["torch"]]
     print(
-        f"\ntorch score gap between passage {args.k} and {args.k + 1}: "
+        f"\ntorch score gap between passage {k} and {k + 1}: "
         f"p10 {percentile(gaps, 10):.4f}, p50 {percentile(gaps, 50):.4f}, "
         f"min {min(gaps):.4f}"
     )
-    for backend in rerankers:
+    for backend in scores:
         if backend == "torch":
             continue
         pairs = list(zip(tops["torch"], tops[backend], strict=True))
@@ -229,11 +192,49 @@ def main() -> int:
         ]
         within = sum(gap <= error for gap, error in zip(gaps, errors, strict=True))
         print(
-            f"top-{args.k} agreement torch vs {backend}: same set {same_set}/{total}, "
-            f"same order {same_order}/{total}, {shared:.2f} of {args.k} shared on average; "
+            f"top-{k} agreement torch vs {backend}: same set {same_set}/{total}, "
+            f"same order {same_order}/{total}, {shared:.2f} of {k} shared on average; "
             f"largest score error per question p50 {percentile(errors, 50):.4f}, "
             f"gap within it on {within}/{total}"
         )
+
+
+def main() -> int:
+    args = parse_args()
+    overrides = {"opensearch_url": args.url, "index_name": args.index}
+    if args.reranker_model:
+        overrides["reranker_model"] = args.reranker_model
+    settings, _ = resolve_settings(overrides=overrides)
+    settings = settings.replace(candidates=args.candidates, top_k=args.k)
+    if args.batch_size:
+        settings = settings.replace(rerank_batch_size=args.batch_size)
+
+    questions = read_questions(args.dataset, args.count)
+    client = connect(settings)
+    embedder = get_embedder(settings.embedding_model, settings.device)
+    embedder.embed(["warm up"])
+    rerankers, skipped = load_rerankers(settings)
+    print(
+        f"{len(questions)} questions; index {args.index} on {args.url}; tenant {args.tenant!r}; "
+        f"{args.candidates} candidates, k={args.k}; rerank batches of "
+        f"{settings.rerank_batch_size}; {os.cpu_count()} cpus{skipped}"
+    )
+    try:  # warm the cluster's caches and the HTTP connection
+        hybrid_candidates(questions[0], settings, args.tenant, args.k, client, embedder)
+    except LoaderError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    end_to_end(args, settings, questions, client, embedder, rerankers.get("torch"))
+
+    if "torch" not in rerankers or "onnx" not in rerankers:
+        print("\nrerank alone: needs both the torch and onnx backends" + (skipped or ""))
+        return 0
+    candidates = [
+        (question, [hit.text for hit in hybrid_candidates(
+            question, settings, args.tenant, args.candidates, client, embedder)])
+        for question in questions
+    ]  # fmt: skip
+    agreement(args.k, rerank_alone(args, rerankers, candidates))
     return 0
 
 

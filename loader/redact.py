@@ -177,5 +177,3 @@ def scrub_secrets(text: str, secrets: list[str], pieces: bool = True) -> str:
     for piece in sorted((p for p in masked if p), key=len, reverse=True):
         text = text.replace(piece, MASK)
     return text
-
-

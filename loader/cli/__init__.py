@@ -1,0 +1,32 @@
+"""The ``loader`` command line: a thin layer over the library, one module per room.
+
+Each command parses its options, resolves settings (``common.settings_options``), calls one
+library function and turns a ``LoaderError`` into one line on stderr with the error class's exit
+code (``common.handle_errors``). Commands never call each other.
+"""
+
+from __future__ import annotations
+
+import click
+
+from loader.cli import cluster, eval, index, ingest, query
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="loader")
+def cli() -> None:
+    """Hybrid search for RAG on OpenSearch: apply the configuration, push documents, search, and
+    measure retrieval quality."""
+
+
+for command in (
+    cluster.settings_command,
+    cluster.up,
+    cluster.down,
+    index.apply,
+    ingest.push,
+    query.search,
+    eval.eval_command,
+    query.serve,
+):
+    cli.add_command(command)

@@ -1,0 +1,59 @@
+"""`loader settings`, `loader up`, `loader down`: the settings, and a local single node."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from loader.cli.common import handle_errors, settings_options
+from loader.settings import (
+    Settings,
+    resolve_settings,
+    setting_help,
+)
+from loader.terminal import printable
+
+
+@click.command(name="settings")
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Config file (default: ./loader.toml if present).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+def settings_command(config_path: str | None, as_json: bool) -> None:
+    """Show every setting, its value and where the value came from (secrets masked)."""
+    with handle_errors():
+        settings, sources = resolve_settings(config_path=config_path)
+    values = settings.public_items()
+    if as_json:
+        click.echo(
+            json.dumps({k: {"value": v, "source": sources[k]} for k, v in values.items()}, indent=2)
+        )
+        return
+    helps = setting_help()
+    for name, value in values.items():
+        click.echo(printable(f"{name} = {value!r}  [{sources[name]}]"))
+        click.echo(f"    {helps[name]}")
+
+
+@click.command()
+@settings_options
+def up(settings: Settings) -> None:
+    """Start a local single-node OpenSearch in Docker (idempotent) and print its URL."""
+    from loader.cluster.local import start_local
+
+    url = start_local(settings)
+    click.echo(printable(url))
+
+
+@click.command()
+@settings_options
+def down(settings: Settings) -> None:
+    """Stop and remove the local OpenSearch started by `loader up` (idempotent)."""
+    from loader.cluster.local import stop_local
+
+    click.echo("stopped" if stop_local(settings) else "not running")

@@ -1,0 +1,133 @@
+"""What every command shares: settings from --config/--url/--index and the environment,
+and the one mapping of errors to a line on stderr and an exit code."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import click
+
+from loader.errors import LoaderError
+from loader.redact import parse_url, scrub_secrets
+from loader.settings import (
+    resolve_settings,
+    secret_values,
+)
+from loader.terminal import printable
+
+
+def settings_options(func: Callable) -> Callable:
+    """--config, --url and --debug, shared by every command that talks to a cluster."""
+
+    @click.option(
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Config file (default: ./loader.toml if present).",
+    )
+    @click.option(
+        "--url",
+        "opensearch_url",
+        default=None,
+        metavar="URL",
+        help="OpenSearch URL (default: $OPENSEARCH_URL or http://127.0.0.1:9200).",
+    )
+    @click.option("--index", "index_name", default=None, help="Index alias to work on.")
+    @click.option("--debug", is_flag=True, help="Show tracebacks and debug logging.")
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any,
+        config_path: str | None,
+        opensearch_url: str | None,
+        index_name: str | None,
+        debug: bool,
+        **kwargs: Any,
+    ) -> Any:
+        logging.basicConfig(
+            level=logging.DEBUG if debug else logging.WARNING,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
+        if not debug:  # the client logs every failed request; errors below become one line
+            logging.getLogger("opensearch").setLevel(logging.CRITICAL)
+            # pypdf warns about damaged PDFs without naming the file; push reports each one.
+            logging.getLogger("pypdf").setLevel(logging.ERROR)
+        secrets: list[str] = []
+        with handle_errors(debug, secrets):
+            settings, _ = resolve_settings(
+                config_path=config_path,
+                overrides={"opensearch_url": opensearch_url, "index_name": index_name},
+            )
+            secrets.extend(secret_values(settings))
+            _mask_secrets_in_logs(secrets)
+            parse_url(settings.opensearch_url)  # a malformed URL: one line, before any work
+            try:
+                return func(*args, settings=settings, **kwargs)
+            finally:
+                _SECRET_FILTER.secrets = []
+
+    return wrapper
+
+
+class _SecretFilter(logging.Filter):
+    """Masks the running command's secrets in every record a root handler writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.secrets: list[str] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if self.secrets:
+            message = record.getMessage()
+            scrubbed = scrub_secrets(message, self.secrets)
+            if scrubbed != message:
+                record.msg, record.args = scrubbed, None
+            if record.exc_info and not record.exc_text:
+                text = logging.Formatter().formatException(record.exc_info)
+                record.exc_text = scrub_secrets(text, self.secrets)
+        return True
+
+
+_SECRET_FILTER = _SecretFilter()
+
+
+def _mask_secrets_in_logs(secrets: list[str]) -> None:
+    _SECRET_FILTER.secrets = secrets
+    for handler in logging.getLogger().handlers:
+        if _SECRET_FILTER not in handler.filters:
+            handler.addFilter(_SECRET_FILTER)
+
+
+@contextlib.contextmanager
+def handle_errors(debug: bool = False, secrets: Sequence[str] = ()) -> Iterator[None]:
+    """Turn any error into one line on stderr and an exit code, never a traceback (unless
+    ``debug``): a LoaderError gets its class's exit code, anything else exit code 1.
+
+    ``secrets`` (read when the error happens) are masked in the line: the package's own messages
+    never hold one, but the text of an unexpected exception may.
+    """
+    try:
+        yield
+    except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+        raise
+    except LoaderError as exc:
+        if not str(exc):  # already reported item by item (PartialFailure): just the exit code
+            raise click.exceptions.Exit(exc.exit_code) from exc
+        if debug:
+            raise
+        # Whole secrets only: a piece of one may be a word of the message.
+        long_enough = [secret for secret in secrets if len(secret) >= 3]
+        error = click.ClickException(printable(scrub_secrets(str(exc), long_enough, pieces=False)))
+        error.exit_code = exc.exit_code
+        raise error from exc
+    except Exception as exc:
+        if debug:
+            raise
+        text = printable(scrub_secrets(" ".join(str(exc).split()), list(secrets)))
+        raise click.ClickException(
+            f"unexpected {type(exc).__name__}: {text}; run with --debug for the traceback"
+        ) from exc

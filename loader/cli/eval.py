@@ -1,0 +1,153 @@
+"""`loader eval`: retrieval quality per mode and strategy, with a regression gate."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from loader.cli.common import settings_options
+from loader.eval.configs import RERANK_CHOICES
+from loader.settings import (
+    CHUNK_STRATEGIES,
+    SEARCH_MODES,
+    Settings,
+)
+from loader.terminal import printable, printable_lines
+
+
+@click.command(name="eval")
+@click.argument("dataset", type=click.Path(exists=True))
+@click.option(
+    "--docs",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Documents folder a questions file asks about (DATASET is then a .jsonl file).",
+)
+@click.option("--split", default="test", show_default=True, help="BEIR qrels split.")
+@click.option(
+    "--mode",
+    "modes",
+    multiple=True,
+    type=click.Choice(SEARCH_MODES),
+    help="Search mode; repeat for several (default: all four).",
+)
+@click.option(
+    "--strategy",
+    "strategies",
+    multiple=True,
+    type=click.Choice(CHUNK_STRATEGIES),
+    help="Chunking strategy; repeat for several (default: the chunk_strategy setting).",
+)
+@click.option(
+    "--rerank",
+    type=click.Choice(list(RERANK_CHOICES)),
+    is_flag=False,
+    flag_value="on",
+    default="off",
+    show_default=True,
+    help="Rerank with the cross-encoder: --rerank, --rerank both (each mode with and without).",
+)
+@click.option("--no-rerank", is_flag=True, help="No rerank (the default).")
+@click.option(
+    "--candidates",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Chunks retrieved per query. Chunks of one document collapse into one result, so "
+    "recall@100 sees 100 documents only when this is several times 100.",
+)
+@click.option(
+    "--sweep",
+    default=None,
+    metavar="SETTING=V1,V2",
+    help="Evaluate one setting over values, e.g. chunk_target_tokens=120,180,240 or "
+    "bm25_weight=0.2,0.3,0.5.",
+)
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N queries.")
+@click.option(
+    "--index-prefix",
+    default="eval",
+    show_default=True,
+    help="First part of the eval indices' aliases (<prefix>-<dataset>-<strategy>).",
+)
+@click.option(
+    "--out-dir",
+    type=click.Path(file_okay=False),
+    default="eval-results",
+    show_default=True,
+    help="Folder of the JSON, Markdown table, PNG chart and TREC run files.",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Results JSON file (default: <out-dir>/results.json).",
+)
+@click.option(
+    "--compare",
+    "previous",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Earlier results JSON: print the deltas; exit 10 when a gated metric dropped.",
+)
+@click.option(
+    "--gate-metric",
+    "gate_metrics",
+    multiple=True,
+    help="Metric the --compare gate checks; repeat (default: ndcg@10, recall@10, recall@100).",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(min=0),
+    default=0.01,
+    show_default=True,
+    help="Largest allowed drop of a gated metric (absolute).",
+)
+@click.option("--no-chart", is_flag=True, help="Do not draw the PNG chart.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress or push lines on stderr.")
+@click.option("--json", "as_json", is_flag=True, help="Print the results (and comparison) as JSON.")
+@settings_options
+def eval_command(
+    settings: Settings,
+    no_rerank: bool,
+    no_chart: bool,
+    quiet: bool,
+    as_json: bool,
+    **options: Any,
+) -> None:
+    """Measure recall@k, MRR@10, nDCG@10 and latency of every mode and strategy on DATASET.
+
+    DATASET is a BEIR folder (corpus.jsonl[.gz], queries.jsonl, qrels/<split>.tsv), or a questions
+    file (JSONL: question, source, optional heading_path) with --docs FOLDER. The documents are
+    pushed into their own index per strategy (an unchanged re-run embeds nothing). Writes
+    results.json, results.md, results.png and one TREC run per configuration into --out-dir.
+    With --compare, exit code 10 when a gated metric dropped by more than --threshold.
+    """
+    from loader.eval.compare import render_comparison
+    from loader.eval.report import render_table
+    from loader.eval.runner import EvalRequest, run_eval
+
+    if no_rerank:
+        options["rerank"] = "off"
+    # The other options are named after EvalRequest's fields.
+    request = EvalRequest(**options, chart=not no_chart)
+    silent = quiet or as_json
+    run = run_eval(
+        request,
+        settings,
+        show_progress=sys.stderr.isatty() and not silent,
+        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
+    )
+    if as_json:
+        click.echo(json.dumps(run.to_dict(), indent=2))
+    else:
+        click.echo(printable_lines(render_table(run.report.to_dict())))
+        if run.comparison is not None:
+            click.echo("")
+            click.echo(printable_lines(render_comparison(run.comparison)))
+        if not quiet:
+            click.echo(f"\nresults: {printable(run.outputs['json'])}", err=True)
+    run.check()  # the regression gate: RegressionError, exit code 10

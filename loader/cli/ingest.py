@@ -1,0 +1,97 @@
+"""`loader push`: sync a folder into the index (or print what a push would do)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from loader.cli.common import settings_options
+from loader.errors import PartialFailure
+from loader.settings import (
+    CHUNK_STRATEGIES,
+    Settings,
+)
+from loader.terminal import printable
+
+
+@click.command()
+@click.argument("folder", type=click.Path(file_okay=False))
+@click.option(
+    "--tenant",
+    default=None,
+    help="The one tenant of this push: only its chunks of the collection are read, updated or "
+    "deleted (default: each file's front matter, else the tenant setting).",
+)
+@click.option(
+    "--collection",
+    default=None,
+    help="Name scoping this folder's documents in the index (default: folder name).",
+)
+@click.option(
+    "--strategy",
+    "chunk_strategy",
+    type=click.Choice(CHUNK_STRATEGIES),
+    default=None,
+    help="Chunking strategy (default: the chunk_strategy setting).",
+)
+@click.option("--keep-removed", is_flag=True, help="Keep chunks of files no longer in the folder.")
+@click.option(
+    "--dry-run", is_flag=True, help="Print what the push would do; embed and write nothing."
+)
+@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@settings_options
+def push(
+    settings: Settings,
+    folder: str,
+    tenant: str | None,
+    collection: str | None,
+    chunk_strategy: str | None,
+    keep_removed: bool,
+    dry_run: bool,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Chunk, embed and index the documents of FOLDER, keeping the index in sync with it.
+
+    Unchanged documents are neither embedded nor written; changed ones replace exactly their own
+    chunks; files removed from the folder lose their chunks. Exit code 8 when any file failed.
+    """
+    from loader.ingest.sync import push as push_folder
+
+    if chunk_strategy:
+        settings = settings.replace(chunk_strategy=chunk_strategy)
+    interactive = sys.stderr.isatty() and not (quiet or as_json)
+    report = push_folder(
+        folder,
+        settings,
+        collection=collection,
+        tenant=tenant,
+        keep_removed=keep_removed,
+        dry_run=dry_run,
+        show_progress=interactive,
+        on_event=None if as_json else lambda line: click.echo(printable(line), err=True),
+    )
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    elif dry_run and not quiet:
+        for line in report.plan or []:
+            click.echo(printable(line))
+        click.echo(
+            f"{printable(report.collection)}: {report.added} to add, {report.updated} to update, "
+            f"{report.unchanged} unchanged, {report.deleted} to delete, {report.failed} failed; "
+            f"tenant {printable(', '.join(report.tenants))} (dry run: nothing changed)"
+        )
+    elif not quiet:
+        click.echo(
+            f"{printable(report.collection)}: {report.added} added, {report.updated} updated, "
+            f"{report.unchanged} unchanged, {report.deleted} deleted, {report.failed} failed; "
+            f"{report.chunks} chunks ({report.chunks_written} written, {report.chunks_deleted} "
+            f"deleted, {report.embedded} embedded, {report.reused_vectors} vectors reused, "
+            f"{report.retries} retries) in {report.seconds:.1f} s; "
+            f"tenant {printable(', '.join(report.tenants))}"
+        )
+    if report.failed:
+        raise PartialFailure()  # each failure is already on stderr: exit code 8, no more lines
