@@ -29,3 +29,4 @@ fi
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test,model,onnx,serve]'
 
 bash opensearch/build-image.sh
+OPENSEARCH_VARIANT=secure bash opensearch/build-image.sh  # the security-plugin test node (DLS per tenant)
