@@ -8,7 +8,7 @@ through the DLS query ``{"term": {"tenant": "acme"}}``, ``globex_reader`` likewi
 The admin applies the project's configuration and pushes two tenants' folders; then each way a
 reader could reach the other tenant's chunks is tried on the real cluster — ``_search``,
 ``_count``, aggregations, an inline ``_search/template``, ``_msearch``, ``_mget`` and get by id,
-and ``loader.search.search`` through the stored templates — and none returns them. TLS
+and ``loader.query.search.search`` through the stored templates — and none returns them. TLS
 verification stays on throughout: the CA certificate is copied out of the container.
 """
 
@@ -33,12 +33,13 @@ from pathlib import Path
 import opensearchpy
 import pytest
 
-from loader.apply import apply_config
-from loader.cluster import connect
-from loader.embedding import get_embedder
+from loader.cluster.client import connect
 from loader.errors import QueryError
-from loader.push import push
-from loader.search import search
+from loader.index.apply import apply_config
+from loader.ingest.sync import push
+from loader.models.embedding import get_embedder
+from loader.query.request import SearchRequest
+from loader.query.search import search
 from loader.settings import Settings
 
 IMAGE = os.environ.get("OPENSEARCH_SECURE_IMAGE", "loader-opensearch-secure:2.19.1")
@@ -276,11 +277,10 @@ def test_loader_search_finds_own_chunks_and_never_the_other_tenants(node, loaded
     embedder = get_embedder(settings.embedding_model, device=settings.device)
     client = connect(settings)
     own = search(
-        "How much is the Rocket plan?",
+        SearchRequest.from_settings(
+            settings, "How much is the Rocket plan?", tenant="acme", mode=mode, rerank=False
+        ),
         settings,
-        tenant="acme",
-        mode=mode,
-        rerank=False,
         client=client,
         embedder=embedder,
     )
@@ -289,11 +289,10 @@ def test_loader_search_finds_own_chunks_and_never_the_other_tenants(node, loaded
     # The stored templates filter on the tenant parameter; DLS keeps globex's chunks away even
     # when acme's reader asks for tenant globex.
     other = search(
-        "Hammock plan quokka",
+        SearchRequest.from_settings(
+            settings, "Hammock plan quokka", tenant="globex", mode=mode, rerank=False
+        ),
         settings,
-        tenant="globex",
-        mode=mode,
-        rerank=False,
         client=client,
         embedder=embedder,
     )
@@ -308,11 +307,10 @@ def test_hybrid_search_under_dls_is_refused_by_the_cluster(node, loaded, mode):
     admin_settings = node.settings("admin", index_name=loaded.alias)
     embedder = get_embedder(admin_settings.embedding_model, device=admin_settings.device)
     as_admin = search(
-        "How much is the Rocket plan?",
+        SearchRequest.from_settings(
+            admin_settings, "How much is the Rocket plan?", tenant="acme", mode=mode, rerank=False
+        ),
         admin_settings,
-        tenant="acme",
-        mode=mode,
-        rerank=False,
         client=connect(admin_settings),
         embedder=embedder,
     )
@@ -320,11 +318,10 @@ def test_hybrid_search_under_dls_is_refused_by_the_cluster(node, loaded, mode):
     settings = node.settings("acme_reader", index_name=loaded.alias)
     with pytest.raises(QueryError, match="hybrid query must be a top level query"):
         search(
-            "How much is the Rocket plan?",
+            SearchRequest.from_settings(
+                settings, "How much is the Rocket plan?", tenant="acme", mode=mode, rerank=False
+            ),
             settings,
-            tenant="acme",
-            mode=mode,
-            rerank=False,
             client=connect(settings),
             embedder=embedder,
         )
