@@ -74,21 +74,21 @@ def settings_options(func: Callable) -> Callable:
 
 
 class _SecretFilter(logging.Filter):
-    """Masks the running command's secrets in every record a root handler writes."""
+    """Masks the running command's secrets in every record a root handler writes, and escapes
+    its control characters (a file name in a log line must not forge another line)."""
 
     def __init__(self) -> None:
         super().__init__()
         self.secrets: list[str] = []
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if self.secrets:
-            message = record.getMessage()
-            scrubbed = scrub_secrets(message, self.secrets)
-            if scrubbed != message:
-                record.msg, record.args = scrubbed, None
-            if record.exc_info and not record.exc_text:
-                text = logging.Formatter().formatException(record.exc_info)
-                record.exc_text = scrub_secrets(text, self.secrets)
+        message = record.getMessage()
+        cleaned = printable(scrub_secrets(message, self.secrets) if self.secrets else message)
+        if cleaned != message:
+            record.msg, record.args = cleaned, None
+        if self.secrets and record.exc_info and not record.exc_text:
+            text = logging.Formatter().formatException(record.exc_info)
+            record.exc_text = scrub_secrets(text, self.secrets)
         return True
 
 

@@ -133,12 +133,13 @@ def questions_task(
     """The task of a questions file over the documents folder ``root``.
 
     Raises:
-        InputError: ``root`` is not a folder, or the questions file is malformed.
+        ConfigError: ``root`` is not a folder (the same error as ``loader push``'s).
+        InputError: the questions file is malformed.
     """
-    if not root.is_dir():
-        raise InputError(f"documents folder {root} does not exist")
+    from loader.ingest.readers import Skipped, iter_documents, require_folder
+
+    require_folder(root)
     questions = load_questions(questions_file)[:limit]
-    from loader.ingest.readers import Skipped, iter_documents
 
     document_count = sum(
         1 for item in iter_documents(root, max_file_bytes) if not isinstance(item, Skipped)

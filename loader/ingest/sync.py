@@ -43,7 +43,6 @@ from opensearchpy import OpenSearch, helpers
 
 from loader.cluster.client import cluster_errors, connect
 from loader.documents import PATH_SEPARATOR, Document
-from loader.errors import ConfigError
 from loader.ingest.bulk import BulkAction, BulkResult, send_bulk
 from loader.ingest.plan import (
     PlannedDocument,
@@ -53,7 +52,7 @@ from loader.ingest.plan import (
     plan_push,
     scope_query,
 )
-from loader.ingest.readers import Skipped, iter_documents
+from loader.ingest.readers import Skipped, iter_documents, require_folder
 from loader.models.embedding import Embedder, embedder_for
 from loader.settings import Settings
 
@@ -163,8 +162,7 @@ def push(
         The report; the caller decides the exit code (``report.failed``).
     """
     root = Path(root)
-    if not root.is_dir():
-        raise ConfigError(f"{root} is not a folder; `loader push` takes a folder of documents")
+    require_folder(root)
     items = iter_documents(root, settings.max_file_bytes, follow_symlinks=settings.follow_symlinks)
     return sync_documents(items, settings, collection=collection or root.resolve().name, **options)
 

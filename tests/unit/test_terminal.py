@@ -77,3 +77,24 @@ def test_settings_lines_escape_the_config_file_name(tmp_path, monkeypatch) -> No
     assert "evil\\nindex_name" in line
     # Every line is a setting or its indented help.
     assert all(line.startswith("    ") or " = " in line for line in lines)
+
+
+def test_log_lines_of_a_command_are_printable_too():
+    """A file name in a log record (e.g. a reader's warning) cannot forge a second line."""
+    import io
+    import logging
+
+    from loader.cli.common import _mask_secrets_in_logs
+
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        _mask_secrets_in_logs(["s3cret-pw"])
+        logging.getLogger("loader.test").warning(
+            "skipped %s (key s3cret-pw)", "forged\nfailed ok.md"
+        )
+    finally:
+        root.removeHandler(handler)
+    assert stream.getvalue() == "skipped forged\\nfailed ok.md (key ****)\n"

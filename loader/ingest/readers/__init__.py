@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from loader.documents import Document
-from loader.errors import InputError
+from loader.errors import ConfigError, InputError
 from loader.ingest.readers.common import Rejected, decode_text
 from loader.ingest.readers.html import read_html
 from loader.ingest.readers.markdown import read_markdown
@@ -193,7 +193,7 @@ def iter_documents(
         # [Document(source="shared.md", ...)]
     """
     root = Path(root)
-    walk = _Walk(root, _folder_info(root), follow_symlinks)
+    walk = _Walk(root, require_folder(root), follow_symlinks)
     for path in walk.paths():
         source = _source(path, root)
         try:
@@ -208,18 +208,20 @@ def iter_documents(
             yield _read_or_skip(path, source, max_bytes)
 
 
-def _folder_info(root: Path) -> os.stat_result:
-    """The pushed folder's ``stat``.
+def require_folder(root: Path) -> os.stat_result:
+    """The pushed folder's ``stat``: the one check of a documents folder (push, eval --docs).
 
     Raises:
-        InputError: ``root`` is not a readable folder.
+        ConfigError: ``root`` is not a readable folder (a bad argument, exit code 2).
     """
     try:
         root_info = root.stat()
+    except FileNotFoundError:
+        root_info = None
     except OSError as exc:
-        raise InputError(f"cannot read folder {root}: {exc.strerror or exc}") from None
-    if not stat.S_ISDIR(root_info.st_mode):
-        raise InputError(f"{root} is not a folder; push reads a folder of documents")
+        raise ConfigError(f"cannot read folder {root}: {exc.strerror or exc}") from None
+    if root_info is None or not stat.S_ISDIR(root_info.st_mode):
+        raise ConfigError(f"{root} is not a folder; `loader push` takes a folder of documents")
     return root_info
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import loader.ingest.readers as readers
 from loader.documents import Document
-from loader.errors import InputError
+from loader.errors import ConfigError, InputError
 from loader.ingest.readers import OUTSIDE_REASON, Skipped, iter_documents, read_document
 
 
@@ -124,7 +124,7 @@ def test_read_document_raises_input_error_naming_the_file(tmp_path: Path) -> Non
 
 
 def test_root_must_be_a_folder(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match="not a folder"):
+    with pytest.raises(ConfigError, match="not a folder"):
         list(iter_documents(write(tmp_path, "a.md", "A."), 1000))
 
 
