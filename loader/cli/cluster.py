@@ -6,7 +6,7 @@ import json
 
 import click
 
-from loader.cli.common import handle_errors, settings_options
+from loader.cli.common import config_option, handle_errors, settings_options
 from loader.settings import (
     Settings,
     resolve_settings,
@@ -16,13 +16,7 @@ from loader.terminal import printable
 
 
 @click.command(name="settings")
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Config file (default: ./loader.toml if present).",
-)
+@config_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def settings_command(config_path: str | None, as_json: bool) -> None:
     """Show every setting, its value and where the value came from (secrets masked)."""

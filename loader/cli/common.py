@@ -19,17 +19,19 @@ from loader.settings import (
 )
 from loader.terminal import printable
 
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Config file (default: ./loader.toml if present).",
+)
+
 
 def settings_options(func: Callable) -> Callable:
     """--config, --url and --debug, shared by every command that talks to a cluster."""
 
-    @click.option(
-        "--config",
-        "config_path",
-        type=click.Path(dir_okay=False),
-        default=None,
-        help="Config file (default: ./loader.toml if present).",
-    )
+    @config_option
     @click.option(
         "--url",
         "opensearch_url",
