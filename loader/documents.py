@@ -26,6 +26,10 @@ class Block:
     kind: BlockKind
     text: str
     page: int | None = None  # 1-based page number, for PDFs
+    # Code read through its syntax tree (readers.code, notebooks): the indices into
+    # text.split("\n") where a statement starts. A code block too large for one chunk is split
+    # only there (chunking.units), never mid-statement.
+    statement_lines: tuple[int, ...] = ()
 
 
 @dataclass

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything a fresh machine needs before `loader` and the tests can run:
-# system packages (Docker engine, debootstrap, unzip, Maven, nginx for the TLS tests), a running
+# system packages (Docker engine, debootstrap, unzip, Maven, nginx for the TLS tests, pandoc and
+# LibreOffice Writer for the real-document tests), a running
 # dockerd, the Python package with its test and model extras, and the project's OpenSearch image.
 # Idempotent: on a machine that has it all, it checks and returns in seconds.
 set -euo pipefail
@@ -12,6 +13,8 @@ command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v unzip >/dev/null || missing+=(unzip)
 command -v mvn >/dev/null || missing+=(maven)
 command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)  # TLS + auth proxy in tests
+command -v pandoc >/dev/null || missing+=(pandoc)  # tests convert docs/ to .docx
+command -v soffice >/dev/null || missing+=(libreoffice-writer-nogui)  # ... and to PDF, headless
 if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}"
     apt-get update -qq

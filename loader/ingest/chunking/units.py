@@ -20,8 +20,9 @@ Example::
 
 from __future__ import annotations
 
+import itertools
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from loader.documents import Block, BlockKind, Section
@@ -136,18 +137,56 @@ def _group_lines(lines: list[str], budget: int, count: TokenCounter) -> list[lis
     return groups
 
 
-def split_code(text: str, budget: int, count: TokenCounter) -> list[str]:
-    """Split a code block on line boundaries; each piece keeps the fence and its language."""
+def _statement_groups(
+    lines: list[str], starts: list[int], budget: int, count: TokenCounter
+) -> list[list[str]]:
+    """Group whole statements (the lines from one start to the next) into runs of at most
+    ``budget`` tokens; only a statement longer than the budget alone is cut between lines."""
+    bounds = [0, *sorted({start for start in starts if 0 < start < len(lines)}), len(lines)]
+    groups: list[list[str]] = []
+    current: list[str] = []
+    used = 0
+    for begin, end in itertools.pairwise(bounds):
+        statement = lines[begin:end]
+        tokens = sum(count(line) for line in statement)
+        if current and used + tokens > budget:
+            groups.append(current)
+            current, used = [], 0
+        if tokens > budget:
+            groups.extend(_group_lines(statement, budget, count))
+            continue
+        current.extend(statement)
+        used += tokens
+    if current:
+        groups.append(current)
+    return groups
+
+
+def split_code(
+    text: str, budget: int, count: TokenCounter, statement_lines: Sequence[int] = ()
+) -> list[str]:
+    """Split a code block on line boundaries; each piece keeps the fence and its language.
+
+    ``statement_lines`` (indices into ``text``'s lines, from the reader's parser: see
+    ``Block.statement_lines``) are where statements start: pieces then start
+    only there, so no statement is cut unless it alone is over the budget.
+    """
     lines = text.split("\n")
     opening = closing = ""
+    starts = list(statement_lines)
     if len(lines) >= 2 and _FENCE.match(lines[0]) and _FENCE.match(lines[-1]):
         opening, closing, lines = lines[0], lines[-1], lines[1:-1]
+        starts = [start - 1 for start in starts]
     line_budget = budget - count(opening) - count(closing)
     if line_budget < max(8, budget // 4):  # the fence itself is absurd: drop it
         opening = closing = ""
         line_budget = budget
+    if starts:
+        groups = _statement_groups(lines, starts, line_budget, count)
+    else:
+        groups = _group_lines(lines, line_budget, count)
     pieces = []
-    for group in _group_lines(lines, line_budget, count):
+    for group in groups:
         body = "\n".join(group)
         pieces.append(f"{opening}\n{body}\n{closing}" if opening else body)
     return pieces
@@ -209,10 +248,16 @@ def block_units(block: Block, target: int, budget: int, count: TokenCounter) -> 
     if block.kind in ("code", "table"):
         if tokens <= budget:
             return [Unit(text, tokens, block.kind, "\n\n", block.page, False)]
-        split = split_code if block.kind == "code" else split_table
+        if block.kind == "code":
+            # Code read through its syntax tree knows where statements start; other code splits
+            # anywhere.
+            shift = block.text[: len(block.text) - len(block.text.lstrip())].count("\n")
+            starts = [line - shift for line in block.statement_lines]
+            pieces = split_code(text, budget, count, starts)
+        else:
+            pieces = split_table(text, budget, count)
         return [
-            Unit(piece, count(piece), block.kind, "\n\n", block.page, False)
-            for piece in split(text, budget, count)
+            Unit(piece, count(piece), block.kind, "\n\n", block.page, False) for piece in pieces
         ]
     if tokens <= target:
         return [Unit(text, tokens, block.kind, "\n\n", block.page, True)]

@@ -27,17 +27,31 @@ from pathlib import Path, PurePath
 
 from loader.documents import Document
 from loader.errors import ConfigError, InputError
+from loader.ingest.readers.code import CODE_LANGUAGES, read_code
 from loader.ingest.readers.common import Rejected, decode_text
+from loader.ingest.readers.docx import read_docx
 from loader.ingest.readers.html import read_html
 from loader.ingest.readers.markdown import read_markdown
+from loader.ingest.readers.notebook import read_notebook
 from loader.ingest.readers.pdf import read_pdf
+from loader.ingest.readers.rst import read_rst
 from loader.ingest.readers.text import read_text
 
 __all__ = ["SUPPORTED_SUFFIXES", "Skipped", "iter_documents", "read_document"]
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_SUFFIXES = (".md", ".markdown", ".html", ".htm", ".txt", ".pdf")
+SUPPORTED_SUFFIXES = (".md", ".markdown", ".html", ".htm", ".txt", ".pdf", ".docx")
+SUPPORTED_SUFFIXES += (".rst", ".ipynb", *CODE_LANGUAGES)
+# The readers of decoded text, by suffix (code files: CODE_LANGUAGES; others: plain text).
+_TEXT_READERS = {
+    ".md": read_markdown,
+    ".markdown": read_markdown,
+    ".html": read_html,
+    ".htm": read_html,
+    ".rst": read_rst,
+    ".ipynb": read_notebook,
+}
 
 OUTSIDE_REASON = (
     "symbolic link to a target outside the pushed folder; set follow_symlinks = true to index it"
@@ -119,12 +133,12 @@ def _read(path: Path, source: str, max_bytes: int) -> Document:
     stem = PurePath(source).stem
     if suffix == ".pdf":
         return read_pdf(data, source, stem)
+    if suffix == ".docx":
+        return read_docx(data, source, stem)
     text = decode_text(data)
-    if suffix in (".md", ".markdown"):
-        return read_markdown(text, source, stem)
-    if suffix in (".html", ".htm"):
-        return read_html(text, source, stem)
-    return read_text(text, source, stem)
+    if suffix in CODE_LANGUAGES:
+        return read_code(text, source, suffix)
+    return _TEXT_READERS.get(suffix, read_text)(text, source, stem)
 
 
 def read_bytes(path: Path) -> bytes:

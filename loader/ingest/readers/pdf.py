@@ -1,25 +1,41 @@
-"""PDF reader on pypdf: page text as paragraphs (with page numbers), headings from the outline.
+"""PDF reader: pdfplumber for the page layout, pypdf for the outline and metadata.
 
-A PDF has no paragraphs or headings, only positioned text. pypdf extracts each page's text; the
-bookmarks (outline), when the PDF has them, give the section headings and the page each starts
-on. A heading whose title is found in its page's text splits the page there; otherwise it starts
-at the top of its page. Without an outline the document is one section.
+A PDF has no paragraphs or headings, only positioned text. pdfplumber gives every word with its
+font and size and finds ruled tables; ``pdf_layout`` rebuilds lines, columns, borderless tables
+and drops running headers and footers; ``pdf_structure`` turns the lines into headings,
+paragraphs, lists and code.
+
+Headings come from the outline (bookmarks) when it agrees with the text: when at least half of
+its entries are lines on their page, those lines are the headings, at the outline's levels (an
+entry not found starts at the top of its page). Otherwise — no outline, or one that names
+nothing on the page — the headings are the ones the layout shows (``pdf_structure``).
+
+What the reader cannot do, it says: a PDF without any text (a scan) is refused with "no text
+layer, OCR not available"; pages without text in a PDF that has some are logged as a warning
+naming the file and the pages.
 """
 
 from __future__ import annotations
 
 import io
 import logging
-import re
 from typing import Any
 
 from loader.documents import Block, Document
 from loader.ingest.readers.common import Heading, Rejected, assemble, normalize_space, readable_stem
-from loader.ingest.readers.text import LIST_LINE, unwrap
+from loader.ingest.readers.pdf_layout import (
+    Segment,
+    TableRegion,
+    Word,
+    drop_running_lines,
+    page_lines,
+    reading_order,
+)
+from loader.ingest.readers.pdf_structure import StructureOutline
 
 log = logging.getLogger(__name__)
 
-_SENTENCE_END = re.compile(r"[.!?:]$")
+NO_TEXT_LAYER = "no text layer, OCR not available"
 
 
 def _outline(reader: Any) -> list[tuple[int, int, str]]:
@@ -48,46 +64,119 @@ def _outline(reader: Any) -> list[tuple[int, int, str]]:
     return entries
 
 
-def page_paragraphs(text: str, page: int) -> list[Block]:
-    """Paragraph blocks of one page's extracted text.
-
-    pypdf gives one line per text line; a paragraph ends at a blank line or at a short line
-    that ends a sentence (shorter than 70 % of the page's typical line).
-    """
-    lines = [line.strip() for line in text.split("\n")]
-    lengths = sorted(len(line) for line in lines if line)
-    typical = lengths[len(lengths) * 3 // 4] if lengths else 0
-    blocks: list[Block] = []
-    current: list[str] = []
-
-    def flush() -> None:
-        if current:
-            if len(current) > 1 and all(LIST_LINE.match(line) for line in current):
-                blocks.append(Block("list", "\n".join(current), page))
-            else:
-                blocks.append(Block("paragraph", unwrap(current), page))
-            current.clear()
-
-    for line in lines:
-        if not line:
-            flush()
-            continue
-        current.append(line)
-        if _SENTENCE_END.search(line) and len(line) < 0.7 * typical:
-            flush()
-    flush()
-    return blocks
+def _page_items(pdf: Any) -> tuple[list[list[list[Segment]]], list[float], list[TableRegion]]:
+    """Per page: the lines outside ruled tables; the page heights; the ruled tables."""
+    pages, heights, tables = [], [], []
+    for number, page in enumerate(pdf.pages, start=1):
+        found = [t for t in page.find_tables() if len(t.rows) >= 2 and len(t.columns) >= 2]
+        boxes = [table.bbox for table in found]
+        for table in found:
+            rows = [[normalize_space(cell or "") for cell in row] for row in table.extract()]
+            x0, top, _, bottom = table.bbox
+            tables.append(TableRegion(rows, number, top, x0, bottom))
+        words = [
+            Word(
+                w["text"], w["x0"], w["x1"], w["top"], w["bottom"], w["size"], w["fontname"], number
+            )
+            for w in page.extract_words(extra_attrs=["fontname", "size"])
+            if not any(_inside(w, box) for box in boxes)
+        ]
+        pages.append(page_lines(words) if words else [])
+        heights.append(float(page.height))
+    return pages, heights, tables
 
 
-def _find_heading(text: str, title: str, start: int) -> tuple[int, int] | None:
-    words = [re.escape(word) for word in title.split()]
-    match = re.compile(r"\s+".join(words), re.IGNORECASE).search(text, start)
-    return (match.start(), match.end()) if match else None
+def _inside(word: dict, box: tuple[float, float, float, float]) -> bool:
+    x, y = (word["x0"] + word["x1"]) / 2, (word["top"] + word["bottom"]) / 2
+    return box[0] <= x <= box[2] and box[1] <= y <= box[3]
+
+
+def _ordered(
+    pages: list[list[list[Segment]]], tables: list[TableRegion]
+) -> list[list[Segment | TableRegion]]:
+    """Each page's items in reading order, ruled tables placed where they stand."""
+    ordered = []
+    for number, lines in enumerate(pages, start=1):
+        items = reading_order(lines)
+        for table in (t for t in tables if t.page == number):
+            at = next(
+                (
+                    i
+                    for i, item in enumerate(items)
+                    if item.top > table.top and item.x0 >= table.x0 - 1
+                ),
+                len(items),
+            )
+            items.insert(at, table)
+        ordered.append(items)
+    return ordered
+
+
+def _outline_marks(
+    structure: StructureOutline, outline: list[tuple[int, int, str]]
+) -> dict[int, tuple[int, str]] | None:
+    """Heading marks from the outline, or None when fewer than half its entries are lines of
+    their page (then the outline does not describe this text)."""
+    marks: dict[int, tuple[int, str]] = {}
+    unmatched: list[tuple[int, int, str]] = []
+    title_index = structure.title_index()
+    # Lines that look like headings first: a title line may repeat the first chapter's name.
+    looks = [index for index in structure.headings() if index != title_index]
+    candidates = looks + [i for i in range(len(structure.items)) if i not in looks]
+    for page, level, title in outline:
+        wanted = title.casefold()
+        found = next(
+            (
+                index
+                for index in candidates
+                if isinstance(item := structure.items[index], Segment)
+                and item.page == page + 1
+                and index not in marks
+                and normalize_space(item.text).casefold() == wanted
+            ),
+            None,
+        )
+        if found is None:
+            unmatched.append((page, level, title))
+        else:
+            marks[found] = (1, f"{min(level, 6)}\x00{title}")
+    if len(marks) < len(outline) / 2:
+        return None
+    for page, level, title in unmatched:  # starts at the top of its page
+        at = next((i for i, item in enumerate(structure.items) if item.page > page), None)
+        if at is not None and at not in marks:
+            marks[at] = (0, f"{min(level, 6)}\x00{title}")
+    return marks
+
+
+def _events(pdf: Any, outline: list[tuple[int, int, str]], source: str) -> tuple[str | None, list]:
+    """The layout title and the document's events."""
+    pages, heights, tables = _page_items(pdf)
+    empty = [number for number, lines in enumerate(pages, start=1) if not lines]
+    if len(empty) == len(pages) and not tables:
+        raise Rejected(NO_TEXT_LAYER)
+    if empty:
+        log.warning("%s: pages %s have no text layer (OCR not available): not indexed", source,
+                    ", ".join(map(str, empty)))  # fmt: skip
+    pages, dropped = drop_running_lines(pages, heights)
+    if dropped:
+        log.debug("%s: dropped %d running header, footer and page-number lines", source, dropped)
+    structure = StructureOutline(_ordered(pages, tables))
+    layout_title, events = structure.events()
+    marks = _outline_marks(structure, outline) if outline else None
+    if marks is None:
+        return layout_title, events
+    title_index = structure.title_index()
+    if title_index is not None and title_index not in marks:
+        marks[title_index] = (1, "")  # the title line is the prefix, not body text
+    return layout_title, structure.blocks(marks)
 
 
 def read_pdf(data: bytes, source: str, stem: str) -> Document:
-    """Read a PDF: text per page (``Block.page`` 1-based), outline headings, metadata title."""
-    from pypdf import PdfReader  # imported here: only PDFs pay for it
+    """Read a PDF: headings (outline or layout), paragraphs, lists, code and tables, with their
+    1-based page (``Block.page``); title from the metadata, the layout or the file name."""
+    import pdfplumber  # imported here: only PDFs pay for them
+    from pypdf import PdfReader
 
     if not data.startswith(b"%PDF-"):
         raise Rejected("not a PDF file (no %PDF- header)")
@@ -98,21 +187,13 @@ def read_pdf(data: bytes, source: str, stem: str) -> Document:
         metadata = reader.metadata
         title = normalize_space(str(metadata.title or "")) if metadata else ""
         outline = _outline(reader)
-        events: list[Heading | Block] = []
-        for index, page in enumerate(reader.pages):
-            text = page.extract_text() or ""
-            cursor = 0
-            for _, level, heading in (entry for entry in outline if entry[0] == index):
-                found = _find_heading(text, heading, cursor)
-                if found:
-                    events.extend(page_paragraphs(text[cursor : found[0]], index + 1))
-                    cursor = found[1]
-                events.append(Heading(level, heading))
-            events.extend(page_paragraphs(text[cursor:], index + 1))
+        with pdfplumber.open(io.BytesIO(data)) as pdf:
+            layout_title, events = _events(pdf, outline, source)
     except Rejected:
         raise
-    except Exception as exc:  # pypdf raises many kinds for broken files
+    except Exception as exc:  # pypdf and pdfminer raise many kinds for broken files
         raise Rejected(f"unreadable PDF: {exc}") from exc
-    # The title is always explicit for PDFs (metadata, else the file name): top-level outline
-    # entries are chapters, not a title to drop from heading paths.
-    return assemble(source, stem, events, title=title or readable_stem(stem))
+    # The title is always explicit for PDFs (metadata, the layout's title line, else the file
+    # name): top-level headings are chapters, not a title to drop from heading paths.
+    events_list: list[Heading | Block] = events
+    return assemble(source, stem, events_list, title=title or layout_title or readable_stem(stem))

@@ -113,3 +113,21 @@ def test_bom_and_crlf_are_handled_and_bad_bytes_located(tmp_path: Path) -> None:
     path.write_bytes(b"\xef\xbb\xbfab\xffc")
     with pytest.raises(InputError, match=r"not valid UTF-8 \(byte 0xff at offset 5\)"):
         read_document(path, tmp_path, 1000)
+
+
+def test_a_scan_without_text_layer_and_an_encrypted_pdf_are_refused(tmp_path: Path) -> None:
+    from PIL import Image, ImageDraw
+
+    scan = Image.new("L", (400, 120), 255)
+    ImageDraw.Draw(scan).text((10, 40), "Refunds take 5 to 7 working days", fill=0)
+    scan.save(tmp_path / "scan.pdf")  # an image, no text: what a scanner makes
+    with pytest.raises(InputError, match=r"^scan\.pdf: no text layer, OCR not available$"):
+        read_document(tmp_path / "scan.pdf", tmp_path, 1_000_000)
+
+    write_pdf(tmp_path / "plain.pdf", [["Secret text."]], outline=[])
+    writer = PdfWriter(clone_from=tmp_path / "plain.pdf")
+    writer.encrypt(user_password="courier")
+    with (tmp_path / "locked.pdf").open("wb") as handle:
+        writer.write(handle)
+    with pytest.raises(InputError, match=r"^locked\.pdf: encrypted PDF \(needs a password\)$"):
+        read_document(tmp_path / "locked.pdf", tmp_path, 1_000_000)

@@ -1,0 +1,109 @@
+"""Word .docx files built with python-docx at test time."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from pathlib import Path
+
+import docx
+import pytest
+from docx.enum.style import WD_STYLE_TYPE
+from docx.oxml import OxmlElement
+from docx.oxml.ns import qn
+
+from loader.errors import InputError
+from loader.ingest.readers import read_document
+
+
+def _outline_style(document, name: str, level: int):
+    """A paragraph style that is not a Heading style but has Word's outline level."""
+    style = document.styles.add_style(name, WD_STYLE_TYPE.PARAGRAPH)
+    outline = OxmlElement("w:outlineLvl")
+    outline.set(qn("w:val"), str(level - 1))
+    style.element.get_or_add_pPr().append(outline)
+    return style
+
+
+def test_headings_lists_tables_and_properties(tmp_path: Path) -> None:
+    document = docx.Document()
+    document.core_properties.title = "Courier handbook"
+    document.core_properties.language = "en"
+    document.core_properties.keywords = "couriers, shifts"
+    document.core_properties.created = dt.datetime(2024, 5, 2, 9, 30)
+    document.add_paragraph("Courier handbook", style="Title")
+    document.add_paragraph("Welcome to the team.")
+    document.add_heading("Starting a shift", level=1)
+    document.add_paragraph("Check the bag.", style="List Bullet")
+    document.add_paragraph("Open the app.", style="List Bullet")
+    document.add_heading("Payouts", level=2)
+    table = document.add_table(rows=3, cols=3)
+    for row, cells in zip(table.rows, [["Day", "Payout", "Note"], ["Monday", "Weekly", ""],
+                                       ["Friday", "Tips", "cash"]], strict=True):  # fmt: skip
+        for cell, text in zip(row.cells, cells, strict=True):
+            cell.text = text
+    table.cell(1, 1).merge(table.cell(1, 2))  # one cell over two columns: counted once
+    document.add_paragraph("Appendix", style=_outline_style(document, "Annex", 1))
+    document.add_paragraph("Contact the hub.")
+    path = tmp_path / "handbook.docx"
+    document.save(str(path))
+
+    doc = read_document(path, tmp_path, 1_000_000)
+    assert doc.title == "Courier handbook"
+    assert doc.metadata == {"lang": "en", "tags": ["couriers", "shifts"], "published": "2024-05-02"}
+    assert [s.heading_path for s in doc.sections] == [
+        (),
+        ("Starting a shift",),
+        ("Starting a shift", "Payouts"),
+        ("Appendix",),
+    ]
+    blocks = [[(b.kind, b.text) for b in s.blocks] for s in doc.sections]
+    assert blocks == [
+        [("paragraph", "Welcome to the team.")],
+        [("list", "- Check the bag.\n- Open the app.")],
+        [
+            (
+                "table",
+                "| Day | Payout | Note |\n| --- | --- | --- |\n| Monday | Weekly |  |\n"
+                "| Friday | Tips | cash |",
+            )
+        ],  # fmt: skip
+        [("paragraph", "Contact the hub.")],
+    ]
+
+
+def test_numbered_lists_count_per_level(tmp_path: Path) -> None:
+    document = docx.Document()
+    document.add_heading("Steps", level=1)
+    for text in ("Sign in.", "Pick an order.", "Deliver it."):
+        document.add_paragraph(text, style="List Number")
+    path = tmp_path / "steps.docx"
+    document.save(str(path))
+    doc = read_document(path, tmp_path, 1_000_000)
+    assert doc.title == "Steps"  # no core title, no Title paragraph: the first Heading 1
+    assert doc.sections[0].blocks[0].text == "1. Sign in.\n2. Pick an order.\n3. Deliver it."
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"Meeting notes, saved as text.\n", "not a Word .docx file (not a ZIP package)"),
+        (b"PK\x03\x04 cut short", "unreadable Word file: truncated or damaged ZIP package"),
+        (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + b"\x00" * 64, "encrypted or legacy Word file"),
+    ],
+)
+def test_bad_word_files_are_input_errors(tmp_path: Path, data: bytes, reason: str) -> None:
+    path = tmp_path / "bad.docx"
+    path.write_bytes(data)
+    with pytest.raises(InputError, match="^bad\\.docx: " + re.escape(reason)):
+        read_document(path, tmp_path, 1_000_000)
+
+
+def test_a_zip_that_is_no_word_document(tmp_path: Path) -> None:
+    import zipfile
+
+    path = tmp_path / "sheet.docx"
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("hello.txt", "not a Word part")
+    with pytest.raises(InputError, match=r"^sheet\.docx: (not a Word document|unreadable Word)"):
+        read_document(path, tmp_path, 1_000_000)
