@@ -37,7 +37,7 @@ from loader.cluster.client import connect  # noqa: E402
 from loader.eval.datasets import corpus_to_documents, load_beir  # noqa: E402
 from loader.index.apply import apply_config  # noqa: E402
 from loader.ingest.sync import sync_documents  # noqa: E402
-from loader.models.embedding import get_embedder  # noqa: E402
+from loader.models.embedding import embedder_for  # noqa: E402
 from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.search import search  # noqa: E402
 from loader.settings import Settings  # noqa: E402
@@ -59,18 +59,24 @@ class MemoEmbedder:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._embedder, name)
 
-    def embed(self, texts: list[str], show_progress: bool = False):
+    def embed(self, texts: list[str], kind: str = "passage", show_progress: bool = False):
         import numpy as np
 
         with self._lock:
-            missing = [t for t in dict.fromkeys(texts) if t not in self._vectors]
+            missing = [t for t in dict.fromkeys(texts) if (kind, t) not in self._vectors]
         if missing:
-            vectors = self._embedder.embed(missing, show_progress=show_progress)
+            vectors = self._embedder.embed(missing, kind=kind, show_progress=show_progress)
             with self._lock:
-                self._vectors.update(zip(missing, vectors, strict=True))
+                self._vectors.update(zip(((kind, t) for t in missing), vectors, strict=True))
         if not texts:
             return self._embedder.embed([])
-        return np.stack([self._vectors[t] for t in texts])
+        return np.stack([self._vectors[kind, t] for t in texts])
+
+    def embed_passages(self, texts: list[str], show_progress: bool = False):
+        return self.embed(texts, kind="passage", show_progress=show_progress)
+
+    def embed_queries(self, texts: list[str]):
+        return self.embed(texts, kind="query")
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -192,10 +198,8 @@ def main() -> None:
         corpus = dict(list(corpus.items())[: args.limit])
     questions = list(data.queries.values())
     settings = Settings()
-    args.embedder = MemoEmbedder(
-        get_embedder(settings.embedding_model, settings.device, settings.embedding_batch_size)
-    )
-    args.embedder.embed(questions)  # once, outside the timed runs
+    args.embedder = MemoEmbedder(embedder_for(settings))
+    args.embedder.embed_queries(questions)  # once, outside the timed runs
     print(
         f"corpus: {len(corpus)} SciFact documents; {len(questions)} questions; "
         f"{args.threads} threads x {args.requests} requests per mode; {os.cpu_count()} cpus"

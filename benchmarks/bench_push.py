@@ -28,7 +28,7 @@ from loader.eval.datasets import corpus_to_documents, load_beir  # noqa: E402
 from loader.index.apply import apply_config  # noqa: E402
 from loader.ingest.chunking import chunk_document, chunking_config  # noqa: E402
 from loader.ingest.sync import sync_documents  # noqa: E402
-from loader.models.embedding import get_embedder  # noqa: E402
+from loader.models.embedding import embedder_for  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
@@ -46,13 +46,12 @@ def main() -> None:
     corpus = load_beir(args.dataset).corpus
     if args.limit:
         corpus = dict(list(corpus.items())[: args.limit])
-    embedder = get_embedder(
-        settings.embedding_model, settings.device, settings.embedding_batch_size
-    )
-    embedder.embed(["warm up"])
+    embedder = embedder_for(settings)
+    embedder.embed_passages(["warm up"])
     client = connect(settings)
     print(
-        f"corpus: {len(corpus)} documents; model {settings.embedding_model}; {os.cpu_count()} cpus"
+        f"corpus: {len(corpus)} documents; model {settings.embedding_model} "
+        f"({settings.embedding_backend}); {os.cpu_count()} cpus"
     )
 
     rows = []
@@ -63,7 +62,7 @@ def main() -> None:
             c.text for d in documents for c in chunk_document(d, config, embedder.count_tokens)
         ]
         started = time.perf_counter()
-        embedder.embed(texts)
+        embedder.embed_passages(texts)
         model_alone = time.perf_counter() - started
 
         alias = f"bench-push-{uuid.uuid4().hex[:8]}"

@@ -39,7 +39,7 @@ from loader.cluster.client import connect  # noqa: E402
 from loader.errors import LoaderError  # noqa: E402
 from loader.eval.datasets import load_qrels  # noqa: E402
 from loader.eval.metrics import percentile  # noqa: E402
-from loader.models.embedding import get_embedder  # noqa: E402
+from loader.models.embedding import embedder_for  # noqa: E402
 from loader.models.rerank import Reranker  # noqa: E402
 from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.result import SearchHit  # noqa: E402
@@ -211,8 +211,8 @@ def main() -> int:
 
     questions = read_questions(args.dataset, args.count)
     client = connect(settings)
-    embedder = get_embedder(settings.embedding_model, settings.device)
-    embedder.embed(["warm up"])
+    embedder = embedder_for(settings)
+    embedder.embed_queries(["warm up"])
     rerankers, skipped = load_rerankers(settings)
     print(
         f"{len(questions)} questions; index {args.index} on {args.url}; tenant {args.tenant!r}; "

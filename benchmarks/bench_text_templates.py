@@ -38,7 +38,7 @@ from loader.eval.datasets import corpus_to_documents, load_beir  # noqa: E402
 from loader.index.apply import apply_config  # noqa: E402
 from loader.index.render import config_names  # noqa: E402
 from loader.ingest.sync import sync_documents  # noqa: E402
-from loader.models.embedding import get_embedder, resolve_model_path  # noqa: E402
+from loader.models.embedding import embedder_for, resolve_model_path  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
@@ -85,7 +85,7 @@ def main() -> None:
         opensearch_url=args.url, index_name=alias, server_side_embedding=True, request_timeout=120.0
     )
     client = connect(settings)
-    embedder = get_embedder(settings.embedding_model, settings.device)
+    embedder = embedder_for(settings)
     names = config_names(alias)
     try:
         apply_config(settings, dimension=embedder.dimension, client=client)
@@ -110,7 +110,7 @@ def main() -> None:
             )
 
         def vector_call(question: str) -> None:
-            vector = embedder.embed([question])[0].tolist()
+            vector = embedder.embed_queries([question])[0].tolist()
             client.search_template(
                 index=alias,
                 body={

@@ -46,7 +46,7 @@ from bench_search import DEFAULT_DATASET, LOOPBACK, hybrid_candidates  # noqa: E
 
 from loader.cluster.client import connect  # noqa: E402
 from loader.eval.datasets import load_qrels  # noqa: E402
-from loader.models.embedding import get_embedder, resolve_model_path  # noqa: E402
+from loader.models.embedding import embedder_for, resolve_model_path  # noqa: E402
 from loader.settings import resolve_settings  # noqa: E402
 
 
@@ -61,7 +61,7 @@ def training_pairs(args: argparse.Namespace) -> list[tuple[str, str, float]]:
                 questions[record["_id"]] = record["text"]
     settings, _ = resolve_settings(overrides={"opensearch_url": args.url, "index_name": args.index})
     client = connect(settings)
-    embedder = get_embedder(settings.embedding_model, settings.device)
+    embedder = embedder_for(settings)
     pairs: list[tuple[str, str, float]] = []
     skipped = 0
     for query_id, question in questions.items():

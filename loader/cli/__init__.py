@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import click
 
+from loader.cli import chat as chat_cli
 from loader.cli import cluster, eval, index, ingest, query
+from loader.cli import doctor as doctor_cli
+from loader.cli import explain as explain_cli
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -26,6 +29,9 @@ for command in (
     index.apply,
     ingest.push,
     query.search,
+    chat_cli.chat,
+    explain_cli.explain,
+    doctor_cli.doctor,
     eval.eval_command,
     query.serve,
 ):

@@ -56,8 +56,8 @@ from loader.terminal import printable, printable_lines
     type=click.IntRange(min=1),
     default=100,
     show_default=True,
-    help="Chunks retrieved per query. Chunks of one document collapse into one result, so "
-    "recall@100 sees 100 documents only when this is several times 100.",
+    help="Documents retrieved per query: each sub-query retrieves 3 x as many chunks, collapsed "
+    "on doc_id, so recall@100 counts 100 documents.",
 )
 @click.option(
     "--sweep",
@@ -106,6 +106,30 @@ from loader.terminal import printable, printable_lines
     show_default=True,
     help="Largest allowed drop of a gated metric (absolute).",
 )
+@click.option(
+    "--tune",
+    is_flag=True,
+    help="Search the settings that matter on the --train-split, within --budget configurations, "
+    "then compare the winner with the current settings on --split.",
+)
+@click.option(
+    "--budget",
+    type=click.IntRange(min=1),
+    default=12,
+    show_default=True,
+    help="--tune: configurations measured on the train split at most.",
+)
+@click.option("--train-split", default="train", show_default=True, help="--tune: split tuned on.")
+@click.option(
+    "--space",
+    multiple=True,
+    metavar="SETTING=V1,V2",
+    help="--tune: the values to try for a setting; repeat (default: mode, rrf_rank_constant, "
+    "bm25_weight, candidates, chunk strategy, target tokens, overlap).",
+)
+@click.option(
+    "--write", is_flag=True, help="--tune: write the winning values into loader.toml (diff first)."
+)
 @click.option("--no-chart", is_flag=True, help="Do not draw the PNG chart.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress or push lines on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results (and comparison) as JSON.")
@@ -130,6 +154,10 @@ def eval_command(
     from loader.eval.report import render_table
     from loader.eval.runner import EvalRequest, run_eval
 
+    tune_options = {name: options.pop(name) for name in ("budget", "train_split", "space", "write")}
+    if options.pop("tune"):
+        _tune(settings, options, tune_options, quiet or as_json, as_json)
+        return
     if no_rerank:
         options["rerank"] = "off"
     # The other options are named after EvalRequest's fields.
@@ -151,3 +179,38 @@ def eval_command(
         if not quiet:
             click.echo(f"\nresults: {printable(run.outputs['json'])}", err=True)
     run.check()  # the regression gate: RegressionError, exit code 10
+
+
+def _tune(
+    settings: Settings, options: dict[str, Any], tune: dict[str, Any], silent: bool, as_json: bool
+) -> None:
+    """`loader eval --tune`: tune, print the tables, show (and with --write make) the change."""
+    from loader.eval.tune import TuneRequest, render_tune, toml_change, tune_settings, write_winner
+
+    request = TuneRequest(
+        options["dataset"],
+        train_split=tune["train_split"],
+        test_split=options["split"],
+        budget=tune["budget"],
+        metric=(options["gate_metrics"] or ("ndcg@10",))[0],
+        space=tune["space"],
+        limit=options["limit"],
+        index_prefix=options["index_prefix"],
+    )
+    notify = None if silent else (lambda line: click.echo(printable(line), err=True))
+    result = tune_settings(request, settings, on_event=notify)
+    config_path = click.get_current_context().params.get("config_path")
+    if tune["write"]:
+        path, diff = write_winner(result, config_path)
+    else:
+        path, _after, diff = toml_change(result, config_path)
+    if as_json:
+        payload = {**result.to_dict(), "diff": diff, "written": bool(tune["write"] and diff)}
+        click.echo(json.dumps(payload, indent=2))
+        return
+    click.echo(printable_lines(render_tune(result)))
+    click.echo("")
+    for line in diff or [f"{path}: the current settings won; nothing to write"]:
+        click.echo(printable(line))
+    if diff:
+        click.echo(f"{'written to' if tune['write'] else 'not written (add --write):'} {path}")

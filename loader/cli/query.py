@@ -2,17 +2,53 @@
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
+from typing import Any
 
 import click
 
 from loader.cli.common import handle_errors, settings_options
 from loader.query.request import EXPANSIONS
 from loader.settings import (
+    REWRITE_CHOICES,
+    REWRITE_MODES,
     SEARCH_MODES,
     Settings,
 )
 from loader.terminal import printable
+
+
+def rewrite_options(func: Callable) -> Callable:
+    """--rewrite and --rewrite-mode: override those settings for this command (the endpoint and
+    its key come from the settings only, so a key never sits on a command line)."""
+
+    @click.option(
+        "--rewrite",
+        type=click.Choice(REWRITE_CHOICES),
+        default=None,
+        help="Rewrite follow-ups: llm (rewrite_url), concat (no model) or off "
+        "(default: the rewrite setting).",
+    )
+    @click.option(
+        "--rewrite-mode",
+        type=click.Choice(REWRITE_MODES),
+        default=None,
+        help="What the llm rewriter writes (default: the rewrite_mode setting).",
+    )
+    @functools.wraps(func)
+    def wrapper(
+        *args: Any, settings: Settings, rewrite: str | None, rewrite_mode: str | None, **kwargs: Any
+    ) -> Any:
+        given = {"rewrite": rewrite, "rewrite_mode": rewrite_mode}
+        changes = {name: value for name, value in given.items() if value is not None}
+        return func(*args, settings=settings.replace(**changes), **kwargs)
+
+    return wrapper
+
+
+FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale")
 
 
 @click.command()
@@ -60,55 +96,55 @@ from loader.terminal import printable
 )
 @click.option("--merge-adjacent", is_flag=True, help="Merge consecutive chunks of one document.")
 @click.option("--prompt-order", is_flag=True, help="Best results at the start and the end.")
+@click.option(
+    "--one-per-document", is_flag=True, help="At most one result per document (its best chunk)."
+)
+@click.option(
+    "--exact/--no-exact",
+    "exact_match",
+    default=None,
+    help="Rank chunks holding the question's identifiers (R-2207, 44821, quoted strings) "
+    "first (default: the exact_match setting, on).",
+)
+@click.option(
+    "--history",
+    "history_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="JSON file of the earlier turns ([{role, content}]): QUESTION is a follow-up to them.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
 @settings_options
+@rewrite_options
 def search(
     settings: Settings,
     question: str,
-    tenant: str | None,
-    mode: str | None,
-    rerank: bool | None,
-    k: int | None,
-    candidates: int | None,
-    lang: str | None,
-    tags: tuple[str, ...],
-    published_from: str | None,
-    published_to: str | None,
-    decay_scale: str | None,
-    expand: str | None,
-    merge_adjacent: bool,
-    prompt_order: bool,
+    history_file: str | None,
     as_json: bool,
+    **options: Any,
 ) -> None:
     """Search the index for QUESTION: ranked chunks with heading path, source and the score and
     rank of each stage (retrieval, rerank), then the latency of each stage.
 
     The rerank (on unless the rerank setting is false) needs reranker_model to be a CrossEncoder
     available locally (there is no model hub); without one, pass --no-rerank or set
-    LOADER_RERANK=false.
+    LOADER_RERANK=false. With --history, the rewrite setting decides how the follow-up is
+    searched (queries: shows what was).
     """
+    from loader.query.conversation import load_history
     from loader.query.request import SearchFilters, SearchRequest
     from loader.query.result import format_result
     from loader.query.search import search as run_search
 
+    filters = SearchFilters(**{name: options.pop(name) for name in FILTER_OPTIONS})
+    if options["tenant"] is None:
+        options["tenant"] = settings.tenant
     request = SearchRequest.from_settings(
         settings,
         question,
-        tenant=settings.tenant if tenant is None else tenant,
-        mode=mode,
-        rerank=rerank,
-        k=k,
-        candidates=candidates,
-        filters=SearchFilters(
-            lang=lang,
-            tags=tags,
-            published_from=published_from,
-            published_to=published_to,
-            decay_scale=decay_scale,
-        ),
-        expand=expand,
-        merge_adjacent=merge_adjacent,
-        prompt_order=prompt_order,
+        filters=filters,
+        history=load_history(history_file) if history_file else (),
+        **options,  # the options are named like SearchRequest's fields
     )
     result = run_search(request, settings)
     if as_json:

@@ -48,7 +48,8 @@ class Question:
     id: str
     question: str
     source: str  # the document holding the answer, as pushed (e.g. "refunds.md")
-    heading_path: str = ""  # optional, e.g. "Refunds > Late deliveries"
+    # optional: "Refunds > Late deliveries", or its parts as a list in the file
+    heading_path: str | tuple[str, ...] = ""
     answer: str = ""  # optional reference answer
     metadata: dict[str, Any] = field(default_factory=dict)  # any other fields of the line
 
@@ -205,6 +206,15 @@ def corpus_to_documents(corpus: Mapping[str, Mapping[str, str]]) -> list[Documen
     return documents
 
 
+def _heading_path(value: Any, path: Path, number: int) -> str | tuple[str, ...]:
+    """A questions file's ``heading_path``: a string, or a list of strings (its parts)."""
+    if isinstance(value, list):
+        if not all(isinstance(part, str) for part in value):
+            raise InputError(f"{path}:{number}: heading_path must be a string or a list of strings")
+        return tuple(value)
+    return str(value or "")
+
+
 _QUESTION_FIELDS = {"id", "question", "source", "heading_path", "answer"}
 
 
@@ -235,7 +245,7 @@ def load_questions(path: str | Path) -> list[Question]:
                 id=qid,
                 question=_required(record, "question", path, number),
                 source=_required(record, "source", path, number),
-                heading_path=str(record.get("heading_path") or ""),
+                heading_path=_heading_path(record.get("heading_path"), path, number),
                 answer=str(record.get("answer") or ""),
                 metadata={k: v for k, v in record.items() if k not in _QUESTION_FIELDS},
             )

@@ -21,8 +21,10 @@ under a question's expected heading one id, ``score_run`` scores both (``section
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -270,3 +272,62 @@ def score_run(
         for name, value in evaluate_run(section_runs, section_qrels, ks).items():
             metrics[f"{SECTION_PREFIX}{name}"] = value
     return metrics
+
+
+# --- context recall ----------------------------------------------------------------------------
+
+CONTEXT_RECALL = "context_recall@{k}"
+# English function words (the usual list of search engines and NLTK, abridged): they carry no
+# content, so an answer's share of them in a chunk says nothing about retrieval.
+_STOP_WORDS = """
+    a about above after again against all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves"""
+STOP_WORDS = frozenset(_STOP_WORDS.split())
+_WORD = re.compile(r"\w+")
+
+
+@functools.lru_cache(maxsize=1)
+def _stemmer():
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
+
+
+def content_words(text: str) -> set[str]:
+    """The stems of ``text``'s content words: lowercased words, stop words out, Snowball-stemmed.
+
+    Example::
+
+        content_words("Refunds are paid within 48 hours")
+        # {'refund', 'paid', 'within', '48', 'hour'}
+    """
+    words = [word for word in _WORD.findall(text.lower()) if word not in STOP_WORDS]
+    return set(_stemmer().stemWords(words))
+
+
+def context_recall(answer: str, contexts: Sequence[str]) -> float | None:
+    """The share of the reference answer's content words present in the retrieved ``contexts``
+    (the retrieval half of RAGAS' context recall, without an LLM); ``None`` for an answer with
+    no content word.
+
+    Example::
+
+        context_recall("Within 48 hours of approval", ["UPI refunds arrive within 48 hours."])
+        # 3 of {'within', '48', 'hour', 'approv'} -> 0.75
+    """
+    wanted = content_words(answer)
+    if not wanted:
+        return None
+    found = set().union(*(content_words(text) for text in contexts)) if contexts else set()
+    return len(wanted & found) / len(wanted)
+
+
+def mean_context_recall(recalls: Mapping[str, float | None], k: int) -> dict[str, float]:
+    """``{"context_recall@k": mean}`` over the queries with a scorable answer; empty without."""
+    values = [value for value in recalls.values() if value is not None]
+    return {CONTEXT_RECALL.format(k=k): sum(values) / len(values)} if values else {}

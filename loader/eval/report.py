@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from loader.eval.datasets import write_trec_run
-from loader.eval.metrics import SECTION_PREFIX
+from loader.eval.metrics import CONTEXT_RECALL, SECTION_PREFIX
 
 if TYPE_CHECKING:
     from loader.eval.configs import EvalConfig
@@ -51,6 +51,7 @@ REPORT_METRICS = (
 CHART_METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100")
 # Section-level metrics added to the table when the questions name headings.
 SECTION_TABLE_METRICS = ("section_recall@10", "section_mrr@10")
+CONTEXT_RECALL_PREFIX = CONTEXT_RECALL.split("{", 1)[0]
 
 
 @dataclass
@@ -147,6 +148,14 @@ def table_metrics(report: Mapping[str, Any]) -> list[str]:
     configurations = report.get("configurations") or []
     if any(SECTION_PREFIX + "recall@10" in c.get("metrics", {}) for c in configurations):
         names.extend(SECTION_TABLE_METRICS)
+    # Context recall (questions with an answer), at the top_k each run used.
+    recall_names = {
+        name
+        for c in configurations
+        for name in c.get("metrics", {})
+        if name.startswith(CONTEXT_RECALL_PREFIX)
+    }
+    names.extend(sorted(recall_names))
     return names
 
 

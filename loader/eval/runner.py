@@ -11,8 +11,14 @@ over a folder of your own documents); what is run, the configurations, comes fro
 2. every configuration (mode x rerank x query-side sweep value) searches every query through
    ``loader.query.search.search`` -- exactly what applications get -- retrieving ``candidates``
    chunks (``run_configuration``);
-3. chunk hits become a document ranking (a document ranks at its best chunk), scored by
-   ``loader.eval.metrics``: recall@1/5/10/50/100, MRR@10, nDCG@10, plus latency p50/p95.
+3. the document metrics (recall@1/5/10/50/100, MRR@10, nDCG@10, ``loader.eval.metrics``) score
+   a ranking of documents, so each query is searched with ``one_per_document`` (the templates
+   collapse on ``doc_id``): ``candidates`` documents, each at its best chunk, and recall@100
+   means 100 documents. The section metrics of a questions file need the chunks themselves (the
+   expected section may be a document's second-best chunk), and so does the context recall of
+   the ``top_k`` passages a prompt would get, so a question naming a heading path or an answer is
+   searched a second time without the collapse, for ``candidates`` chunks. Latency p50/p95 is the
+   document search's.
 
 ``run_eval`` is the whole command behind one ``EvalRequest``: read the previous results (so a bad
 path fails before minutes of searching), load the task, evaluate, write the outputs
@@ -56,9 +62,16 @@ from loader.eval.configs import (
     rerank_options,
 )
 from loader.eval.indexes import EVAL_TENANT, EvalIndexes
-from loader.eval.metrics import document_ranking, latency_summary, score_run, section_ranking
+from loader.eval.metrics import (
+    context_recall,
+    document_ranking,
+    latency_summary,
+    mean_context_recall,
+    score_run,
+    section_ranking,
+)
 from loader.eval.report import ConfigResult, EvalReport, write_outputs
-from loader.eval.tasks import EvalTask, load_task
+from loader.eval.tasks import EvalQuery, EvalTask, load_task
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -68,8 +81,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-# Chunks retrieved per query: enough that recall@100 means something.
+# Documents retrieved per query: enough that recall@100 means something.
 DEFAULT_CANDIDATES = 100
+# Chunks each sub-query retrieves per document asked for, so that the collapse on doc_id still
+# leaves ``candidates`` documents when a document's chunks crowd the top.
+CHUNKS_PER_DOCUMENT = 3
 DEFAULT_INDEX_PREFIX = "eval"
 DEFAULT_OUT_DIR = "eval-results"
 
@@ -84,6 +100,12 @@ def _progress(iterable: Any, enabled: bool, description: str, total: int) -> Any
     from tqdm.auto import tqdm
 
     return tqdm(iterable, desc=description, total=total, unit="query", leave=False)
+
+
+def _section_ranking(hits: list[SearchHit], query: EvalQuery) -> list[str]:
+    return section_ranking(
+        [(hit.chunk_id, hit.source, hit.title, hit.heading_path) for hit in hits], query
+    )
 
 
 def run_configuration(
@@ -101,41 +123,30 @@ def run_configuration(
         task: the queries and judgements.
         config: mode and rerank (settings already carry any swept value).
         settings: settings whose ``index_name`` is the alias to search.
-        candidates: chunks retrieved (and returned) per query.
+        candidates: documents retrieved (and scored) per query; chunks for the section search.
         client: the OpenSearch client.
         show_progress: a progress bar on stderr.
 
     Returns:
         The result, with the run kept for the TREC file.
     """
-    from loader.query.request import SearchRequest
-    from loader.query.search import search
-
     run: dict[str, list[tuple[str, float]]] = {}
     section_runs: dict[str, list[str]] = {}
+    recalls: dict[str, float | None] = {}  # context recall of the top_k, per answered query
     latencies: list[float] = []
     queries = _progress(task.queries, show_progress, config.name, len(task.queries))
     for query in queries:
-        request = SearchRequest(
-            question=query.text,
-            tenant=EVAL_TENANT,
-            mode=config.mode,
-            rerank=config.rerank,
-            k=candidates,
-            candidates=candidates,
-        )
-        result = search(request, settings, client=client)
-        latencies.append(result.timings["total_ms"])
-        run[query.id] = document_ranking(
-            [(hit.chunk_id, hit.source, _hit_score(hit)) for hit in result.hits]
-        )
+        hits, chunk_hits, total_ms = _search_query(query, config, settings, candidates, client)
+        latencies.append(total_ms)
+        run[query.id] = document_ranking([(h.chunk_id, h.source, _hit_score(h)) for h in hits])
+        if query.answer:
+            top = [hit.text or hit.body for hit in chunk_hits[: settings.top_k]]
+            recalls[query.id] = context_recall(query.answer, top)
         if query.heading_path:
-            section_runs[query.id] = section_ranking(
-                [(hit.chunk_id, hit.source, hit.title, hit.heading_path) for hit in result.hits],
-                query,
-            )
+            section_runs[query.id] = _section_ranking(chunk_hits, query)
     ranked_ids = {qid: [key for key, _score in ranked] for qid, ranked in run.items()}
     metrics = score_run(ranked_ids, task.qrels, section_runs)
+    metrics.update(mean_context_recall(recalls, settings.top_k))
     result = ConfigResult(
         config=config,
         index=settings.index_name,
@@ -146,6 +157,32 @@ def run_configuration(
     )
     log.info("%s: ndcg@10 %.4f", config.name, metrics["ndcg@10"])
     return result
+
+
+def _search_query(query, config: EvalConfig, settings: Settings, candidates: int, client):
+    """One query's document hits (collapsed on doc_id), its chunk hits when it is judged on
+    sections or an answer (chunks as the prompt gets them: a second search without the
+    collapse), and the first search's latency."""
+    from loader.query.request import MAX_CANDIDATES, SearchRequest
+    from loader.query.search import search
+
+    request = SearchRequest(
+        question=query.text,
+        tenant=EVAL_TENANT,
+        mode=config.mode,
+        rerank=config.rerank,
+        history=query.history,
+        k=candidates,
+        candidates=min(candidates * CHUNKS_PER_DOCUMENT, MAX_CANDIDATES),
+        exact_match=settings.exact_match,
+        one_per_document=True,
+    )
+    result = search(request, settings, client=client)
+    chunk_hits = []
+    if query.heading_path or query.answer:
+        chunks = request.replace(candidates=candidates, one_per_document=False)
+        chunk_hits = search(chunks, settings, client=client).hits
+    return result.hits, chunk_hits, result.timings["total_ms"]
 
 
 def evaluate(
@@ -170,7 +207,7 @@ def evaluate(
         strategies: chunking strategies (default ``settings.chunk_strategy``).
         modes: search modes.
         rerank_options: ``[False]``, ``[True]`` or both.
-        candidates: chunks retrieved per query (a sweep over ``candidates`` overrides it).
+        candidates: documents retrieved per query (a sweep over ``candidates`` overrides it).
         sweep: one setting over several values. Index-side settings (chunking, model, analyzer)
             get an index per value; pipeline settings (``rrf_rank_constant``, ``bm25_weight``,
             ``hnsw_ef_search``) are applied to the strategy's index before their rows run;
@@ -256,7 +293,7 @@ class EvalRequest:
         strategies: chunking strategies (empty: the ``chunk_strategy`` setting).
         modes: search modes (empty: all four).
         rerank: ``on``, ``off`` or ``both`` (each mode with and without the rerank).
-        candidates: chunks retrieved per query.
+        candidates: documents retrieved per query (chunks for the section metrics).
         sweep: ``SETTING=V1,V2`` (see ``loader.eval.configs.parse_sweep``).
         index_prefix: first part of the eval indices' aliases.
         out_dir: folder of the JSON, Markdown table, PNG chart and TREC runs.

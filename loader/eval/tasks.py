@@ -7,7 +7,9 @@ Two kinds of task, read by ``load_task`` (the file formats themselves are read b
   chunk's ``source``), and its ``qrels/<split>.tsv`` judges the hits;
 - a questions file over a folder of your own documents: a hit is relevant when its chunk's
   ``source`` is the question's ``source`` file; questions that name a ``heading_path`` are also
-  scored at section level (``section_*`` metrics: the chunk must also sit under that heading).
+  scored at section level (``section_*`` metrics: the chunk must also sit under that heading);
+  a question with a ``history`` (earlier ``{role, content}`` turns) is a follow-up, searched with
+  that conversation (so the ``rewrite`` setting decides what is searched).
 
 Example::
 
@@ -19,7 +21,7 @@ Example::
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +29,7 @@ from typing import TYPE_CHECKING
 from loader.documents import PATH_SEPARATOR
 from loader.errors import ConfigError, InputError
 from loader.eval.datasets import corpus_to_documents, load_beir, load_questions
+from loader.query.conversation import check_history
 
 if TYPE_CHECKING:
     from loader.documents import Document
@@ -37,12 +40,15 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class EvalQuery:
-    """One query to search, with the expected section when the questions file names one."""
+    """One query to search, with the expected section when the questions file names one, and
+    the conversation before it when it is a follow-up."""
 
     id: str
     text: str
     source: str = ""
     heading_path: tuple[str, ...] = ()
+    history: tuple[dict[str, str], ...] = ()
+    answer: str = ""  # the reference answer, for context recall
 
 
 @dataclass
@@ -150,7 +156,14 @@ def questions_task(
         split="",
         documents=lambda: iter_documents(root, max_file_bytes),
         queries=[
-            EvalQuery(q.id, q.question, _source_key(q.source), split_heading_path(q.heading_path))
+            EvalQuery(
+                q.id,
+                q.question,
+                _source_key(q.source),
+                split_heading_path(q.heading_path),
+                _history(questions_file, q.id, q.metadata.get("history")),
+                answer=q.answer,
+            )
             for q in questions
         ],
         qrels={q.id: {_source_key(q.source): 1} for q in questions},
@@ -158,11 +171,20 @@ def questions_task(
     )
 
 
+def _history(questions_file: Path, qid: str, history: object) -> tuple[dict[str, str], ...]:
+    try:
+        return check_history(history)
+    except ConfigError as exc:
+        raise InputError(f"{questions_file}: question {qid!r}: {exc}") from None
+
+
 def _source_key(source: str) -> str:
     # Pushed sources are relative paths with forward slashes: "./a/b.md" means "a/b.md".
     return source.replace("\\", "/").removeprefix("./")
 
 
-def split_heading_path(text: str) -> tuple[str, ...]:
-    """``"Refunds > UPI"`` -> ``("Refunds", "UPI")`` (blank parts dropped)."""
-    return tuple(part.strip() for part in text.split(PATH_SEPARATOR.strip()) if part.strip())
+def split_heading_path(text: str | Sequence[str]) -> tuple[str, ...]:
+    """``"Refunds > UPI"`` or ``["Refunds", "UPI"]`` -> ``("Refunds", "UPI")`` (blank parts
+    dropped)."""
+    parts = text.split(PATH_SEPARATOR.strip()) if isinstance(text, str) else text
+    return tuple(part.strip() for part in parts if part.strip())

@@ -38,9 +38,11 @@ from opensearchpy import OpenSearch
 from loader.cluster.client import cluster_errors, connect, safe_url
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
+from loader.index.diff import describe_fingerprint, normalize
 from loader.index.plan import STEP_ML_MODEL, Change, Plan, plan_changes
 from loader.index.render import render_config
 from loader.index.state import get_or_none, read_cluster_state
+from loader.models.registry import EMBEDDING_META_KEY, index_fingerprint
 from loader.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -249,8 +251,30 @@ def _vector_dimensions(properties: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
+def _check_model_fingerprint(
+    index: str, alias: str, body: Mapping[str, Any], settings: Settings, dimension: int
+) -> None:
+    """Refuse an index whose vectors are another model's (``_meta.embedding_model``)."""
+    have = ((body.get("mappings") or {}).get("_meta") or {}).get(EMBEDDING_META_KEY)
+    want = index_fingerprint(settings, dimension)
+    if have is None:
+        raise IncompatibleIndexError(
+            f"index {index} (alias {alias!r}) does not record which embedding model made its "
+            f"vectors; run `loader apply` (it records {describe_fingerprint(want)} when the "
+            "dimension fits), then push"
+        )
+    if normalize(have) != normalize(want):
+        raise IncompatibleIndexError(
+            f"index {index} (alias {alias!r}) holds vectors of {describe_fingerprint(have)}, but "
+            f"the settings embed with {describe_fingerprint(want)}; mixing them would make "
+            "searches compare two models' vectors. Run `loader apply` (it plans a new, empty "
+            "index version), then push again"
+        )
+
+
 def check_index_compatible(client: OpenSearch, settings: Settings, dimension: int) -> str:
-    """Refuse to push into an index built for another dimension or another document id scheme.
+    """Refuse to push into an index built for another model (its fingerprint: model, backend,
+    dimension, passage instruction) or another document id scheme.
 
     Args:
         client: from ``connect``.
@@ -261,8 +285,8 @@ def check_index_compatible(client: OpenSearch, settings: Settings, dimension: in
         The concrete index the alias points at.
 
     Raises:
-        IncompatibleIndexError: the index is missing, holds vectors of another dimension, or
-            was built with another document id scheme (``DOC_ID_SCHEME``).
+        IncompatibleIndexError: the index is missing, holds vectors of another model or
+            dimension, or was built with another document id scheme (``DOC_ID_SCHEME``).
     """
     alias = settings.index_name
     where = safe_url(settings.opensearch_url)
@@ -296,4 +320,5 @@ def check_index_compatible(client: OpenSearch, settings: Settings, dimension: in
                     f"{dimension}-dimensional ones; run `loader apply` to create a new index "
                     "version for this model, then push again"
                 )
+        _check_model_fingerprint(index, alias, body, settings, dimension)
     return sorted(mappings)[0]

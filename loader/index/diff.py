@@ -1,6 +1,7 @@
 """How an existing index differs from the rendered index body: what can change in place (a new
 field, a dynamic setting such as ``number_of_replicas``) and what needs a new index version (vector
-dimension, analyzer, field type, shards, the document id scheme). Pure.
+dimension, analyzer, field type, shards, the document id scheme, the embedding model's
+fingerprint). Pure.
 
 Only the keys the files set are compared, so defaults the server fills in never show up as a
 difference; values compare in the server's string form (``1`` equals ``"1"``, ``True``
@@ -18,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from loader.models.registry import EMBEDDING_META_KEY
 
 # Index settings OpenSearch lets us change on an open index; any other difference needs a new
 # index version.
@@ -47,6 +50,7 @@ class IndexDiff:
     incompatible: list[str] = field(default_factory=list)  # why a new version is needed
     dimension_change: tuple[int, int] | None = None  # (cluster, files)
     id_scheme_change: tuple[str | None, str] | None = None  # (cluster, files): doc_id_scheme
+    model_change: tuple[dict, dict] | None = None  # (cluster, files): the model fingerprint
 
     @property
     def in_place(self) -> bool:
@@ -170,14 +174,41 @@ def _diff_mapping_params(
 
 def _diff_meta(desired: Mapping[str, Any], current: Mapping[str, Any], diff: IndexDiff) -> None:
     """``_meta.doc_id_scheme`` names how document ids are made: another scheme needs a new,
-    empty index version (copied documents would keep ids of the old scheme)."""
+    empty index version (copied documents would keep ids of the old scheme). ``_meta.
+    embedding_model`` fingerprints the vectors (model, backend, dimension, passage instruction):
+    another one needs a new, empty version too (copied vectors would mix two models). An index
+    built before fingerprints has none: it is recorded in place (only its dimension was known,
+    and that is compared on the vector field)."""
     want = desired.get("doc_id_scheme")
     have = current.get("doc_id_scheme")
     if want != have:
         diff.id_scheme_change = (have, want)
         diff.incompatible.append(f"document id scheme: {have or 'source path only'} -> {want}")
-    if any(current.get(key) != value for key, value in desired.items() if key != "doc_id_scheme"):
+    want_model = desired.get(EMBEDDING_META_KEY)
+    have_model = current.get(EMBEDDING_META_KEY)
+    if have_model is not None and _without_dimension(want_model) != _without_dimension(have_model):
+        diff.model_change = (dict(have_model), dict(want_model or {}))
+        diff.incompatible.append(
+            f"embedding model: {describe_fingerprint(have_model)} -> "
+            f"{describe_fingerprint(want_model or {})}"
+        )
+    handled = ("doc_id_scheme", *((EMBEDDING_META_KEY,) if have_model is not None else ()))
+    if any(current.get(key) != value for key, value in desired.items() if key not in handled):
         diff.mapping_params["_meta"] = {**current, **desired}
+
+
+def _without_dimension(fingerprint: Mapping[str, Any] | None) -> Any:
+    """The fingerprint but its dimension, which the vector field's own comparison reports."""
+    return normalize({k: v for k, v in (fingerprint or {}).items() if k != "dimension"})
+
+
+def describe_fingerprint(fingerprint: Mapping[str, Any]) -> str:
+    """``bge-small-en-v1.5 (onnx, 384 dims)`` for plans and errors."""
+    prefix = fingerprint.get("passage_prefix")
+    return (
+        f"{fingerprint.get('model')} ({fingerprint.get('backend')}, "
+        f"{fingerprint.get('dimension')} dims{f', passages prefixed {prefix!r}' if prefix else ''})"
+    )
 
 
 def _diff_properties(

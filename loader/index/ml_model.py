@@ -5,10 +5,11 @@ With ``server_side_embedding`` on, ``loader apply`` puts the configured sentence
 text-only search templates (``<alias>-hybrid_text``, ``<alias>-vector_text``) with a question and
 no vector. Steps, each idempotent:
 
-1. **export** the model to what ml-commons runs offline: the transformer as ONNX (outputs the token
-   embeddings; ml-commons mean-pools and normalises them, as sentence-transformers does) zipped
-   with ``tokenizer.json``. Cached under ``~/.cache/loader/ml/<fingerprint>``. That part is
-   ``loader.models.embedding_export`` (``export_model``); this module is the cluster side;
+1. **export** the model to what ml-commons runs offline: the ONNX file the client's backend runs
+   (outputs the token states; ml-commons pools them as the model's spec says, CLS for bge, mean
+   for MiniLM, and normalises) zipped with ``tokenizer.json``. Cached under
+   ``~/.cache/loader/ml/<fingerprint>``. That part is ``loader.models.embedding_export``
+   (``export_model``); this module is the cluster side;
 2. **register** it with the chunked upload API (``_plugins/_ml/models/_register_meta`` then
    ``upload_chunk/<n>``): nothing is downloaded from a URL. The registered name carries a
    fingerprint of the model's files (``<model>-<fingerprint>``), so the same model content is
@@ -69,7 +70,19 @@ class ModelStatus:
 
 
 def register_body(package: ModelPackage, model_group_id: str) -> dict[str, Any]:
-    """The ``_register_meta`` body: an ONNX sentence-transformers text embedder."""
+    """The ``_register_meta`` body: an ONNX text embedder pooled and normalised as the model's
+    spec says (CLS for bge, mean for MiniLM), with its instructions: ml-commons prepends
+    ``query_prefix`` to what a neural query embeds, as the client does."""
+    model_config: dict[str, Any] = {
+        "model_type": "bert",
+        "embedding_dimension": package.dimension,
+        "framework_type": "sentence_transformers",
+        "pooling_mode": package.spec.pooling,
+        "normalize_result": package.spec.normalize,
+    }
+    if package.query_prefix or package.passage_prefix:
+        model_config["query_prefix"] = package.query_prefix
+        model_config["passage_prefix"] = package.passage_prefix
     return {
         "name": package.name,
         "version": "1",
@@ -80,13 +93,7 @@ def register_body(package: ModelPackage, model_group_id: str) -> dict[str, Any]:
         "model_content_hash_value": package.content_hash,
         "model_content_size_in_bytes": package.size,
         "total_chunks": max(1, math.ceil(package.size / CHUNK_BYTES)),
-        "model_config": {
-            "model_type": "bert",
-            "embedding_dimension": package.dimension,
-            "framework_type": "sentence_transformers",
-            "pooling_mode": "mean",
-            "normalize_result": True,
-        },
+        "model_config": model_config,
     }
 
 
@@ -266,14 +273,22 @@ def ensure_model(
     return ModelStatus(package.name, model_id, DEPLOYED)
 
 
-def embed_on_cluster(client: OpenSearch, settings: Settings, model_id: str, texts: list[str]):
-    """Vectors ml-commons computes for ``texts`` (its ``_predict`` API), one list per text."""
+def embed_on_cluster(
+    client: OpenSearch,
+    settings: Settings,
+    model_id: str,
+    texts: list[str],
+    content_type: str | None = None,
+):
+    """Vectors ml-commons computes for ``texts`` (its ``_predict`` API), one list per text;
+    ``content_type`` ``query`` or ``passage`` applies the model's instruction, as neural queries
+    (``query``) do."""
+    body: dict[str, Any] = {"text_docs": list(texts), "target_response": ["sentence_embedding"]}
+    if content_type is not None:
+        body["parameters"] = {"content_type": content_type.upper()}
     with cluster_errors(settings, f"embedding with ml model {model_id}"):
         answer = _request(
-            client,
-            "POST",
-            f"{ML_BASE}/_predict/text_embedding/{model_id}",
-            body={"text_docs": list(texts), "target_response": ["sentence_embedding"]},
+            client, "POST", f"{ML_BASE}/_predict/text_embedding/{model_id}", body=body
         )
     vectors = []
     for result in answer.get("inference_results", []):

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
-from loader.index.diff import IndexDiff, diff_index, normalize
+from loader.index.diff import IndexDiff, describe_fingerprint, diff_index, normalize
 from loader.index.render import ConfigNames, DesiredConfig
 
 if TYPE_CHECKING:
@@ -210,6 +210,14 @@ def _new_version(
             f"the vector dimension changed ({old} -> {new}): the documents of "
             f"{current} are not copied, their vectors are useless. {next_index} "
             f"starts empty; run `loader push` to embed the documents again"
+        )
+        return _IndexStep(next_index, [create], [note])
+    if diff.model_change:
+        note = (
+            f"re-push: vectors of another model. {current} holds vectors of "
+            f"{describe_fingerprint(diff.model_change[0])}; they are not copied (two models' "
+            f"vectors do not compare). {next_index} starts empty; run `loader push` to embed "
+            f"the documents again ({current} is kept until `loader apply --delete-old`)"
         )
         return _IndexStep(next_index, [create], [note])
     if diff.id_scheme_change:

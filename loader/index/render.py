@@ -11,7 +11,9 @@ that folder links to them), so a project overrides a file by giving one with the
   ``[[ ]]`` / ``[% %]`` / ``[# #]`` as Jinja delimiters so the mustache ``{{ }}`` tags pass through.
 
 Files whose name starts with ``_`` are partials (macros) and render nothing by themselves. The
-vector dimension is never written in a file: it is read from the embedding model.
+vector dimension is never written in a file: it is read from the embedding model, and the
+mapping's ``_meta`` records the document id scheme and the model's fingerprint (model, backend,
+dimension, passage instruction) whatever the file says.
 
 Example::
 
@@ -35,6 +37,7 @@ import jinja2
 
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ConfigError
+from loader.models.registry import EMBEDDING_META_KEY, index_fingerprint
 from loader.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -297,9 +300,10 @@ def render_config(
         dimension=int(dimension),
         index=render_file(INDEX_FILE, settings, dimension, project_dir),
     )
-    # Set here, not in the mapping file: a user's own mapping must not be able to drop it.
-    mappings = config.index.setdefault("mappings", {})
-    mappings.setdefault("_meta", {})["doc_id_scheme"] = DOC_ID_SCHEME
+    # Set here, not in the mapping file: a user's own mapping must not be able to drop them.
+    meta = config.index.setdefault("mappings", {}).setdefault("_meta", {})
+    meta["doc_id_scheme"] = DOC_ID_SCHEME
+    meta[EMBEDDING_META_KEY] = index_fingerprint(settings, dimension)
     for name in list_config_files(project_dir):
         stem = name.rsplit("/", 1)[-1].removesuffix(FILE_SUFFIX)
         if name.startswith(SEARCH_PIPELINE_FOLDER):

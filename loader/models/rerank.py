@@ -83,7 +83,9 @@ def _load_cross_encoder(name: str, path: str, max_tokens: int, device: str) -> A
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from sentence_transformers import CrossEncoder
+    from transformers.utils import logging as transformers_logging
 
+    transformers_logging.disable_progress_bar()  # "Loading weights" bars would corrupt --json
     try:
         model = CrossEncoder(path, max_length=max_tokens, device=device)
     except Exception as exc:  # the library raises many kinds; all mean "cannot load"

@@ -29,6 +29,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loader.errors import ConfigError
+from loader.query.conversation import check_history
+from loader.query.identifiers import exact_terms
 from loader.settings import SEARCH_MODES, Settings
 
 EXPANSIONS = ("parent", "window")
@@ -43,6 +45,7 @@ FROM_SETTINGS = {
     "rerank": "rerank",
     "k": "top_k",
     "candidates": "candidates",
+    "exact_match": "exact_match",
 }
 
 # What OpenSearch accepts as a date filter (the ``published`` field's default format,
@@ -200,11 +203,16 @@ class SearchRequest:
         merge_adjacent: merge consecutive chunks of one document into one hit.
         prompt_order: return the hits best-at-the-edges ("lost in the middle") instead of best
             first.
-        history: earlier chat turns ``[{"role", "content"}]``, given to the query rewriter (see
-            ``loader.query.search.search``); kept as a tuple.
+        exact_match: find identifiers in each searched query (``loader.query.identifiers``) and
+            pass them as the templates' ``exact_terms``, so the chunks holding them rank first.
+        one_per_document: at most one hit per document, its best chunk (the templates'
+            ``collapse_doc``); ``k`` then counts documents.
+        history: earlier chat turns ``[{"role": "user"|"assistant", "content"}]``, given to the
+            query rewriter (see ``loader.query.search.search``); checked and kept as a tuple
+            (``loader.query.conversation.check_history``).
 
     Build one with ``from_settings``, which takes the settings' defaults for ``mode``,
-    ``rerank``, ``k`` and ``candidates``.
+    ``rerank``, ``k``, ``candidates`` and ``exact_match``.
 
     Raises:
         ConfigError: a question or tenant that is not a string or is blank, an unknown mode or
@@ -223,12 +231,14 @@ class SearchRequest:
     merge_adjacent: bool = False
     prompt_order: bool = False
     history: Sequence[Mapping[str, str]] = ()
+    exact_match: bool = True
+    one_per_document: bool = False
 
     @classmethod
     def from_settings(cls, settings: Settings, question: str, **fields: Any) -> SearchRequest:
-        """A request whose ``mode``, ``rerank``, ``k`` and ``candidates`` default to the settings'
-        ``search_mode``, ``rerank``, ``top_k`` and ``candidates``; ``None`` for any field means
-        its default, so front ends can pass their unset options through.
+        """A request whose fields in ``FROM_SETTINGS`` (``mode``, ``rerank``, ``k``, ``candidates``,
+        ``exact_match``) default to those settings; ``None`` for any field means its default, so
+        front ends can pass their unset options through.
 
         Example::
 
@@ -245,7 +255,7 @@ class SearchRequest:
     def __post_init__(self) -> None:
         if self.filters is None:
             object.__setattr__(self, "filters", SearchFilters())
-        object.__setattr__(self, "history", tuple(self.history or ()))
+        object.__setattr__(self, "history", check_history(self.history))
         self._check_text()
         self._check_numbers()
         self._check_options()
@@ -285,7 +295,7 @@ class SearchRequest:
             raise ConfigError(
                 f"expand must be one of {', '.join(EXPANSIONS)} or none, got {self.expand!r}"
             )
-        for name in ("rerank", "merge_adjacent", "prompt_order"):
+        for name in ("rerank", "merge_adjacent", "prompt_order", "exact_match", "one_per_document"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ConfigError(f"{name} must be true or false, got {_shown(value)}")
@@ -293,8 +303,18 @@ class SearchRequest:
             raise ConfigError(f"filters must be a SearchFilters, got {type(self.filters).__name__}")
 
     def template_params(self) -> dict[str, Any]:
-        """The filters' search template parameters (see ``SearchFilters.template_params``)."""
-        return self.filters.template_params()
+        """The template parameters of the filters (``SearchFilters.template_params``) and of
+        ``one_per_document`` (``collapse_doc``); a query's own (text, vector, ``exact_terms``)
+        are added per query."""
+        params = self.filters.template_params()
+        if self.one_per_document:
+            params["collapse_doc"] = True
+        return params
+
+    def exact_terms(self, query: str) -> list[str]:
+        """The ``exact_terms`` parameter of one searched query: its identifiers
+        (``loader.query.identifiers.exact_terms``), none without ``exact_match``."""
+        return list(exact_terms(query)) if self.exact_match else []
 
     @property
     def searched(self) -> str:

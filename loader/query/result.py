@@ -95,6 +95,9 @@ class SearchResult:
         timings: milliseconds per stage: rewrite_ms, embed_ms, retrieve_ms, rerank_ms,
             context_ms, total_ms.
         truncated: the question was longer than ``MAX_QUESTION_CHARS`` and was cut.
+        hypothetical: HyDE: the made-up answer whose embedding the vector side searched.
+        warnings: what went wrong without failing the search (a query rewriter that failed or
+            timed out: the message was searched as it is).
     """
 
     question: str
@@ -107,6 +110,8 @@ class SearchResult:
     hits: list[SearchHit] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     truncated: bool = False
+    hypothetical: str = ""
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "hits"}
@@ -150,7 +155,7 @@ def format_result(result: SearchResult, snippet_chars: int = SNIPPET_CHARS) -> l
 
         1 result of 3 candidates for tenant 'A' (bm25, reranked) in 41.2 ms: embed 0.0 ms, ...
     """
-    lines = []
+    lines = [f"! {warning}" for warning in result.warnings]
     if result.truncated:
         lines.append(
             f"! the question was cut to {len(result.question)} characters "
@@ -158,6 +163,8 @@ def format_result(result: SearchResult, snippet_chars: int = SNIPPET_CHARS) -> l
         )
     if len(result.queries) > 1 or result.queries != [result.question]:
         lines.append("queries: " + " | ".join(result.queries))
+    if result.hypothetical:
+        lines.append(f"hypothetical answer (vector side): {result.hypothetical}")
     for number, hit in enumerate(result.hits, start=1):
         lines.extend(_hit_lines(number, hit, snippet_chars))
     lines.append(_summary_line(result))

@@ -1,90 +1,137 @@
 """Query rewriting: turn a chat turn ("what about for UPI?") into standalone search queries.
 
-A rewriter is anything with ``rewrite(history, message) -> list[str]`` (the ``QueryRewriter``
-protocol). ``IdentityRewriter`` searches the message as it is. ``OpenAICompatibleRewriter`` asks a
-chat model behind any OpenAI-compatible ``/chat/completions`` endpoint (OpenAI, vLLM, Ollama,
-llama.cpp server, ...) for one to N standalone queries, using only the standard library.
+A rewriter is anything with ``rewrite(history, message)`` (the ``QueryRewriter`` protocol) that
+returns the queries to search, or a ``Rewrite`` when it has more to say (the question to rerank
+against, a HyDE passage, warnings). Three come with the package, chosen by the ``rewrite``
+setting through ``rewriter_from_settings``, the one place a rewriter is built from settings:
 
-A rewriter never fails the search: on any error it logs a warning and returns ``[message]``.
-``standalone_queries`` is the search's rewrite stage: it runs the rewriter (if any) and bounds its
-answer (deduplicated, each query cut to ``MAX_QUESTION_CHARS``, at most ``MAX_QUERIES``).
+- ``off``: none; the message is searched as it is (``IdentityRewriter`` does the same on purpose);
+- ``concat``: ``loader.query.conversation.ConcatRewriter``, no model: a follow-up that cannot stand
+  alone is searched with the last standalone user question;
+- ``llm``: ``OpenAICompatibleRewriter``, a chat model behind any OpenAI-compatible
+  ``/chat/completions`` endpoint (OpenAI, vLLM, Ollama, llama.cpp server ...), standard library
+  only, in one of the ``rewrite_mode`` modes (``MODE_PROMPTS``): ``standalone`` (one query),
+  ``decompose`` (one query per thing asked), ``multi-query`` (the question and paraphrases) or
+  ``hyde`` (the question for BM25, a hypothetical answer whose embedding the vector side searches).
+
+A rewriter never fails the search: on any error the message is searched as it is and the
+``Rewrite`` carries a warning (``SearchResult.warnings``) without the endpoint's URL, answer or
+key; the log has the URL and the reason. ``rewrite_question`` is the search's rewrite stage: it
+runs the rewriter and bounds its answer (deduplicated, each query cut to ``MAX_QUESTION_CHARS``,
+at most ``MAX_QUERIES``).
 
 Example::
 
     rewriter = OpenAICompatibleRewriter("http://127.0.0.1:8000/v1", model="qwen2.5-7b-instruct")
     rewriter.rewrite(
-        [{"role": "user", "content": "How do refunds for late orders work?"},
-         {"role": "assistant", "content": "Orders over 45 minutes late are refunded ..."}],
+        [{"role": "user", "content": "How do refunds for late orders work?"}],
         "what about for UPI?",
-    )
-    # ['refund time for late orders paid by UPI']
+    ).queries
+    # ['How long do refunds for late orders paid by UPI take?']
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import re
-import urllib.error
-import urllib.request
-from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from loader.errors import ConfigError
 from loader.query.request import truncate_question
+from loader.redact import split_url
+from loader.settings import REWRITE_MODES, rewrite_api_key
+
+if TYPE_CHECKING:
+    from loader.settings import Settings
 
 log = logging.getLogger(__name__)
 
 # Queries from a rewriter that are searched; more would multiply the latency for little gain.
 MAX_QUERIES = 5
-
-SYSTEM_PROMPT = (
-    "You rewrite the user's latest message into standalone search queries for a document search "
-    "engine. Resolve pronouns and references using the conversation, keep names, numbers and "
-    "order ids exactly, and split a message that asks several things into one query per thing. "
-    "Answer with the queries only, one per line, at most {max_queries}, with no numbering and no "
-    "other text."
-)
 # "1. ", "2) ", "- ", "* ", "Query 1: " before a query; "3.5 inch" keeps its number.
 _LIST_MARKER = re.compile(r"^\s*(?:(?:[-*\u2022]|\d+[.)])\s+|query\s*\d*\s*:\s*)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """What the rewrite stage searches.
+
+    Attributes:
+        queries: searched by BM25 and, without ``hypothetical``, embedded for the vector side;
+            several are fused by RRF.
+        standalone: the message rewritten to stand alone; the rerank scores against it.
+        hypothetical: HyDE: a made-up answer, embedded for the vector side instead of the queries.
+        warnings: what went wrong (the message was then searched as it is), safe to show anyone.
+    """
+
+    queries: list[str]
+    standalone: str = ""
+    hypothetical: str = ""
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def vector_texts(self) -> list[str] | None:
+        """The text embedded per query when it is not the query itself (HyDE), else ``None``."""
+        return [self.hypothetical] * len(self.queries) if self.hypothetical else None
+
+
+def failed_rewrite(message: str, reason: str) -> Rewrite:
+    """The message searched as it is, with a warning saying why."""
+    return Rewrite([message], message, warnings=(f"{reason}; searched the message as it is",))
 
 
 @runtime_checkable
 class QueryRewriter(Protocol):
     """Something that turns the latest chat message into one or more search queries."""
 
-    def rewrite(self, history: Sequence[dict[str, str]], message: str) -> list[str]:
-        """Standalone queries for ``message``, given earlier turns ``[{"role", "content"}]``."""
+    def rewrite(self, history: Sequence[Mapping[str, str]], message: str) -> list[str] | Rewrite:
+        """Queries for ``message`` (or a ``Rewrite``), given earlier turns ``[{role, content}]``."""
         ...
 
 
 class IdentityRewriter:
-    """Searches the message as it is."""
+    """Searches the message as it is (whatever the ``rewrite`` setting says)."""
 
-    def rewrite(self, history: Sequence[dict[str, str]], message: str) -> list[str]:
+    def rewrite(self, history: Sequence[Mapping[str, str]], message: str) -> list[str]:
         return [message]
 
 
-def standalone_queries(
-    rewriter: QueryRewriter | None, history: Sequence[dict[str, str]], question: str
-) -> list[str]:
-    """The rewriter's standalone queries (deduplicated, each cut, at most ``MAX_QUERIES``), or
-    ``[question]`` without a rewriter or when it returned none."""
-    if rewriter is None:
-        return [question]
-    rewritten = rewriter.rewrite(list(history or []), question)
+def _bounded(texts: Sequence[object]) -> list[str]:
     queries: list[str] = []
-    for query in rewritten or []:
-        query = truncate_question(str(query).strip())
+    for text in texts:
+        query = truncate_question(" ".join(str(text).split()))
         if query and query.lower() not in (q.lower() for q in queries):
             queries.append(query)
+    return queries
+
+
+def rewrite_question(
+    rewriter: QueryRewriter | None, history: Sequence[Mapping[str, str]], question: str
+) -> Rewrite:
+    """The search's rewrite stage: the rewriter's answer, bounded (deduplicated, each query cut,
+    at most ``MAX_QUERIES``), or ``question`` as it is without a rewriter or when it gave none.
+
+    Example::
+
+        rewrite_question(None, [], "refunds").queries          # ['refunds']
+    """
+    if rewriter is None:
+        return Rewrite([question], question)
+    answer = rewriter.rewrite(list(history or ()), question)
+    rewrite = answer if isinstance(answer, Rewrite) else Rewrite(list(answer or []))
+    queries = _bounded(rewrite.queries)
     if not queries:
         log.warning("the rewriter returned no query; searching the question as it is")
-        return [question]
+        return failed_rewrite(question, "the query rewriter returned no query")
     if len(queries) > MAX_QUERIES:
         log.warning(
             "the rewriter returned %d queries; searching the first %d", len(queries), MAX_QUERIES
         )
-    return queries[:MAX_QUERIES]
+    standalone = (_bounded([rewrite.standalone]) or queries)[0]
+    hypothetical = truncate_question(rewrite.hypothetical.strip())
+    return Rewrite(queries[:MAX_QUERIES], standalone, hypothetical, tuple(rewrite.warnings))
 
 
 def parse_queries(reply: str, max_queries: int) -> list[str]:
@@ -103,89 +150,54 @@ def parse_queries(reply: str, max_queries: int) -> list[str]:
     return queries[:max_queries]
 
 
-class OpenAICompatibleRewriter:
-    """Rewrites through an OpenAI-compatible chat-completions endpoint.
+def rewriter_from_settings(settings: Settings) -> QueryRewriter | None:
+    """The rewriter the ``rewrite`` settings configure: ``None`` (off), a ``ConcatRewriter``, or
+    an ``OpenAICompatibleRewriter`` for ``rewrite_url`` in ``rewrite_mode``.
 
-    Args:
-        base_url: the API root, e.g. ``https://api.openai.com/v1`` or ``http://127.0.0.1:8000/v1``;
-            requests go to ``{base_url}/chat/completions``.
-        model: model name sent in the request.
-        api_key: sent as a bearer token; never logged nor put in an exception message.
-        timeout: seconds to wait for the reply.
-        max_queries: most queries to return.
-        history_turns: most earlier turns sent along (the latest ones).
+    Raises:
+        ConfigError: ``rewrite = llm`` without a usable ``rewrite_url`` or ``rewrite_model``, a
+            timeout or query count out of range, or an unreadable ``rewrite_api_key_file``.
     """
+    if settings.rewrite == "off":
+        return None
+    if settings.rewrite == "concat":
+        from loader.query.conversation import ConcatRewriter
 
-    def __init__(
-        self,
-        base_url: str,
-        model: str,
-        api_key: str | None = None,
-        timeout: float = 10.0,
-        max_queries: int = 3,
-        history_turns: int = 6,
-    ) -> None:
-        self.url = base_url.rstrip("/") + "/chat/completions"
-        self.model = model
-        self._api_key = api_key or ""
-        self.timeout = timeout
-        self.max_queries = max_queries
-        self.history_turns = history_turns
+        return ConcatRewriter()
+    _check_llm_settings(settings)
+    from loader.query.chat_model import OpenAICompatibleRewriter
 
-    def __repr__(self) -> str:  # the key stays out of reprs and so out of log lines
-        key = "****" if self._api_key else ""
-        return f"OpenAICompatibleRewriter(url={self.url!r}, model={self.model!r}, api_key={key!r})"
+    return OpenAICompatibleRewriter(
+        settings.rewrite_url,
+        settings.rewrite_model,
+        api_key=rewrite_api_key(settings),
+        timeout=settings.rewrite_timeout,
+        max_queries=settings.rewrite_max_queries,
+        mode=settings.rewrite_mode,
+    )
 
-    def _redact(self, text: str) -> str:
-        return text.replace(self._api_key, "****") if self._api_key else text
 
-    def _messages(self, history: Sequence[dict[str, str]], message: str) -> list[dict[str, str]]:
-        turns = [
-            f"{turn.get('role', 'user')}: {turn.get('content', '')}"
-            for turn in list(history)[-self.history_turns :]
-        ]
-        conversation = "\n".join(turns) if turns else "(none)"
-        return [
-            {"role": "system", "content": SYSTEM_PROMPT.format(max_queries=self.max_queries)},
-            {
-                "role": "user",
-                "content": f"Conversation so far:\n{conversation}\n\nLatest message:\n{message}",
-            },
-        ]
-
-    def rewrite(self, history: Sequence[dict[str, str]], message: str) -> list[str]:
-        """One to ``max_queries`` standalone queries; ``[message]`` if anything goes wrong."""
-        if not message.strip():
-            return [message]
-        body = json.dumps(
-            {"model": self.model, "messages": self._messages(history, message), "temperature": 0}
-        ).encode("utf-8")
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        request = urllib.request.Request(self.url, data=body, headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                reply = json.loads(response.read().decode("utf-8"))
-            content = reply["choices"][0]["message"]["content"]
-            queries = parse_queries(str(content or ""), self.max_queries)
-        except urllib.error.HTTPError as exc:
-            detail = exc.read(300).decode("utf-8", "replace") if exc.fp else ""
-            self._warn(f"HTTP {exc.code} {exc.reason}: {detail}")
-            return [message]
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-            # OSError covers URLError, refused connections and timeouts; ValueError bad JSON.
-            self._warn(f"{type(exc).__name__}: {exc}")
-            return [message]
-        if not queries:
-            self._warn("the reply held no query")
-            return [message]
-        log.debug("rewrote %r into %r", message, queries)
-        return queries
-
-    def _warn(self, reason: str) -> None:
-        log.warning(
-            "query rewrite through %s failed (%s); searching the message as it is",
-            self.url,
-            self._redact(reason),
+def _check_llm_settings(settings: Settings) -> None:
+    url = split_url(settings.rewrite_url)
+    if url.scheme not in ("http", "https") or not url.host:
+        shown = url.redacted() or "(empty)"
+        raise ConfigError(
+            f"rewrite = llm needs rewrite_url, an http(s) API root such as "
+            f"http://127.0.0.1:8000/v1; got {shown!r} (set LOADER_REWRITE_URL, or rewrite = off)"
+        )
+    if not settings.rewrite_model.strip():
+        raise ConfigError("rewrite = llm needs rewrite_model, the model name the endpoint serves")
+    if not 0 < settings.rewrite_timeout <= 300:
+        raise ConfigError(
+            f"rewrite_timeout must be more than 0 and at most 300 seconds, got "
+            f"{settings.rewrite_timeout}"
+        )
+    if not 1 <= settings.rewrite_max_queries <= MAX_QUERIES:
+        raise ConfigError(
+            f"rewrite_max_queries must be from 1 to {MAX_QUERIES}, got "
+            f"{settings.rewrite_max_queries}"
+        )
+    if settings.rewrite_mode not in REWRITE_MODES:
+        raise ConfigError(
+            f"rewrite_mode must be one of {', '.join(REWRITE_MODES)}, got {settings.rewrite_mode!r}"
         )

@@ -12,18 +12,25 @@ One call does it all::
 The request (``loader.query.request.SearchRequest``) has been checked when it was built; the
 result types are in ``loader.query.result``. Stages, in order, one function each:
 
-1. **rewrite** (optional): a ``QueryRewriter`` turns ``(history, question)`` into one or more
-   standalone queries (``loader.query.rewrite.standalone_queries``);
+1. **rewrite** (optional): a ``QueryRewriter`` (given, else the ``rewrite`` settings') turns
+   ``(history, question)`` into one or more standalone queries, the standalone question and, for
+   HyDE, a hypothetical answer (``loader.query.rewrite.rewrite_question``); a rewriter that fails
+   leaves the question as it is and a warning in ``SearchResult.warnings``;
 2. **embed** every query with the index's model (``settings.embedding_model``), except in ``bm25``
-   mode (``_embed``);
+   mode (``_embed``); with HyDE the hypothetical answer is embedded instead, while BM25 keeps the
+   query;
 3. **retrieve** ``candidates`` chunks per query through the stored search template of the mode
    (``_search/template``; for the hybrid modes the fusion pipeline is passed as the
-   ``search_pipeline`` URL parameter). With several queries, their rankings are fused on the
-   client by reciprocal rank fusion (``loader.query.fusion.rrf``) (``_retrieve_all``);
-4. **rerank** (optional) every candidate with the cross-encoder against the *first rewritten
-   query*, then order by that score (``_rerank``). Not the latest message: it may be a follow-up
-   ("what about for UPI?") that a cross-encoder cannot judge passages against, while the
-   rewriter's first query is standalone and carries the main intent;
+   ``search_pipeline`` URL parameter). Each query's identifiers (``R-2207``, ``44821``, quoted
+   strings: ``request.exact_terms``) go as the templates' ``exact_terms``, so the chunks holding
+   them rank first, and ``one_per_document`` as ``collapse_doc``. With several queries, their
+   rankings are fused on the client by reciprocal rank fusion (``loader.query.fusion.rrf``),
+   then kept one per document if asked (``_retrieve_all``);
+4. **rerank** (optional) every candidate with the cross-encoder against the *rewritten
+   standalone question* (``Rewrite.standalone``), then order by that score (``_rerank``). Not the
+   latest message: it may be a follow-up ("what about for UPI?") that a cross-encoder cannot judge
+   passages against; nor one sub-query of a decomposition, which would push the other parts'
+   passages down;
 5. **context**: parent or sentence-window expansion, merging of adjacent chunks, dropping of
    duplicates (whenever ``expand`` or ``merge_adjacent`` is on), all on the whole reranked list,
    then the top ``k`` (so up to ``k`` distinct pieces of context come back), optionally in prompt
@@ -35,7 +42,8 @@ Each stage's score and rank is kept on every hit (``scores`` / ``ranks``: ``retr
 
 Long questions are cut to ``MAX_QUESTION_CHARS`` characters, and the BM25 side to
 ``MAX_BM25_TERMS`` terms, so OpenSearch's ``indices.query.bool.max_clause_count`` (1024 leaf
-clauses over the whole query; the multi_match spans four fields) can never be exceeded.
+clauses over the whole query; the BM25 sub-query spans three fields and the hybrid templates'
+exact sub-query one, plus at most 2 x ``MAX_EXACT_TERMS`` phrases) can never be exceeded.
 """
 
 from __future__ import annotations
@@ -56,7 +64,7 @@ from loader.query import context
 from loader.query.fusion import rrf
 from loader.query.request import SearchRequest
 from loader.query.result import TIMINGS, SearchHit, SearchResult
-from loader.query.rewrite import QueryRewriter, standalone_queries
+from loader.query.rewrite import QueryRewriter, rewrite_question, rewriter_from_settings
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -139,11 +147,9 @@ def _load_models(
 
         reranker = load_reranker(settings)
     if request.mode != "bm25" and embedder is None:
-        from loader.models.embedding import get_embedder
+        from loader.models.embedding import embedder_for
 
-        embedder = get_embedder(
-            settings.embedding_model, settings.device, settings.embedding_batch_size
-        )
+        embedder = embedder_for(settings)  # model, backend, instructions, device, batch size
     return (embedder if request.mode != "bm25" else None), (reranker if request.rerank else None)
 
 
@@ -151,7 +157,7 @@ def _embed(embedder: Embedder | None, queries: list[str]) -> list[list[float] | 
     """One vector per query, or ``None`` each without an embedder (bm25)."""
     if embedder is None:
         return [None] * len(queries)
-    return [vector.tolist() for vector in embedder.embed(queries)]
+    return [vector.tolist() for vector in embedder.embed_queries(queries)]
 
 
 def _bad_request_reason(exc: opensearchpy.TransportError, limit: int = 300) -> str:
@@ -234,6 +240,20 @@ def _fuse(rankings: list[list[SearchHit]], rank_constant: int) -> list[SearchHit
     return result
 
 
+def _best_per_document(hits: list[SearchHit]) -> list[SearchHit]:
+    """The first hit of each document, re-ranked: each query's collapsed hits may name another
+    chunk of the same document."""
+    seen: set[str] = set()
+    kept = []
+    for hit in hits:
+        if hit.doc_id not in seen:
+            seen.add(hit.doc_id)
+            kept.append(hit)
+    for rank, hit in enumerate(kept, start=1):
+        hit.ranks["retrieval"] = rank
+    return kept
+
+
 def _retrieve_all(
     request: SearchRequest,
     settings: Settings,
@@ -247,8 +267,10 @@ def _retrieve_all(
     filter_params = request.template_params()
     rankings = []
     for query, vector in zip(queries, vectors, strict=True):
+        text = bm25_text(query)
         params: dict[str, Any] = {
-            "query_text": bm25_text(query),
+            "query_text": text,
+            "exact_terms": request.exact_terms(text),
             "tenant": request.tenant,
             "size": request.depth,
             "k": request.depth,
@@ -257,7 +279,10 @@ def _retrieve_all(
         if vector is not None:
             params["query_vector"] = vector
         rankings.append(_retrieve(client, settings, template_id, pipeline, params))
-    return rankings[0] if len(rankings) == 1 else _fuse(rankings, settings.rrf_rank_constant)
+    if len(rankings) == 1:
+        return rankings[0]
+    fused = _fuse(rankings, settings.rrf_rank_constant)
+    return _best_per_document(fused) if request.one_per_document else fused
 
 
 def _embed_and_retrieve(
@@ -267,12 +292,14 @@ def _embed_and_retrieve(
     embedder: Embedder | None,
     queries: list[str],
     timings: _Timings,
+    vector_texts: list[str] | None = None,
 ) -> list[SearchHit]:
-    """The embed stage (skipped without an embedder) and the retrieve stage, timed."""
+    """The embed stage (skipped without an embedder) and the retrieve stage, timed.
+    ``vector_texts``: what is embedded per query instead of the query (HyDE's passage)."""
     vectors = _embed(None, queries)
     if embedder is not None:
         with timings.stage("embed_ms"):
-            vectors = _embed(embedder, queries)
+            vectors = _embed(embedder, vector_texts or queries)
     with timings.stage("retrieve_ms"):
         return _retrieve_all(request, settings, client, queries, vectors)
 
@@ -315,30 +342,32 @@ def search(
         request: what to search (checked when it was built; see ``SearchRequest``).
         settings: resolved settings (index_name, models, rrf_rank_constant, the cluster ...).
         client, embedder, reranker: reuse loaded ones (default: loaded once per process).
-        rewriter: turns ``(request.history, question)`` into 1..N standalone queries. With
-            several, each is retrieved and the rankings are fused by RRF; the rerank scores the
-            candidates against the first one (see the module's docstring for why).
+        rewriter: turns ``(request.history, question)`` into 1..N standalone queries, fused by
+            RRF (default: ``rewriter_from_settings(settings)``; ``IdentityRewriter()`` for none).
 
     Returns:
         The ``SearchResult``: hits with every stage's score and rank, and per-stage timings.
 
     Raises:
         QueryError: OpenSearch still refused the search as a bad request (HTTP 400).
-        ModelError: the embedding or reranking model cannot be loaded.
-        ClusterError: OpenSearch cannot be reached or refused the search (its reason kept).
-        TypeError: ``request`` is not a ``SearchRequest``.
+        ModelError, ClusterError: a model cannot be loaded; the cluster failed (reason kept).
+        ConfigError: the ``rewrite`` settings are unusable (``rewrite = llm`` without a URL).
     """
     if not isinstance(request, SearchRequest):
         raise TypeError("search() takes a SearchRequest: SearchRequest.from_settings(...)")
     timings = _Timings()
     searched = _searched_question(request)
+    rewriter = rewriter if rewriter is not None else rewriter_from_settings(settings)
     embedder, reranker = _load_models(request, settings, embedder, reranker)
     client = client or connect(settings)
     with timings.stage("rewrite_ms"):
-        queries = standalone_queries(rewriter, request.history, searched)
-    hits = _embed_and_retrieve(request, settings, client, embedder, queries, timings)
+        rewrite = rewrite_question(rewriter, request.history, searched)
+    queries = rewrite.queries
+    hits = _embed_and_retrieve(
+        request, settings, client, embedder, queries, timings, rewrite.vector_texts
+    )
     retrieved = len(hits)
-    rerank_query = queries[0] if reranker is not None and hits else ""
+    rerank_query = rewrite.standalone if reranker is not None and hits else ""
     if reranker is not None and rerank_query:
         with timings.stage("rerank_ms"):
             hits = _rerank(reranker, rerank_query, hits)
@@ -357,4 +386,6 @@ def search(
         hits=hits,
         timings=finished,
         truncated=request.truncated,
+        hypothetical=rewrite.hypothetical,
+        warnings=list(rewrite.warnings),
     )

@@ -4,7 +4,10 @@ Endpoints:
 
 - ``POST /search``: retrieve, rerank and assemble context for one question of one tenant; the body
   is ``SearchRequest`` (question and tenant required; with API keys ``KeyedSearchRequest``, whose
-  tenant comes from the key), the answer ``SearchResult.to_dict()``. The body models are a thin
+  tenant comes from the key; ``history``, the earlier turns, makes the question a follow-up that
+  the ``rewrite`` settings' rewriter rewrites), the answer ``SearchResult.to_dict()`` (with the
+  ``queries`` searched, ``timings`` per stage and ``warnings``: a rewriter that fails or times out
+  leaves the question as it is and a warning, never an error). The body models are a thin
   layer: pydantic checks the JSON types strictly and describes the API in OpenAPI, then the body
   becomes the library's ``loader.query.request.SearchRequest``, which does every other check;
 - ``GET /health``: whether the cluster answers (200) or not (503); never needs a key;
@@ -57,6 +60,8 @@ import loader.query.request as query
 from loader.cluster.client import cluster_errors, connect, safe_url
 from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
 from loader.query.auth import MAX_TENANT_CHARS, ApiKeys, require_api_key
+from loader.query.conversation import MAX_HISTORY_TURNS, MAX_TURN_CHARS, ROLES
+from loader.query.rewrite import rewriter_from_settings
 from loader.query.search import search
 from loader.settings import SEARCH_MODES, Settings
 
@@ -71,6 +76,7 @@ MAX_TAGS = 50
 
 SearchMode = Literal[SEARCH_MODES]  # type: ignore[valid-type]
 Expansion = Literal[query.EXPANSIONS]  # type: ignore[valid-type]
+Role = Literal[ROLES]  # type: ignore[valid-type]
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"description": "OpenSearch refused the search as a bad request."},
@@ -103,6 +109,15 @@ class FiltersBody(BaseModel):
     )
 
 
+class HistoryTurn(BaseModel):
+    """One earlier turn of the conversation."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    role: Role
+    content: str = Field(..., max_length=MAX_TURN_CHARS)
+
+
 class SearchRequest(BaseModel):
     """One search. ``tenant`` is required: every search is scoped to exactly one tenant.
 
@@ -129,6 +144,13 @@ class SearchRequest(BaseModel):
     expand: Expansion | None = Field(None, description="Parent section or sentence window.")
     merge_adjacent: bool = False
     prompt_order: bool = False
+    one_per_document: bool = Field(False, description="At most one hit per document.")
+    exact_match: bool | None = Field(None, description="Identifiers' chunks first (setting).")
+    history: list[HistoryTurn] = Field(
+        default_factory=list,
+        max_length=MAX_HISTORY_TURNS,
+        description="Earlier turns, oldest first: the question is a follow-up to them.",
+    )
 
     def to_request(self, settings: Settings, tenant: str) -> query.SearchRequest:
         """The library's request for ``tenant``; unset fields take ``settings``' defaults.
@@ -215,6 +237,7 @@ class SearchService:
 
     def __init__(self, settings: Settings, client: Any, embedder: Any, reranker: Any) -> None:
         self.settings = settings
+        self.rewriter = rewriter_from_settings(settings)  # a bad rewrite setting stops startup
         self.client = client
         self.embedder = embedder
         self.reranker = reranker
@@ -228,12 +251,10 @@ class SearchService:
         if not load_models:
             return
         if self.embedder is None:
-            from loader.models.embedding import get_embedder
+            from loader.models.embedding import embedder_for
 
-            self.embedder = get_embedder(
-                settings.embedding_model, settings.device, settings.embedding_batch_size
-            )
-            self.embedder.embed(["warm up"])  # the model loads lazily
+            self.embedder = embedder_for(settings)  # model, backend, instructions
+            self.embedder.embed_queries(["warm up"])  # the model loads lazily
         if settings.rerank:
             self.get_reranker()
 
@@ -291,6 +312,7 @@ class SearchService:
                 client=self.client,
                 embedder=self.embedder,
                 reranker=reranker,
+                rewriter=self.rewriter,
             )
         except LoaderError as exc:
             return loader_error(exc)
@@ -362,7 +384,8 @@ def create_app(
         The FastAPI app; run it with uvicorn.
 
     Raises:
-        ConfigError: ``api_keys_file`` is set and cannot be read or is malformed.
+        ConfigError: ``api_keys_file`` is set and cannot be read or is malformed, or the
+            ``rewrite`` settings are unusable (``rewrite = llm`` without ``rewrite_url``).
     """
     api_keys = ApiKeys.from_file(settings.api_keys_file) if settings.api_keys_file else None
     service = SearchService(settings, client, embedder, reranker)

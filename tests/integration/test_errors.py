@@ -331,7 +331,8 @@ def test_debug_shows_the_traceback_in_a_real_process(tmp_path):
     assert debug.returncode == 1
     assert "Traceback" in debug.stderr
     assert "opensearchpy.exceptions.ConnectionError" in debug.stderr
-    assert f"loader.errors.ClusterError: cannot connect to {url}" in debug.stderr
+    # ClusterUnavailableError: the ClusterError for "no answer at all" (HTTP 503 in serve)
+    assert f"loader.errors.ClusterUnavailableError: cannot connect to {url}" in debug.stderr
 
 
 # A password with every URL-reserved character and a space; '%zz' is not an escape.

@@ -146,6 +146,11 @@ def loaded(node: SecureNode, tmp_path_factory: pytest.TempPathFactory) -> Loaded
     project = tmp_path_factory.mktemp("project")
     (project / "pipelines" / "search").mkdir(parents=True)
     (project / "pipelines" / "search" / "_request_processors.j2").write_text("")
+    # 2.19's score-ranker-processor takes no weights: plain RRF of the three sub-queries.
+    (project / "pipelines" / "search" / "rrf.json.j2").write_text(
+        '{"description": "RRF for 2.19", "phase_results_processors": [{"score-ranker-processor":'
+        ' {"combination": {"technique": "rrf", "rank_constant": 60}}}]}'
+    )
     apply_config(settings, dimension=embedder.dimension, client=admin, project_dir=project)
     root = tmp_path_factory.mktemp("tenants")
     for tenant, files in (("acme", ACME), ("globex", GLOBEX)):

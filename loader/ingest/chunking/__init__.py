@@ -11,11 +11,15 @@ also keeps ``len(chunk.body) <= config.max_chars`` (``chunk_max_chars``): a toke
 characters too; the heading prefix gets at most a quarter of that, and ``parent_text`` and
 ``window`` (stored for context expansion, never embedded) at most four times it, around the chunk.
 
+Token counts and the limit are the configured model's: its own tokenizer (MiniLM's, bge's) and
+its positions less the special tokens and its passage instruction (256 - 2 for MiniLM, 512 - 2 for
+bge-small), from ``Embedder.count_tokens`` and ``Embedder.max_text_tokens``.
+
 Example::
 
-    embedder = get_embedder("all-MiniLM-L6-v2")
+    embedder = embedder_for(settings)
     config = chunking_config(settings, embedder.max_text_tokens)
-    chunks = chunk_document(doc, config, embedder.count_tokens, embedder.embed)
+    chunks = chunk_document(doc, config, embedder.count_tokens, embedder.embed_passages)
 """
 
 from __future__ import annotations

@@ -218,7 +218,10 @@ def test_eval_questions_file_with_sections_and_a_query_side_sweep(
         "GET", f"/_search/pipeline/{unique_name}-docs-structure-minmax"
     )[f"{unique_name}-docs-structure-minmax"]
     processor = pipeline["phase_results_processors"][0]["normalization-processor"]
-    assert processor["combination"]["parameters"]["weights"] == [0.3, 0.7]
+    shared = 1 - base_settings.exact_weight  # BM25 and vector share it; the exact sub-query last
+    assert processor["combination"]["parameters"]["weights"] == pytest.approx(
+        [0.3 * shared, 0.7 * shared, base_settings.exact_weight]
+    )
 
 
 def test_eval_index_side_sweep_builds_an_index_per_value(base_settings, unique_name, tmp_path):

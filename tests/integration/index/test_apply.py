@@ -77,9 +77,11 @@ def test_apply_creates_everything_and_a_second_apply_changes_nothing(client, set
     assert mapping["properties"]["embedding"]["method"]["engine"] == "lucene"
     state = snapshot(client, alias)
     rrf = state["pipelines"][names.rrf_pipeline][names.rrf_pipeline]
+    exact = settings.exact_weight  # the exact-identifier sub-query's weight; the rest is shared
     assert rrf["phase_results_processors"][0]["score-ranker-processor"]["combination"] == {
         "technique": "rrf",
         "rank_constant": 60,
+        "parameters": {"weights": [(1 - exact) / 2, (1 - exact) / 2, exact]},
     }
     assert state["scripts"][names.hybrid_template]["script"]["lang"] == "mustache"
 

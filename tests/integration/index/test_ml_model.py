@@ -17,8 +17,8 @@ import pytest
 from loader.index import ml_model as ml
 from loader.index.apply import PENDING_ML_MODEL_ID, apply_config, plan_apply
 from loader.index.render import config_names
-from loader.models.embedding import resolve_model_path
-from loader.models.embedding_export import model_fingerprint
+from loader.models.embedding import embedder_for, resolve_model_path
+from loader.models.embedding_export import export_model, model_fingerprint
 from tests.conftest import cleanup_owned
 from tests.integration.query.search_corpus import build_corpus
 
@@ -95,7 +95,7 @@ def test_server_query_vector_equals_client_vector(client, ml_setup, embedder):
     model_id = ml.model_status(client, settings).model_id
     texts = [*QUESTIONS, "refund " * 400]  # the last one is truncated on both sides
     server = np.array(ml.embed_on_cluster(client, settings, model_id, texts), dtype=np.float32)
-    local = embedder.embed(texts)
+    local = embedder.embed_queries(texts)  # MiniLM has no instruction: queries = passages
     assert server.shape == local.shape
     cosine = (server * local).sum(axis=1) / (
         np.linalg.norm(server, axis=1) * np.linalg.norm(local, axis=1)
@@ -115,7 +115,7 @@ def test_text_template_returns_the_vector_templates_top5(
     pipeline_name = names.object_name(pipeline) if pipeline else None
     for question in QUESTIONS:
         params = {"query_text": question, "tenant": "A", "size": 5, "k": 50}
-        vector = embedder.embed([question])[0].tolist()
+        vector = embedder.embed_queries([question])[0].tolist()
         with_vector = _template_ids(
             client,
             settings,
@@ -146,3 +146,30 @@ def test_text_template_keeps_the_tenant_guard_and_filters(client, ml_setup):
         )
         tenants = {hit["_source"]["tenant"] for hit in response["hits"]["hits"]}
         assert tenants <= {tenant}
+
+
+def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return (a * b).sum(axis=1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+
+
+def test_bge_on_the_cluster_pools_cls_and_prefixes_queries_like_the_client(client, base_settings):
+    """bge-small's jar ONNX file, registered with CLS pooling and its query instruction: a
+    neural query (content type QUERY) embeds as ``embed_queries``, a passage as
+    ``embed_passages``."""
+    settings = base_settings.replace(
+        embedding_model="bge-small-en-v1.5", embedding_backend="onnx", request_timeout=120.0
+    )
+    embedder = embedder_for(settings)
+    package = export_model(settings)
+    body = ml.register_body(package, "group")
+    assert body["model_config"]["pooling_mode"] == "cls"
+    assert body["model_config"]["query_prefix"] == embedder.query_prefix != ""
+    model_id = ml.ensure_model(client, settings, package).model_id
+    texts = [*QUESTIONS, "refund " * 700]  # the last one is truncated at 512 on both sides
+    for content_type, local in (
+        ("query", embedder.embed_queries(texts)),
+        ("passage", embedder.embed_passages(texts)),
+    ):
+        server = ml.embed_on_cluster(client, settings, model_id, texts, content_type)
+        cosine = _cosines(np.array(server, dtype=np.float32), local)
+        assert cosine.min() >= 0.999, (content_type, cosine)

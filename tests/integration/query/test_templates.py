@@ -222,6 +222,10 @@ def test_tenant_isolation_against_injection(client, fixture_index, embedder):
         cases.append(base | {"tags": [payload]})
         cases.append(base | {"tags": ["billing", payload]})
         cases.append(base | {"tags": payload})
+        cases.append(base | {"exact_terms": [payload]})
+        cases.append(base | {"exact_terms": ["E1043", payload]})
+        cases.append(base | {"exact_terms": payload})
+        cases.append(base | {"collapse_doc": payload})
         cases.append(base | {"tenant": payload})
         cases.append(base | {"tenant": "B" + payload})
     for payload in NUMBER_INJECTIONS:

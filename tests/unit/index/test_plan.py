@@ -12,6 +12,7 @@ from loader.index.diff import diff_index, flatten_settings, normalize
 from loader.index.plan import Plan, plan_changes
 from loader.index.render import render_config
 from loader.index.state import ClusterState
+from loader.models.registry import EMBEDDING_META_KEY, index_fingerprint
 from loader.settings import Settings
 
 ALIAS = "kb"
@@ -195,8 +196,13 @@ def test_a_users_mapping_file_cannot_drop_the_id_scheme(tmp_path):
     (tmp_path / "mappings" / "chunks.json.j2").write_text(
         '{"settings": {}, "mappings": {"_meta": {"team": "search"}, "properties": {}}}'
     )
-    config = render_config(Settings(index_name=ALIAS), 8, project_dir=tmp_path)
-    assert config.index["mappings"]["_meta"] == {"team": "search", "doc_id_scheme": DOC_ID_SCHEME}
+    settings = Settings(index_name=ALIAS)
+    config = render_config(settings, 8, project_dir=tmp_path)
+    assert config.index["mappings"]["_meta"] == {
+        "team": "search",
+        "doc_id_scheme": DOC_ID_SCHEME,
+        EMBEDDING_META_KEY: index_fingerprint(settings, 8),
+    }
 
 
 def test_old_versions_are_deleted_only_with_the_flag(desired):

@@ -87,16 +87,21 @@ def test_mapping_follows_settings_and_dimension(tmp_path):
 
 
 def test_pipelines_follow_settings(tmp_path):
-    settings = Settings(index_name="docs", rrf_rank_constant=20, bm25_weight=0.4)
+    settings = Settings(index_name="docs", rrf_rank_constant=20, bm25_weight=0.4, exact_weight=0.5)
     config = render_config(settings, 384, project_dir=tmp_path)
     assert set(config.search_pipelines) == {"docs-rrf", "docs-minmax"}
     rrf = config.search_pipelines["docs-rrf"]["phase_results_processors"][0]
-    assert rrf["score-ranker-processor"]["combination"] == {"technique": "rrf", "rank_constant": 20}
+    # weights in the hybrid template's order: BM25, vector, exact
+    assert rrf["score-ranker-processor"]["combination"] == {
+        "technique": "rrf",
+        "rank_constant": 20,
+        "parameters": {"weights": [0.25, 0.25, 0.5]},
+    }
     minmax = config.search_pipelines["docs-minmax"]["phase_results_processors"][0]
     processor = minmax["normalization-processor"]
     assert processor["normalization"] == {"technique": "min_max"}
     assert processor["combination"]["technique"] == "arithmetic_mean"
-    assert processor["combination"]["parameters"]["weights"] == [0.4, 0.6]
+    assert processor["combination"]["parameters"]["weights"] == [0.2, 0.3, 0.5]
     assert set(config.ingest_pipelines) == {"docs-ingest"}
 
 
@@ -168,3 +173,28 @@ def test_object_source_in_a_search_template_is_refused(tmp_path):
     )
     with pytest.raises(ConfigError, match="search template search_templates/bm25.json.j2"):
         render_config(Settings(), 384, project_dir=tmp_path)
+
+
+def test_templates_take_exact_terms_and_collapse_doc(tmp_path):
+    config = render_config(Settings(index_name="docs"), 384, project_dir=tmp_path, ml_model_id="m")
+    sources = {name: body["script"]["source"] for name, body in config.search_templates.items()}
+    assert set(sources) == {
+        "docs-hybrid",
+        "docs-hybrid_text",
+        "docs-bm25",
+        "docs-vector",
+        "docs-vector_text",
+    }
+    collapse = '{{#collapse_doc}}"collapse": {"field": "doc_id"},{{/collapse_doc}}'
+    phrase = '{"match_phrase": {"content.exact": "{{.}}"}}'
+    boost = '{"constant_score": {"filter": ' + phrase + ', "boost": 1000}}'
+    holders = '{"bool": {"should": [{{#exact_terms}}' + phrase + ", {{/exact_terms}}"
+    for name, source in sources.items():
+        assert source.count(collapse) == 1, name
+        hybrid = name.startswith("docs-hybrid")
+        # hybrid: the exact sub-query boosts and filters on the terms; bm25: boosts only
+        assert source.count(boost) == (1 if hybrid or name == "docs-bm25" else 0), name
+        assert source.count(holders) == (1 if hybrid else 0), name
+        if hybrid:
+            queries = source.split('"queries": [', 1)[1]
+            assert queries.count('{"bool": {\n        "must"') == 2  # BM25 and exact

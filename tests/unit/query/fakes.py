@@ -55,6 +55,9 @@ class FakeEmbedder:
         self.texts.extend(texts)
         return np.ones((len(texts), 3), dtype=np.float32)
 
+    def embed_queries(self, texts: list[str]) -> np.ndarray:
+        return self.embed(texts)
+
 
 class FakeReranker:
     """Scores a passage by the number of times it contains the letter "z"."""

@@ -187,8 +187,9 @@ def test_from_settings_takes_the_settings_defaults() -> None:
 
 
 def test_a_request_is_frozen_and_checked_again_when_replaced() -> None:
-    request = SearchRequest.from_settings(SETTINGS, "refund", tenant="A", history=[{"a": "b"}])
-    assert request.history == ({"a": "b"},)
+    turn = {"role": "user", "content": "earlier"}
+    request = SearchRequest.from_settings(SETTINGS, "refund", tenant="A", history=[turn])
+    assert request.history == (turn,)
     with pytest.raises(dataclasses.FrozenInstanceError):
         request.k = 3  # type: ignore[misc]
     assert request.replace(k=3).k == 3

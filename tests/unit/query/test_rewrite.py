@@ -1,4 +1,5 @@
-"""Query rewriting, against a tiny chat-completions server on 127.0.0.1 (no other network)."""
+"""Query rewriting, against a tiny chat-completions server on 127.0.0.1 (no other network): the
+adapter's modes, its fallbacks, and the factory that builds a rewriter from the settings."""
 
 from __future__ import annotations
 
@@ -13,12 +14,18 @@ from typing import Any
 
 import pytest
 
+from loader.errors import ConfigError
+from loader.query.chat_model import MODE_PROMPTS, OpenAICompatibleRewriter
+from loader.query.conversation import ConcatRewriter
 from loader.query.rewrite import (
     IdentityRewriter,
-    OpenAICompatibleRewriter,
     QueryRewriter,
+    Rewrite,
     parse_queries,
+    rewrite_question,
+    rewriter_from_settings,
 )
+from loader.settings import Settings, secret_values
 
 API_KEY = "sk-test-SECRET-0123456789"
 HISTORY = [
@@ -121,8 +128,9 @@ def test_openai_rewriter_posts_and_parses(chat_server: ChatServer) -> None:
     chat_server.answer("refund time for late orders paid by UPI\nUPI refund delay\n")
     rewriter = OpenAICompatibleRewriter(chat_server.base_url + "/", "tiny-model", api_key=API_KEY)
     assert isinstance(rewriter, QueryRewriter)
-    queries = rewriter.rewrite(HISTORY, "what about for UPI?")
-    assert queries == ["refund time for late orders paid by UPI", "UPI refund delay"]
+    rewrite = rewriter.rewrite(HISTORY, "what about for UPI?")
+    assert rewrite.queries == ["refund time for late orders paid by UPI"]  # standalone: one
+    assert rewrite.standalone == rewrite.queries[0] and rewrite.warnings == ()
     (request,) = chat_server.requests
     assert request["path"] == "/v1/chat/completions"
     assert request["headers"]["Authorization"] == f"Bearer {API_KEY}"
@@ -133,8 +141,10 @@ def test_openai_rewriter_posts_and_parses(chat_server: ChatServer) -> None:
 
 def test_openai_rewriter_caps_queries_and_sends_no_key_when_none(chat_server: ChatServer) -> None:
     chat_server.answer("q1\nq2\nq3\nq4")
-    rewriter = OpenAICompatibleRewriter(chat_server.base_url, "m", max_queries=2)
-    assert rewriter.rewrite([], "x") == ["q1", "q2"]
+    rewriter = OpenAICompatibleRewriter(
+        chat_server.base_url, "m", max_queries=2, mode="multi-query"
+    )
+    assert rewriter.rewrite([], "x").queries == ["q1", "q2"]
     assert "Authorization" not in chat_server.requests[0]["headers"]
 
 
@@ -145,8 +155,10 @@ def test_http_error_falls_back_without_leaking_the_key(
     chat_server.reply = json.dumps({"error": f"invalid key {API_KEY}"}).encode()
     rewriter = OpenAICompatibleRewriter(chat_server.base_url, "m", api_key=API_KEY)
     with caplog.at_level(logging.WARNING, logger="loader.query.rewrite"):
-        assert rewriter.rewrite(HISTORY, "what about for UPI?") == ["what about for UPI?"]
-    assert "HTTP 401" in caplog.text
+        rewrite = rewriter.rewrite(HISTORY, "what about for UPI?")
+    assert rewrite.queries == ["what about for UPI?"]
+    assert rewrite.warnings == ("query rewrite failed (HTTP 401); searched the message as it is",)
+    assert "HTTP 401" in caplog.text and "****" in caplog.text
     assert API_KEY not in caplog.text
     assert API_KEY not in repr(rewriter)
 
@@ -161,7 +173,8 @@ def test_bad_replies_fall_back(
     chat_server.reply = reply
     rewriter = OpenAICompatibleRewriter(chat_server.base_url, "m", api_key=API_KEY)
     with caplog.at_level(logging.WARNING, logger="loader.query.rewrite"):
-        assert rewriter.rewrite(HISTORY, "msg") == ["msg"]
+        rewrite = rewriter.rewrite(HISTORY, "msg")
+    assert rewrite.queries == ["msg"] and len(rewrite.warnings) == 1
     assert "query rewrite" in caplog.text
     assert API_KEY not in caplog.text
 
@@ -171,7 +184,10 @@ def test_timeout_falls_back(chat_server: ChatServer, caplog: pytest.LogCaptureFi
     chat_server.delay = 1.0
     rewriter = OpenAICompatibleRewriter(chat_server.base_url, "m", api_key=API_KEY, timeout=0.2)
     with caplog.at_level(logging.WARNING, logger="loader.query.rewrite"):
-        assert rewriter.rewrite(HISTORY, "msg") == ["msg"]
+        rewrite = rewriter.rewrite(HISTORY, "msg")
+    assert rewrite.queries == ["msg"]
+    assert rewrite.warnings == ("query rewrite failed (no answer within 0.2 s); searched the "
+                                "message as it is",)  # fmt: skip
     assert "failed" in caplog.text and API_KEY not in caplog.text
 
 
@@ -181,11 +197,135 @@ def test_refused_connection_falls_back(caplog: pytest.LogCaptureFixture) -> None
         port = probe.getsockname()[1]
     rewriter = OpenAICompatibleRewriter(f"http://127.0.0.1:{port}/v1", "m", api_key=API_KEY)
     with caplog.at_level(logging.WARNING, logger="loader.query.rewrite"):
-        assert rewriter.rewrite([], "msg") == ["msg"]
+        rewrite = rewriter.rewrite([], "msg")
+    assert rewrite.queries == ["msg"]
+    assert rewrite.warnings == ("query rewrite failed (cannot reach the rewriter); searched the "
+                                "message as it is",)  # fmt: skip
     assert "failed" in caplog.text and API_KEY not in caplog.text
 
 
 def test_blank_message_is_not_sent(chat_server: ChatServer) -> None:
     rewriter = OpenAICompatibleRewriter(chat_server.base_url, "m")
-    assert rewriter.rewrite(HISTORY, "  ") == ["  "]
+    assert rewriter.rewrite(HISTORY, "  ").queries == ["  "]
     assert chat_server.requests == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "reply", "queries", "standalone", "hypothetical"),
+    [
+        ("standalone", "How long do UPI refunds take?\nextra", ["How long do UPI refunds take?"],
+         "How long do UPI refunds take?", ""),
+        ("decompose", "Refund time and fee for late UPI orders?\nUPI refund time\nlate order fee",
+         ["UPI refund time", "late order fee"], "Refund time and fee for late UPI orders?", ""),
+        ("decompose", "UPI refund time", ["UPI refund time"], "UPI refund time", ""),
+        ("multi-query", "UPI refund time\nwhen does a UPI refund arrive",
+         ["UPI refund time", "when does a UPI refund arrive"], "UPI refund time", ""),
+        ("hyde", "query: UPI refund time\npassage: UPI refunds arrive\nwithin 48 hours.",
+         ["UPI refund time"], "UPI refund time", "UPI refunds arrive within 48 hours."),
+        ("hyde", "UPI refund time\nUPI refunds arrive within 48 hours.", ["UPI refund time"],
+         "UPI refund time", "UPI refunds arrive within 48 hours."),
+    ],
+)  # fmt: skip
+def test_each_mode_reads_its_reply(
+    chat_server: ChatServer, mode, reply, queries, standalone, hypothetical
+) -> None:
+    chat_server.answer(reply)
+    rewriter = OpenAICompatibleRewriter(chat_server.base_url, "m", mode=mode, max_queries=3)
+    rewrite = rewriter.rewrite(HISTORY, "what about for UPI?")
+    assert (rewrite.queries, rewrite.standalone, rewrite.hypothetical) == (
+        queries,
+        standalone,
+        hypothetical,
+    )
+    system = chat_server.requests[0]["body"]["messages"][0]["content"]
+    assert system == MODE_PROMPTS[mode].format(max_queries=3, paraphrases=2)
+
+
+def test_the_prompt_lays_out_the_conversation_one_turn_per_line(chat_server: ChatServer) -> None:
+    chat_server.answer("x")
+    history = [{"role": "user", "content": "How do\nrefunds work?"}]
+    OpenAICompatibleRewriter(chat_server.base_url, "m").rewrite(history, "and  for UPI?")
+    prompt = chat_server.requests[0]["body"]["messages"][-1]["content"]
+    assert prompt == (
+        "Conversation so far:\nuser: How do refunds work?\n\nLatest message:\nand for UPI?"
+    )
+
+
+def test_a_non_text_content_falls_back(chat_server: ChatServer) -> None:
+    chat_server.reply = json.dumps(_completion(None)).encode()  # type: ignore[arg-type]
+    rewrite = OpenAICompatibleRewriter(chat_server.base_url, "m").rewrite([], "msg")
+    assert rewrite.warnings == (
+        "query rewrite failed (the reply is not a chat completion); searched the message as it is",
+    )
+
+
+def test_an_unknown_mode_is_refused() -> None:
+    with pytest.raises(ConfigError, match="rewrite_mode must be one of standalone, decompose"):
+        OpenAICompatibleRewriter("http://127.0.0.1:1/v1", "m", mode="summary")
+
+
+def test_the_rewrite_stage_bounds_any_answer() -> None:
+    class Lists:
+        def rewrite(self, history, message):
+            return [" a ", "A", "", "b"]
+
+    rewrite = rewrite_question(Lists(), [], "q")
+    assert rewrite == Rewrite(["a", "b"], "a")
+    assert rewrite_question(None, [], "q") == Rewrite(["q"], "q")
+    empty = rewrite_question(_Empty(), [], "q")
+    assert empty.queries == ["q"] and empty.warnings == (
+        "the query rewriter returned no query; searched the message as it is",
+    )
+    assert Rewrite(["a", "b"], hypothetical="p").vector_texts == ["p", "p"]
+    assert Rewrite(["a"]).vector_texts is None
+
+
+class _Empty:
+    def rewrite(self, history, message):
+        return []
+
+
+def test_rewriter_from_settings(tmp_path) -> None:
+    assert rewriter_from_settings(Settings()) is None
+    assert isinstance(rewriter_from_settings(Settings(rewrite="concat")), ConcatRewriter)
+    key_file = tmp_path / "key"
+    key_file.write_text(API_KEY + "\n", encoding="utf-8")
+    settings = Settings(
+        rewrite="llm",
+        rewrite_url="http://127.0.0.1:8000/v1/",
+        rewrite_model="m",
+        rewrite_api_key_file=str(key_file),
+        rewrite_mode="hyde",
+        rewrite_max_queries=2,
+        rewrite_timeout=3.0,
+    )
+    rewriter = rewriter_from_settings(settings)
+    assert isinstance(rewriter, OpenAICompatibleRewriter)
+    assert (rewriter.url, rewriter.mode, rewriter.max_queries, rewriter.timeout) == (
+        "http://127.0.0.1:8000/v1/chat/completions",
+        "hyde",
+        2,
+        3.0,
+    )
+    assert API_KEY in secret_values(settings)  # so the CLI's log filter masks it
+    assert API_KEY not in repr(rewriter) + repr(settings) + str(settings.public_items())
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({}, "rewrite = llm needs rewrite_url"),
+        ({"rewrite_url": "ftp://host/v1"}, "rewrite = llm needs rewrite_url"),
+        ({"rewrite_url": "http://u:pw-SECRET@/v1"}, "'http://u:\\*\\*\\*\\*@/v1'"),
+        ({"rewrite_url": "http://h/v1", "rewrite_model": " "}, "needs rewrite_model"),
+        ({"rewrite_url": "http://h/v1", "rewrite_timeout": 0.0}, "rewrite_timeout must be"),
+        ({"rewrite_url": "http://h/v1", "rewrite_max_queries": 9}, "rewrite_max_queries must"),
+        ({"rewrite_url": "http://h/v1", "rewrite_api_key_file": "/nonexistent/key"},
+         "rewrite_api_key_file /nonexistent/key: cannot be read"),
+    ],
+)  # fmt: skip
+def test_unusable_llm_settings_are_refused(changes, message) -> None:
+    settings = Settings(rewrite="llm", rewrite_model="m").replace(**changes)
+    with pytest.raises(ConfigError, match=message) as caught:
+        rewriter_from_settings(settings)
+    assert "pw-SECRET" not in str(caught.value)

@@ -1,0 +1,33 @@
+"""`loader doctor`: one line per check of the cluster, the index and the query path."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from loader.cli.common import settings_options
+from loader.settings import Settings
+from loader.terminal import printable
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@settings_options
+def doctor(settings: Settings, as_json: bool) -> None:
+    """Check that the cluster is set up the way the configuration says: reachable and healthy,
+    plugins, alias -> one versioned index, no drift from the files, the vector dimension and
+    engine, pipelines and templates as `loader apply` stores them, hybrid scores really fused,
+    filters inside the k-NN search, the ml-commons model, chunks per tenant and chunks cut with
+    other chunking settings. Exit code 0 when nothing failed, else the first failure's (3 the
+    cluster, 5 the index or its configuration, 2 a setting, 6 the model)."""
+    from loader.doctor.checks import run_doctor
+
+    report = run_doctor(settings)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        for line in report.lines():
+            click.echo(printable(line))
+        click.echo(report.summary())
+    report.check()

@@ -1,0 +1,89 @@
+"""`loader explain`: where a question's expected document was found, fused, reranked or cut."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from loader.cli.common import settings_options
+from loader.settings import SEARCH_MODES, Settings
+from loader.terminal import printable
+
+
+@click.command()
+@click.argument("question")
+@click.option(
+    "--expect",
+    default=None,
+    metavar="SOURCE[#HEADING PATH]",
+    help="The document (or section: refunds.md#Refund policy > Late deliveries) that should be "
+    "found. Without it, the top results are explained.",
+)
+@click.option("--tenant", default=None, help="Tenant to search (default: the tenant setting).")
+@click.option(
+    "--mode",
+    type=click.Choice(SEARCH_MODES),
+    default=None,
+    help="Search mode (default: the search_mode setting).",
+)
+@click.option("--k", "k", type=int, default=None, help="Results kept (default: top_k).")
+@click.option(
+    "--candidates",
+    type=int,
+    default=None,
+    help="Depth of the BM25, vector and fused lists (default: candidates).",
+)
+@click.option(
+    "--rerank/--no-rerank",
+    default=None,
+    help="Explain the rerank stage too (default: the rerank setting; left out with a note when "
+    "the reranker cannot be loaded).",
+)
+@click.option("--lang", default=None, help="Only chunks in this language.")
+@click.option("--tag", "tags", multiple=True, help="Only chunks with this tag (repeat: any).")
+@click.option("--published-from", default=None, help="Only chunks published on or after.")
+@click.option("--published-to", default=None, help="Only chunks published on or before.")
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+@settings_options
+def explain(
+    settings: Settings,
+    question: str,
+    expect: str | None,
+    tenant: str | None,
+    mode: str | None,
+    k: int | None,
+    candidates: int | None,
+    rerank: bool | None,
+    lang: str | None,
+    tags: tuple[str, ...],
+    published_from: str | None,
+    published_to: str | None,
+    as_json: bool,
+) -> None:
+    """Explain how QUESTION ranks the --expect document at each stage: its best chunk and rank in
+    the BM25 list, the vector list, after fusion (each side's share of the fused score), after
+    the rerank and in the context, and where it was cut (candidates, k, a filter, the tenant, or
+    not indexed at all). Plain words first, numbers after."""
+    from loader.query.explain import explain as run_explain
+    from loader.query.explanation import format_report
+    from loader.query.request import SearchFilters, SearchRequest
+
+    request = SearchRequest.from_settings(
+        settings,
+        question,
+        tenant=settings.tenant if tenant is None else tenant,
+        mode=mode,
+        rerank=rerank,
+        k=k,
+        candidates=candidates,
+        filters=SearchFilters(
+            lang=lang, tags=tags, published_from=published_from, published_to=published_to
+        ),
+    )
+    report = run_explain(request, settings, expect=expect)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        return
+    for line in format_report(report):
+        click.echo(printable(line))

@@ -1,0 +1,15 @@
+"""`loader doctor`: is the cluster set up the way the configuration says, and does it work?
+
+One line per check -- ``ok``, ``warn`` or ``FAIL`` with its fix -- in the order a setup is built:
+
+- ``report``: ``Check`` and ``DoctorReport`` (the lines, JSON, and the exit code's error class);
+- ``checks``: the cluster, its plugins, the alias, the index against the rendered files (drift,
+  dimension, engine), the pipelines and templates against what ``loader apply`` would store, the
+  ml-commons model;
+- ``probes``: what only running a query shows -- hybrid scores really fused by each pipeline,
+  filters inside the k-NN search, chunks per tenant, chunks cut with other chunking settings.
+
+A room of its own above ``index``, ``ingest`` and ``query``, because it checks all of them: it may
+import ``loader.cluster``, ``loader.index``, ``loader.ingest``, ``loader.models`` and the shared
+modules; nothing imports it but the CLI.
+"""

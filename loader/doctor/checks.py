@@ -1,0 +1,267 @@
+"""The checks of ``loader doctor`` that read the cluster's configuration: the cluster and its
+plugins, the alias, the index against the rendered files, the pipelines, templates and ml-commons
+model against what ``loader apply`` would store. ``run_doctor`` runs them all, then the probes.
+
+Drift is what ``loader apply`` would change: the plan of ``loader.index.apply.plan_apply`` is
+computed (nothing is changed) and every pending change of the index, a pipeline, a template or
+the model is a failure whose fix is ``loader apply``.
+
+Example::
+
+    report = run_doctor(settings)
+    for line in report.lines():
+        print(line)
+    report.check()   # the exit code: raises the first failure's error class
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from loader.cluster.client import cluster_errors, connect, safe_url
+from loader.doctor.probes import probe_index
+from loader.doctor.report import Check, DoctorReport
+from loader.errors import (
+    ClusterError,
+    ClusterUnavailableError,
+    ConfigError,
+    LoaderError,
+    ModelError,
+)
+from loader.index.plan import Plan, version_of
+from loader.index.render import config_names, render_config
+from loader.index.state import get_or_none
+from loader.settings import Settings
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+log = logging.getLogger(__name__)
+
+REQUIRED_PLUGINS = ("opensearch-knn", "opensearch-neural-search")
+ML_PLUGIN = "opensearch-ml"
+# Engines each server major version refuses for new indices (nmslib: deprecated in 2.19, blocked
+# in 3.0).
+REFUSED_ENGINES = {3: ("nmslib",)}
+INDEX_KINDS = ("index", "mapping", "index settings", "reindex", "alias")
+APPLY_FIX = "run `loader apply` (see `loader apply --dry-run` for the plan)"
+
+
+def _cluster(client: OpenSearch, settings: Settings, report: DoctorReport) -> int | None:
+    """Reachability, version and health; the server's major version, or ``None`` when it cannot
+    be reached (every later check is then skipped)."""
+    where = safe_url(settings.opensearch_url)
+    try:
+        with cluster_errors(settings, "reading the cluster's version and health"):
+            info = client.info()
+            health = client.cluster.health()
+    except ClusterError as exc:
+        report.checks.append(
+            Check(
+                "cluster",
+                "fail",
+                str(exc),
+                f"start OpenSearch at {where} or fix --url",
+                ClusterUnavailableError if isinstance(exc, ClusterUnavailableError) else type(exc),
+            )
+        )
+        return None
+    version = str(info.get("version", {}).get("number", "?"))
+    status = health.get("status", "?")
+    detail = f"OpenSearch {version} at {where}, cluster {health.get('cluster_name')!r} {status}"
+    if status == "red":
+        report.checks.append(
+            Check(
+                "cluster",
+                "fail",
+                detail,
+                "some primary shards are unassigned: see GET _cluster/allocation/explain",
+                ClusterError,
+            )
+        )
+    else:
+        report.checks.append(Check("cluster", "ok" if status == "green" else "warn", detail))
+    major = version.split(".", 1)[0]
+    return int(major) if major.isdigit() else 0
+
+
+def _plugins(client: OpenSearch, settings: Settings, report: DoctorReport) -> None:
+    with cluster_errors(settings, "listing the plugins"):
+        rows = client.cat.plugins(format="json")
+    versions = {row.get("component"): row.get("version") for row in rows}
+    wanted = [*REQUIRED_PLUGINS, *([ML_PLUGIN] if settings.server_side_embedding else [])]
+    missing = [name for name in wanted if name not in versions]
+    shown = ", ".join(f"{name} {versions[name]}" for name in wanted if name in versions)
+    if missing:
+        report.checks.append(
+            Check(
+                "plugins",
+                "fail",
+                f"missing {', '.join(missing)} (found: {shown or 'none'})",
+                "use a distribution with them (the project's image: opensearch/build-image.sh)",
+                ClusterError,
+            )
+        )
+    else:
+        report.checks.append(Check("plugins", "ok", shown))
+
+
+def _alias(client: OpenSearch, settings: Settings, report: DoctorReport) -> str | None:
+    """The alias points at exactly one versioned index; that index's name, or ``None``."""
+    alias = settings.index_name
+    with cluster_errors(settings, f"reading alias {alias!r}"):
+        targets = sorted(get_or_none(client.indices.get_alias, name=alias) or {})
+        is_index = not targets and bool(client.indices.exists(index=alias))
+    if is_index:
+        detail, fix = f"{alias!r} is an index, not an alias", "reindex it into <alias>-v1"
+    elif not targets:
+        detail, fix = f"alias {alias!r} does not exist", APPLY_FIX
+    elif len(targets) > 1:
+        detail = f"alias {alias!r} points at {len(targets)} indices ({', '.join(targets)})"
+        fix = "point it at one with the _aliases API"
+    elif version_of(alias, targets[0]) is None:
+        detail, fix = f"alias {alias!r} points at {targets[0]}, not <alias>-v<N>", APPLY_FIX
+    else:
+        report.checks.append(Check("alias", "ok", f"{alias} -> {targets[0]}"))
+        return targets[0]
+    report.checks.append(Check("alias", "fail", detail, fix))
+    return None
+
+
+def _plan(
+    client: OpenSearch, settings: Settings, dimension: int, report: DoctorReport
+) -> Plan | None:
+    from loader.index.apply import plan_apply
+
+    try:
+        return plan_apply(settings, dimension=dimension, client=client)
+    except ConfigError as exc:  # an alias apply cannot work with: reported by the alias check
+        report.checks.append(Check("configuration", "fail", str(exc), "fix the alias first"))
+    return None
+
+
+def _drift(plan: Plan, kinds: tuple[str, ...]) -> list[str]:
+    return [change.line() for change in plan.pending if change.kind in kinds]
+
+
+def _plan_checks(plan: Plan, report: DoctorReport) -> None:
+    """The index, each pipeline and template, and the ml model: equal to what apply stores."""
+    index_drift = _drift(plan, INDEX_KINDS)
+    report.checks.append(
+        Check("index drift", "fail", "; ".join(index_drift), APPLY_FIX)
+        if index_drift
+        else Check("index drift", "ok", "settings and mapping match the files")
+    )
+    words = {"create": "missing", "update": "differs from the files (changed by hand?)"}
+    for change in plan.changes:
+        if change.kind not in ("ingest pipeline", "search pipeline", "search template", "ml model"):
+            continue
+        name = f"{change.kind} {change.name}"
+        if change.action == "none":
+            report.checks.append(Check(name, "ok", "as `loader apply` stores it"))
+        else:
+            detail = words.get(change.action, change.action)
+            report.checks.append(
+                Check(name, "fail", f"{detail} {change.detail}".strip(), APPLY_FIX)
+            )
+
+
+def _mapping(client: OpenSearch, settings: Settings, index: str) -> Mapping[str, Any]:
+    with cluster_errors(settings, f"reading the mapping of {index}"):
+        answer = client.indices.get_mapping(index=index)
+    return (answer.get(index) or {}).get("mappings") or {}
+
+
+def _vector_checks(
+    mapping: Mapping[str, Any], settings: Settings, dimension: int, major: int, report: DoctorReport
+) -> None:
+    """The stored vector field's dimension against the model's; its engine against the server."""
+    field = (mapping.get("properties") or {}).get("embedding") or {}
+    stored = field.get("dimension")
+    if stored is None:
+        report.checks.append(Check("vector dimension", "fail", "no knn_vector field", APPLY_FIX))
+    elif int(stored) != dimension:
+        report.checks.append(
+            Check(
+                "vector dimension",
+                "fail",
+                f"the index stores {stored}-dimensional vectors, {settings.embedding_model} "
+                f"makes {dimension}",
+                f"{APPLY_FIX}: it plans a new index version; then push",
+            )
+        )
+    else:
+        report.checks.append(
+            Check("vector dimension", "ok", f"{dimension} ({settings.embedding_model})")
+        )
+    engines = {
+        settings.vector_engine,
+        (field.get("method") or {}).get("engine", settings.vector_engine),
+    }
+    refused = sorted(engine for engine in engines if engine in REFUSED_ENGINES.get(major, ()))
+    if refused:
+        report.checks.append(
+            Check(
+                "vector engine",
+                "fail",
+                f"{', '.join(refused)} is refused by OpenSearch {major}.x",
+                'set vector_engine = "lucene" (or faiss) and run `loader apply`',
+                ConfigError,
+            )
+        )
+    else:
+        report.checks.append(Check("vector engine", "ok", ", ".join(sorted(engines))))
+
+
+def _dimension(settings: Settings, dimension: int | None, report: DoctorReport) -> int | None:
+    if dimension is not None:
+        return dimension
+    from loader.index.apply import model_dimension
+
+    try:
+        return model_dimension(settings)
+    except ModelError as exc:
+        report.checks.append(
+            Check("embedding model", "fail", str(exc), "fix embedding_model", ModelError)
+        )
+        return None
+
+
+def run_doctor(
+    settings: Settings, *, client: OpenSearch | None = None, dimension: int | None = None
+) -> DoctorReport:
+    """Run every check against the cluster and alias of ``settings``; changes nothing.
+
+    Args:
+        settings: resolved settings (the alias is ``index_name``).
+        client: reuse a client (default ``connect(settings)``).
+        dimension: the embedding model's dimension (default: read from the model).
+
+    Returns:
+        The report; ``report.check()`` raises the first failure's error class.
+    """
+    client = client or connect(settings)
+    report = DoctorReport()
+    major = _cluster(client, settings, report)
+    if major is None:
+        report.checks.append(Check("the other checks", "skip", "the cluster cannot be reached"))
+        return report
+    try:
+        _plugins(client, settings, report)
+        index = _alias(client, settings, report)
+        dimension = _dimension(settings, dimension, report)
+        if dimension is None:
+            return report
+        plan = _plan(client, settings, dimension, report)
+        if plan is not None:
+            _plan_checks(plan, report)
+        if index is not None:
+            _vector_checks(_mapping(client, settings, index), settings, dimension, major, report)
+        desired = render_config(settings, dimension)
+        probe_index(client, settings, desired, index, report)
+    except LoaderError as exc:  # a check that could not run: the rest cannot either
+        report.checks.append(Check("doctor", "fail", str(exc), "see the message", type(exc)))
+    log.debug("doctor of %s: %s", config_names(settings.index_name).alias, report.summary())
+    return report

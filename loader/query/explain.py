@@ -1,0 +1,402 @@
+"""`loader explain`: why a question finds, or misses, a document, stage by stage.
+
+For an expected document or section (``refunds.md#Late deliveries``) the question goes through
+``loader.query.search.search`` stage by stage (no rewriting), and the section's best chunk and rank
+are kept at each: the side lists (``candidates`` deep; in a hybrid mode the hybrid template's own
+sub-queries -- BM25, vector, exact terms -- rendered by OpenSearch and run one by one), the fused
+list, the rerank and the context. Each side's share of the fused score comes from those lists and
+the stored pipeline's rank constant and weights (RRF: ``weight / (rank_constant + rank)``; min-max:
+the normalised score times its weight over the weights' sum). A section no list holds is looked
+up in the index: no chunk of it for any tenant (not indexed), another tenant's only (the tenant),
+found without the filters (a filter), else too deep for every list (``candidates``).
+
+OpenSearch 3.6's ``hybrid_score_explanation`` response processor gives per-hit shares too, but
+only through a pipeline that carries it and with Lucene's ``explain``; the stored pipelines do not.
+
+Example::
+
+    request = SearchRequest.from_settings(settings, "How long do refunds take?", tenant="acme")
+    report = explain(request, settings, expect="refunds.md#Late deliveries")
+    report.explanations[0].sentence()
+    # 'found by BM25 at 3, missed by the vector side (rank > 50), fused to 7, cut by k=5'
+    report.to_dict()          # the numbers, for --json
+
+The pure parts (``Expected``, the contributions, the sentence, ``format_report``) are in
+``loader.query.explanation``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from loader.cluster.client import cluster_errors, connect
+from loader.documents import PATH_SEPARATOR
+from loader.errors import ModelError
+from loader.index.render import config_names
+from loader.query import context
+from loader.query.explanation import (
+    Contribution,
+    Expected,
+    ExplainReport,
+    Explanation,
+    StageRank,
+    fusion_weights,
+    minmax_contributions,
+    rrf_contributions,
+)
+from loader.query.request import SearchFilters, SearchRequest
+from loader.query.rewrite import IdentityRewriter
+from loader.query.search import bm25_text, search
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from loader.models.embedding import Embedder
+    from loader.models.rerank import Reranker
+    from loader.query.result import SearchHit
+    from loader.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# The hybrid templates' sub-queries, in their order (search_templates/hybrid.json.j2): the
+# pipelines' weights follow it. The exact-term one is empty unless the question holds identifiers.
+SUB_QUERIES = ("bm25", "vector", "exact")
+OPTIONAL_SIDES = ("exact",)
+HYBRID_MODES = {"hybrid-rrf": "rrf", "hybrid-minmax": "minmax"}
+# Chunks of one source read back to tell "not indexed" from "another tenant".
+LOCATE_CHUNKS = 500
+
+
+# --- the stages on the cluster -----------------------------------------------------------------
+
+
+def _first(hits: Sequence[SearchHit], matches: Callable[[SearchHit], bool]) -> tuple[int, Any]:
+    for rank, hit in enumerate(hits, start=1):
+        if matches(hit):
+            return rank, hit
+    return 0, None
+
+
+def _stage(name: str, hits: Sequence[SearchHit], depth: int, matches: Callable) -> StageRank:
+    rank, hit = _first(hits, matches)
+    if hit is None:
+        return StageRank(name, None, depth)
+    score_key = "rerank" if name == "rerank" else "retrieval"
+    return StageRank(name, rank, depth, hit.chunk_id, hit.scores.get(score_key))
+
+
+@dataclass
+class _Lists:
+    """The ranked lists of one question: per side, fused, reranked, and the final context."""
+
+    sides: dict[str, list[SearchHit]]
+    retrieved: list[SearchHit]  # the mode's own list (fused for the hybrid modes)
+    reranked: list[SearchHit] | None
+    final: list[SearchHit]
+    fusion: tuple[str, int, list[float]] | None = None  # the stored pipeline's, hybrid only
+
+
+def _retrieval_request(request: SearchRequest, mode: str) -> SearchRequest:
+    """One list as retrieved, ``depth`` long: no rerank, no context step."""
+    return request.replace(
+        mode=mode,
+        rerank=False,
+        k=request.depth,
+        expand=None,
+        merge_adjacent=False,
+        prompt_order=False,
+    )
+
+
+def _hits(answer: dict[str, Any]) -> list[SearchHit]:
+    from loader.query.result import SearchHit
+
+    hits = []
+    for rank, document in enumerate(answer.get("hits", {}).get("hits", []), start=1):
+        hit = SearchHit.from_document(document)
+        hit.scores["retrieval"] = float(document.get("_score") or 0.0)
+        hit.ranks["retrieval"] = rank
+        hits.append(hit)
+    return hits
+
+
+def _sub_query_lists(
+    request: SearchRequest, settings: Settings, client: OpenSearch, embedder: Embedder | None
+) -> dict[str, list[SearchHit]]:
+    """The hybrid template's sub-queries, each run on its own ``depth`` deep: the very lists the
+    pipeline fuses. OpenSearch renders the stored template (``_render/template``) with the
+    parameters ``search`` sends, so the clauses are the template's own."""
+    from loader.models.embedding import embedder_for
+
+    embedder = embedder or embedder_for(settings)
+    text = bm25_text(request.searched)
+    params: dict[str, Any] = {
+        "query_text": text,
+        "exact_terms": request.exact_terms(text),
+        "tenant": request.tenant,
+        "size": request.depth,
+        "k": request.depth,
+        **request.template_params(),
+        "query_vector": embedder.embed_queries([request.searched])[0].tolist(),
+    }
+    params.pop("collapse_doc", None)  # the sub-queries are compared chunk by chunk
+    template_id, _ = config_names(settings.index_name).for_search_mode(request.mode)
+    lists: dict[str, list[SearchHit]] = {}
+    with cluster_errors(settings, f"running the sub-queries of template {template_id!r}"):
+        rendered = client.render_search_template(body={"id": template_id, "params": params})
+        queries = rendered["template_output"]["query"]["hybrid"]["queries"]
+        for position, query in enumerate(queries):
+            name = SUB_QUERIES[position] if position < len(SUB_QUERIES) else f"sub-query {position}"
+            body = {"size": request.depth, "_source": {"excludes": ["embedding"]}, "query": query}
+            lists[name] = _hits(client.search(index=settings.index_name, body=body))
+    return lists
+
+
+def _stored_fusion(
+    request: SearchRequest, settings: Settings, client: OpenSearch, sides: list[str]
+) -> tuple[str, int, list[float]]:
+    """The technique, rank constant and weights of the pipeline the hybrid search goes through,
+    as stored on the cluster."""
+    _, pipeline = config_names(settings.index_name).for_search_mode(request.mode)
+    with cluster_errors(settings, f"reading search pipeline {pipeline!r}"):
+        stored = client.transport.perform_request("GET", f"/_search/pipeline/{pipeline}")
+    return fusion_weights(stored.get(pipeline) or {}, sides)
+
+
+def _search_lists(
+    request: SearchRequest,
+    settings: Settings,
+    client: OpenSearch,
+    embedder: Embedder | None,
+    reranker: Reranker | None,
+) -> _Lists:
+    # No rewriting: explain follows the question as asked through every list.
+    rewriter = IdentityRewriter()
+
+    def run(with_rerank: bool = False) -> list[SearchHit]:
+        wanted = _retrieval_request(request, request.mode).replace(rerank=with_rerank)
+        return search(
+            wanted,
+            settings,
+            client=client,
+            embedder=embedder,
+            reranker=reranker,
+            rewriter=rewriter,
+        ).hits
+
+    retrieved = run()
+    fusion = None
+    if request.mode in HYBRID_MODES:
+        sides = _sub_query_lists(request, settings, client, embedder)
+        fusion = _stored_fusion(request, settings, client, list(sides))
+    else:
+        sides = {request.mode: retrieved}
+    reranked = run(with_rerank=True) if reranker is not None else None
+    final = context.assemble(
+        reranked if reranked is not None else retrieved,
+        request.k,
+        expand=request.expand,
+        merge=request.merge_adjacent,
+        prompt_order=request.prompt_order,
+    )
+    return _Lists(sides, retrieved, reranked, final, fusion)
+
+
+def _contributions(lists: _Lists, chunk_id: str) -> list[Contribution]:
+    assert lists.fusion is not None
+    technique, rank_constant, weight_list = lists.fusion
+    weights = dict(zip(lists.sides, weight_list, strict=False))
+    if technique == "rrf":
+        ranks = {
+            side: _first(hits, lambda hit: hit.chunk_id == chunk_id)[0] or None
+            for side, hits in lists.sides.items()
+        }
+        return rrf_contributions(ranks, rank_constant, weights)
+    scores = {
+        side: {hit.chunk_id: hit.scores.get("retrieval", 0.0) for hit in hits}
+        for side, hits in lists.sides.items()
+    }
+    return minmax_contributions(scores, chunk_id, weights)
+
+
+def _explain_target(
+    explanation: Explanation,
+    lists: _Lists,
+    matches: Callable[[SearchHit], bool],
+    request: SearchRequest,
+    settings: Settings,
+) -> None:
+    """Fill the stages of one target from the lists; set ``cut`` to ``k`` or ``fusion``."""
+    depth = request.depth
+    stages = [
+        _stage(side, hits, depth, matches)
+        for side, hits in lists.sides.items()
+        if hits or side not in OPTIONAL_SIDES
+    ]
+    hybrid = request.mode in HYBRID_MODES
+    if hybrid:
+        stages.append(_stage("fused", lists.retrieved, depth, matches))
+    explanation.stages = stages
+    in_retrieval = _first(lists.retrieved, matches)[1]
+    if hybrid:
+        fused = explanation.stage("fused")
+        best = fused.chunk_id if fused and fused.chunk_id else _best_side_chunk(stages)
+        if best:
+            explanation.contributions = _contributions(lists, best)
+            explanation.fused_score = fused.score if fused and fused.rank else None
+    if in_retrieval is None:
+        if any(stage.rank for stage in stages):
+            explanation.cut, explanation.cut_detail = "fusion", f"lost in fusion (rank > {depth})"
+        return
+    if lists.reranked is not None:
+        explanation.stages.append(_stage("rerank", lists.reranked, depth, matches))
+    kept = _stage("context", lists.final, request.k, matches)
+    explanation.stages.append(kept)
+    if kept.rank is None:
+        explanation.cut, explanation.cut_detail = "k", f"cut by k={request.k}"
+
+
+def _best_side_chunk(stages: Sequence[StageRank]) -> str:
+    ranked = [stage for stage in stages if stage.rank]
+    return min(ranked, key=lambda stage: stage.rank or 0).chunk_id if ranked else ""
+
+
+def _locate(
+    client: OpenSearch, settings: Settings, expected: Expected
+) -> dict[str, list[tuple[str, ...]]]:
+    """Tenant -> heading paths of the chunks of ``expected.source`` that sit under its heading
+    path, any tenant; read straight from the index (no template: it must see every tenant)."""
+    alias = settings.index_name
+    with cluster_errors(settings, f"looking for {expected.source!r} in {alias!r}"):
+        answer = client.search(
+            index=alias,
+            body={
+                "size": LOCATE_CHUNKS,
+                "query": {"term": {"source": expected.source}},
+                "_source": ["tenant", "title", "heading_path"],
+            },
+        )
+    found: dict[str, list[tuple[str, ...]]] = {}
+    for document in answer.get("hits", {}).get("hits", []):
+        source = document.get("_source") or {}
+        path = tuple(p for p in str(source.get("heading_path") or "").split(PATH_SEPARATOR) if p)
+        if expected.matches(expected.source, str(source.get("title", "")), path):
+            found.setdefault(str(source.get("tenant", "")), []).append(path)
+    return found
+
+
+def _why_missing(
+    explanation: Explanation,
+    expected: Expected,
+    request: SearchRequest,
+    settings: Settings,
+    searcher: Callable[[SearchRequest], _Lists],
+    client: OpenSearch,
+) -> None:
+    """Set ``cut`` for a target that no list holds: not indexed, tenant, filter or candidates."""
+    tenants = _locate(client, settings, expected)
+    if not tenants:
+        explanation.cut = "not indexed"
+        explanation.cut_detail = f"not indexed: no chunk of {expected.label()} for any tenant"
+    elif request.tenant not in tenants:
+        owners = ", ".join(repr(tenant) for tenant in sorted(tenants))
+        explanation.cut = "tenant"
+        explanation.cut_detail = (
+            f"filtered out by tenant: the chunks of {expected.label()} belong to tenant "
+            f"{owners}, not {request.tenant!r}"
+        )
+    elif request.template_params() and _found_without_filters(expected, request, searcher):
+        explanation.cut = "filter"
+        explanation.cut_detail = "cut by a filter (found once lang, tags and dates are dropped)"
+    else:
+        explanation.cut = "candidates"
+        explanation.cut_detail = (
+            f"cut by candidates={request.depth}: no list ranked it in its top {request.depth}"
+        )
+
+
+def _found_without_filters(
+    expected: Expected, request: SearchRequest, searcher: Callable[[SearchRequest], _Lists]
+) -> bool:
+    unfiltered = searcher(request.replace(filters=SearchFilters()))
+    matches = _hit_matcher(expected)
+    return any(_first(hits, matches)[1] is not None for hits in unfiltered.sides.values()) or (
+        _first(unfiltered.retrieved, matches)[1] is not None
+    )
+
+
+def _hit_matcher(expected: Expected) -> Callable[[SearchHit], bool]:
+    return lambda hit: expected.matches(hit.source, hit.title, hit.heading_path)
+
+
+def _load_reranker(
+    request: SearchRequest, settings: Settings, reranker: Reranker | None, notes: list[str]
+) -> Reranker | None:
+    """The reranker when the request reranks and one can be loaded; else a note says why not."""
+    if not request.rerank or reranker is not None:
+        return reranker if request.rerank else None
+    from loader.models.rerank import load_reranker
+
+    try:
+        return load_reranker(settings)
+    except ModelError as exc:
+        notes.append(f"no rerank stage: {exc}")
+        return None
+
+
+# --- the whole explanation ---------------------------------------------------------------------
+
+
+def explain(
+    request: SearchRequest,
+    settings: Settings,
+    *,
+    expect: str | Expected | None = None,
+    client: OpenSearch | None = None,
+    embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
+) -> ExplainReport:
+    """Explain where ``request`` puts the expected section, or its top results.
+
+    Args:
+        request: the search to explain (``SearchRequest.from_settings``); its ``candidates`` is
+            the depth of every list, its ``k`` the context's size.
+        settings: resolved settings (the alias, ``rrf_rank_constant``, ``bm25_weight`` ...).
+        expect: ``SOURCE[#heading path]``; ``None`` explains the top ``k`` results instead.
+        client, embedder, reranker: reuse loaded ones. Without a reranker that can be loaded,
+            the rerank stage is left out and a note says why.
+
+    Returns:
+        The report.
+
+    Raises:
+        ConfigError: a malformed ``expect``.
+        ClusterError, QueryError, ModelError: as ``search`` raises them.
+    """
+    target = Expected.parse(expect) if isinstance(expect, str) else expect
+    client = client or connect(settings)
+    report = ExplainReport(request.searched, request.tenant, request.mode, request.k, request.depth)
+    reranker = _load_reranker(request, settings, reranker, report.notes)
+
+    def searcher(wanted: SearchRequest) -> _Lists:
+        return _search_lists(wanted, settings, client, embedder, reranker)
+
+    lists = searcher(request)
+    if target is None:
+        for hit in lists.final:
+            explanation = Explanation(f"{hit.source}#{PATH_SEPARATOR.join(hit.heading_path)}")
+            chunk = hit.chunk_id
+            _explain_target(
+                explanation, lists, lambda h, c=chunk: h.chunk_id == c, request, settings
+            )
+            report.explanations.append(explanation)
+        return report
+    explanation = Explanation(target.label())
+    _explain_target(explanation, lists, _hit_matcher(target), request, settings)
+    if not any(stage.rank for stage in explanation.stages):
+        _why_missing(explanation, target, request, settings, searcher, client)
+    report.explanations.append(explanation)
+    return report

@@ -1,0 +1,302 @@
+"""What ``loader explain`` reports, as pure data: the expected section, each stage's rank, each
+side's share of a fused score, and the plain-words sentence. No cluster here
+(``loader.query.explain`` fills these in from the real lists).
+
+Example::
+
+    Expected.parse("refunds.md#Late deliveries").matches("refunds.md", "Refund policy",
+                                                         ("Late deliveries",))   # True
+    rrf_contributions({"bm25": 3, "vector": None}, 60)   # bm25 1/63, vector 0
+    plain_words(explanation)   # 'found by BM25 at 3, missed by the vector side (rank > 50), ...'
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from loader.documents import PATH_SEPARATOR
+from loader.errors import ConfigError
+from loader.query.fusion import min_max_normalize
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What ``--expect SOURCE[#heading path]`` names: a document, optionally one section of it.
+
+    Example::
+
+        Expected.parse("refunds.md#Refund policy > Late deliveries")
+        # Expected(source='refunds.md', heading_path=('Refund policy', 'Late deliveries'))
+    """
+
+    source: str
+    heading_path: tuple[str, ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> Expected:
+        """Read ``SOURCE[#heading path]``; the heading path's parts are split on ``>``.
+
+        Raises:
+            ConfigError: no source before ``#``.
+        """
+        source, _, heading = text.partition("#")
+        source = source.strip().replace("\\", "/").removeprefix("./")
+        if not source:
+            raise ConfigError(
+                f"--expect {text!r} names no source; give SOURCE or SOURCE#heading path, e.g. "
+                "refunds.md#Late deliveries"
+            )
+        parts = tuple(part.strip() for part in heading.split(">") if part.strip())
+        return cls(source, parts)
+
+    def matches(self, source: str, title: str, heading_path: Sequence[str]) -> bool:
+        """Whether a chunk is of this source and sits under the heading path (case-insensitive
+        prefix; the path may start with the document's title or leave it out)."""
+        if source != self.source:
+            return False
+        want = [part.lower() for part in self.heading_path]
+        return any(
+            [part.strip().lower() for part in have][: len(want)] == want
+            for have in ((title, *heading_path), tuple(heading_path))
+        )
+
+    def label(self) -> str:
+        return (
+            f"{self.source}#{PATH_SEPARATOR.join(self.heading_path)}"
+            if self.heading_path
+            else (self.source)
+        )
+
+
+@dataclass
+class StageRank:
+    """Where the target stands after one stage: its best chunk's rank (``None``: not in the
+    list, which was ``depth`` long) and score."""
+
+    stage: str  # bm25 | vector | fused | rerank | context
+    rank: int | None
+    depth: int
+    chunk_id: str = ""
+    score: float | None = None
+
+
+@dataclass
+class Contribution:
+    """One side's share of a fused score: ``value`` adds up to the fused score."""
+
+    side: str
+    rank: int | None
+    value: float
+    formula: str
+
+
+@dataclass
+class Explanation:
+    """Where one target went, stage by stage, and where it was cut (``cut`` is ``None`` when
+    it made it into the context).
+
+    ``cut`` is one of ``k``, ``fusion``, ``candidates``, ``filter``, ``tenant``,
+    ``not indexed``; ``cut_detail`` says it in words.
+    """
+
+    target: str
+    stages: list[StageRank] = field(default_factory=list)
+    contributions: list[Contribution] = field(default_factory=list)
+    fused_score: float | None = None  # the server's fused score of the contributions' chunk
+    cut: str | None = None
+    cut_detail: str = ""
+
+    def stage(self, name: str) -> StageRank | None:
+        return next((stage for stage in self.stages if stage.stage == name), None)
+
+    def sentence(self) -> str:
+        return plain_words(self)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "sentence": self.sentence()}
+
+
+# --- pure parts --------------------------------------------------------------------------------
+
+
+def rrf_contributions(
+    ranks: Mapping[str, int | None],
+    rank_constant: int,
+    weights: Mapping[str, float] | None = None,
+) -> list[Contribution]:
+    """Each side's RRF share: ``weight / (rank_constant + rank)`` (weight 1 unless given), 0
+    when the side missed it.
+
+    Example::
+
+        rrf_contributions({"bm25": 1, "vector": None}, 60)[0].value   # 1/61 = 0.016393
+    """
+    shares = []
+    for side, rank in ranks.items():
+        weight = 1.0 if weights is None else weights[side]
+        if rank is None:
+            shares.append(Contribution(side, None, 0.0, f"{side}: not retrieved, 0"))
+            continue
+        value = weight / (rank_constant + rank)
+        shown = "1" if weight == 1.0 else f"{weight:g}"
+        shares.append(Contribution(side, rank, value, f"{side}: {shown}/({rank_constant}+{rank})"))
+    return shares
+
+
+def minmax_contributions(
+    side_scores: Mapping[str, Mapping[str, float]],
+    chunk_id: str,
+    weights: Mapping[str, float],
+) -> list[Contribution]:
+    """Each side's min-max share for ``chunk_id``: its score normalised over the side's list
+    (``loader.query.fusion.min_max_normalize``, as the normalization-processor does), times the
+    side's weight over the sum of the weights.
+
+    Example::
+
+        minmax_contributions({"bm25": {"a": 2.0, "b": 1.0}, "vector": {"b": 0.9}}, "a",
+                             {"bm25": 0.3, "vector": 0.7})
+        # bm25: 0.3 * 1.0 = 0.3; vector: not retrieved, 0
+    """
+    total_weight = sum(weights.values()) or 1.0
+    shares = []
+    for side, scores in side_scores.items():
+        normalized = min_max_normalize(scores)
+        weight = weights[side] / total_weight
+        if chunk_id not in normalized:
+            shares.append(Contribution(side, None, 0.0, f"{side}: not retrieved, 0"))
+            continue
+        rank = list(scores).index(chunk_id) + 1
+        value = weight * normalized[chunk_id]
+        formula = f"{side}: {weight:g} x min-max {normalized[chunk_id]:.4f}"
+        shares.append(Contribution(side, rank, value, formula))
+    return shares
+
+
+_SIDE_NAMES = {"bm25": "BM25", "vector": "the vector side", "exact": "the exact-term side"}
+
+
+def fusion_weights(pipeline: Mapping[str, Any], sides: Sequence[str]) -> tuple[str, int, list]:
+    """``(technique, rank_constant, weights)`` of a stored search pipeline's fusion: ``rrf``
+    (score-ranker-processor) or ``min_max`` (normalization-processor); weights default to 1 per
+    side, as OpenSearch's do.
+
+    Example::
+
+        fusion_weights({"phase_results_processors": [{"score-ranker-processor": {
+            "combination": {"technique": "rrf", "rank_constant": 60}}}]}, ["bm25", "vector"])
+        # ('rrf', 60, [1.0, 1.0])
+    """
+    for processor in pipeline.get("phase_results_processors") or []:
+        for name, body in processor.items():
+            combination = body.get("combination") or {}
+            weights = (combination.get("parameters") or {}).get("weights")
+            weights = [float(w) for w in weights] if weights else [1.0] * len(sides)
+            if name == "score-ranker-processor":
+                return "rrf", int(combination.get("rank_constant", 60)), weights
+            if name == "normalization-processor":
+                return "min_max", 0, weights
+    raise ConfigError("the search pipeline has no score-ranker or normalization processor")
+
+
+def _stage_words(stage: StageRank) -> str:
+    if stage.stage in _SIDE_NAMES:
+        name = _SIDE_NAMES[stage.stage]
+        if stage.rank is None:
+            return f"missed by {name} (rank > {stage.depth})"
+        return f"found by {name} at {stage.rank}"
+    if stage.stage == "fused":
+        if stage.rank is None:
+            return f"not in the fused list (rank > {stage.depth})"
+        return f"fused to {stage.rank}"
+    if stage.stage == "rerank":
+        return f"reranked to {stage.rank}"
+    return f"kept at {stage.rank} of {stage.depth}" if stage.rank else f"cut by k={stage.depth}"
+
+
+def plain_words(explanation: Explanation) -> str:
+    """The explanation in one sentence, stage by stage, then where it was cut.
+
+    Example::
+
+        'found by BM25 at 3, missed by the vector side (rank > 50), fused to 7, cut by k=5'
+    """
+    if explanation.cut in ("not indexed", "tenant"):
+        return explanation.cut_detail
+    words = [_stage_words(stage) for stage in explanation.stages]
+    if explanation.cut in ("filter", "candidates"):
+        words.append(explanation.cut_detail)
+    return ", ".join(words)
+
+
+@dataclass
+class ExplainReport:
+    """What ``explain`` found: one explanation for ``--expect``, else one per top result."""
+
+    question: str
+    tenant: str
+    mode: str
+    k: int
+    candidates: int
+    explanations: list[Explanation] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        data["explanations"] = [explanation.to_dict() for explanation in self.explanations]
+        return data
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _explanation_lines(explanation: Explanation) -> list[str]:
+    lines = [f"{explanation.target}: {explanation.sentence()}"]
+    if explanation.cut in ("not indexed", "tenant"):
+        return lines
+    for stage in explanation.stages:
+        rank = "-" if stage.rank is None else str(stage.rank)
+        lines.append(
+            f"  {stage.stage:<8} rank {rank:>4}  score {_number(stage.score):>8}  "
+            f"{stage.chunk_id or f'(not in the top {stage.depth})'}"
+        )
+    if explanation.contributions:
+        shares = " + ".join(
+            f"{share.formula} = {share.value:.4f}" for share in explanation.contributions
+        )
+        total = sum(share.value for share in explanation.contributions)
+        lines.append(
+            f"  fused score {total:.4f} = {shares} (server: {_number(explanation.fused_score)})"
+        )
+    return lines
+
+
+def format_report(report: ExplainReport) -> list[str]:
+    """Plain-text lines: per explanation, the sentence first, then each stage's rank, score and
+    chunk, and each side's contribution to the fused score; then the search's parameters.
+
+    Example::
+
+        refunds.md#Late deliveries: found by BM25 at 1, found by the vector side at 2, fused to 1, kept at 1 of 5
+          bm25     rank    1  score   2.3121  4090d2d8bd4a34f674d6-0
+          ...
+          fused score 0.0325 = bm25: 1/(60+1) = 0.0164 + vector: 1/(60+2) = 0.0161 (server: 0.0325)
+    """  # noqa: E501
+    lines: list[str] = []
+    for number, explanation in enumerate(report.explanations, start=1):
+        block = _explanation_lines(explanation)
+        if len(report.explanations) > 1:
+            block[0] = f"{number}. {block[0]}"
+        lines.extend(block)
+    if not report.explanations:
+        lines.append("no results")
+    lines.extend(f"! {note}" for note in report.notes)
+    lines.append(
+        f"question {report.question!r}, tenant {report.tenant!r}, {report.mode}, "
+        f"candidates {report.candidates}, k {report.k}"
+    )
+    return lines

@@ -1,0 +1,124 @@
+"""`loader doctor` on the real cluster: all green on a fresh `loader apply` and push, and each
+planted fault found, one by one -- a deleted pipeline, a template edited by hand, an index of a
+wrong dimension behind the alias, replicas changed by hand, chunks cut with other settings."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from loader.cli import cli
+from loader.doctor.checks import run_doctor
+from loader.index.apply import apply_config
+from loader.index.render import render_config
+from loader.ingest.sync import push
+
+DOCS = {
+    "refunds.md": "---\ntenant: A\n---\n# Refund policy\n\n## Late deliveries\n\n"
+    "Orders delayed by more than 45 minutes get a full refund.\n",
+    "printer.md": "---\ntenant: B\n---\n# Printer manual\n\n## Error codes\n\n"
+    "Error E1043 means the paper tray is empty.\n",
+}
+
+
+@pytest.fixture
+def settings(client, base_settings, unique_name, embedder, tmp_path):
+    settings = base_settings.replace(index_name=unique_name)
+    apply_config(settings, dimension=embedder.dimension, client=client)
+    folder = tmp_path / "kb"
+    folder.mkdir()
+    for name, text in DOCS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    assert push(folder, settings, client=client, embedder=embedder).failed == 0
+    return settings
+
+
+def _doctor(settings, client, embedder):
+    return run_doctor(settings, client=client, dimension=embedder.dimension)
+
+
+def _failed(report) -> dict[str, str]:
+    return {check.name: check.detail for check in report.failures}
+
+
+def test_all_green_on_a_fresh_apply(settings, client, embedder):
+    report = _doctor(settings, client, embedder)
+    assert _failed(report) == {}, report.lines()
+    names = {check.name: check for check in report.checks}
+    alias = settings.index_name
+    assert names["alias"].detail == f"{alias} -> {alias}-v1"
+    assert names["chunks per tenant"].detail == "2 chunks: A 1, B 1"
+    assert names["chunking"].status == "ok"
+    for pipeline in ("rrf", "minmax"):
+        assert names[f"fused scores {alias}-hybrid | {alias}-{pipeline}"].status == "ok"
+    assert names[f"k-NN filter {alias}-hybrid"].status == "ok"
+    assert names[f"k-NN filter {alias}-vector"].status == "ok"
+    result = CliRunner().invoke(
+        cli, ["doctor", "--url", settings.opensearch_url, "--index", alias, "--json"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["healthy"] is True
+
+
+def test_finds_a_deleted_pipeline(settings, client, embedder):
+    alias = settings.index_name
+    client.transport.perform_request("DELETE", f"/_search/pipeline/{alias}-rrf")
+    failed = _failed(_doctor(settings, client, embedder))
+    assert failed.pop(f"search pipeline {alias}-rrf") == "missing"
+    assert "is not defined" in failed.pop(f"fused scores {alias}-hybrid | {alias}-rrf")
+    assert failed == {}
+    result = CliRunner().invoke(cli, ["doctor", "--url", settings.opensearch_url, "--index", alias])
+    assert result.exit_code == 5
+    assert f"FAIL  search pipeline {alias}-rrf: missing; fix: run `loader apply`" in result.output
+
+
+def test_finds_a_template_edited_by_hand(settings, client, embedder):
+    alias = settings.index_name
+    stored = client.get_script(id=f"{alias}-bm25")["script"]
+    client.put_script(
+        id=f"{alias}-bm25",
+        body={"script": {"lang": "mustache", "source": stored["source"] + "\n"}},
+    )
+    failed = _failed(_doctor(settings, client, embedder))
+    assert failed == {f"search template {alias}-bm25": "differs from the files (changed by hand?)"}
+
+
+def test_finds_an_index_of_a_wrong_dimension_behind_the_alias(settings, client, embedder):
+    alias = settings.index_name
+    wrong = render_config(settings, dimension=8).index
+    client.indices.create(index=f"{alias}-v2", body=wrong)
+    client.indices.update_aliases(
+        body={
+            "actions": [
+                {"remove": {"index": f"{alias}-v1", "alias": alias}},
+                {"add": {"index": f"{alias}-v2", "alias": alias}},
+            ]
+        }
+    )
+    report = _doctor(settings, client, embedder)
+    failed = _failed(report)
+    assert failed["vector dimension"] == (
+        f"the index stores 8-dimensional vectors, {settings.embedding_model} makes "
+        f"{embedder.dimension}"
+    )
+    assert "dimension 8 -> 384" in failed["index drift"]
+    with pytest.raises(Exception) as raised:
+        report.check()
+    assert raised.value.exit_code == 5
+
+
+def test_finds_replicas_changed_by_hand(settings, client, embedder):
+    alias = settings.index_name
+    client.indices.put_settings(index=alias, body={"index": {"number_of_replicas": 1}})
+    failed = _failed(_doctor(settings, client, embedder))
+    assert failed == {
+        "index drift": f"~ update index settings {alias}-v1 (number_of_replicas: 1 -> 0)"
+    }
+
+
+def test_finds_chunks_cut_with_other_settings(settings, client, embedder):
+    failed = _failed(_doctor(settings.replace(chunk_target_tokens=60), client, embedder))
+    assert set(failed) == {"chunking"}
+    assert failed["chunking"].startswith("2 documents (2 chunks) were cut with other chunking")

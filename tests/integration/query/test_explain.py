@@ -1,0 +1,252 @@
+"""`loader explain` on a corpus pushed into a unique index: it names the stage a section was found
+at, fused to or cut at -- a section BM25 finds and the vector side misses, one cut by k, one of
+another tenant, one filtered out, one not indexed -- and its fused-score shares add up to the
+score OpenSearch's pipeline gave."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+from click.testing import CliRunner
+
+from loader.cli import cli
+from loader.index.apply import apply_config
+from loader.ingest.sync import push
+from loader.query.explain import explain
+from loader.query.request import SearchFilters, SearchRequest
+from loader.query.search import search
+from tests.conftest import cleanup_owned
+
+
+def _doc(title: str, heading: str, text: str, lang: str = "en") -> str:
+    return f"---\ntitle: {title}\nlang: {lang}\n---\n# {title}\n\n## {heading}\n\n{text}\n"
+
+
+TENANT_A = {
+    # Long and about bread: its one mention of the identifier is lost in its vector.
+    "bakery.md": _doc(
+        "Bakery",
+        "Opening hours",
+        "The bakery opens at seven in the morning and closes at six. Rye bread, sourdough loaves "
+        "and croissants are baked before dawn; the ovens are cleaned on Sundays. Delivery van "
+        "ZX-9041 brings the flour.",
+    ),
+    "signin.md": _doc(
+        "Account help", "Signing in", "If you cannot sign in, request a new login link by email."
+    ),
+    "password.md": _doc(
+        "Account help",
+        "Passwords",
+        "Reset your password from the login page; the link expires after 30 minutes.",
+    ),
+    "locked.md": _doc(
+        "Account help",
+        "Locked accounts",
+        "After five failed sign in attempts the account is locked for an hour.",
+    ),
+    "twofactor.md": _doc(
+        "Account help",
+        "Two-factor login",
+        "Two-factor login codes come from the authenticator app.",
+    ),
+    "email.md": _doc(
+        "Account help",
+        "Login email",
+        "Change the email you log in with from the settings page.",
+    ),
+    "refunds.md": _doc(
+        "Refund policy", "Late deliveries", "Orders delayed by 45 minutes get a full refund."
+    ),
+    "remboursement.md": _doc(
+        "Remboursement", "Retards", "Une livraison en retard est remboursée.", lang="fr"
+    ),
+}
+TENANT_B = {"vault.md": _doc("Vault", "Codes", "The vault code of tenant B rotates weekly.")}
+IDENTIFIER_QUESTION = "login ZX-9041"
+
+
+@pytest.fixture(scope="module")
+def settings(client, base_settings, tmp_path_factory, embedder):
+    alias = f"t-explain-{uuid.uuid4().hex[:8]}"
+    settings = base_settings.replace(index_name=alias, rerank=False)
+    root = tmp_path_factory.mktemp("explain-corpus")
+    try:
+        apply_config(settings, dimension=embedder.dimension, client=client)
+        for files, tenant in ((TENANT_A, "A"), (TENANT_B, "B")):
+            folder = root / tenant
+            folder.mkdir()
+            for name, text in files.items():
+                (folder / name).write_text(text, encoding="utf-8")
+            report = push(
+                folder, settings, collection="kb", tenant=tenant, client=client, embedder=embedder
+            )
+            assert report.failed == 0, report
+        yield settings
+    finally:
+        cleanup_owned(client, alias)
+
+
+def _explain(settings, client, embedder, question, expect, **fields):
+    fields.setdefault("tenant", "A")
+    request = SearchRequest.from_settings(settings, question, **fields)
+    report = explain(request, settings, expect=expect, client=client, embedder=embedder)
+    (explanation,) = report.explanations
+    return explanation
+
+
+def _sources(settings, client, embedder, question, mode, candidates):
+    request = SearchRequest.from_settings(
+        settings, question, tenant="A", mode=mode, k=candidates, candidates=candidates
+    )
+    return [hit.source for hit in search(request, settings, client=client, embedder=embedder).hits]
+
+
+def test_found_by_bm25_missed_by_the_vector_side(settings, client, embedder):
+    # The scenario itself, checked through the library's own search first.
+    assert _sources(settings, client, embedder, IDENTIFIER_QUESTION, "bm25", 3)[0] == "bakery.md"
+    assert "bakery.md" not in _sources(settings, client, embedder, IDENTIFIER_QUESTION, "vector", 3)
+    explanation = _explain(
+        settings,
+        client,
+        embedder,
+        IDENTIFIER_QUESTION,
+        "bakery.md#Opening hours",
+        mode="hybrid-rrf",
+        candidates=3,
+        k=3,
+    )
+    sentence = explanation.sentence()
+    assert sentence.startswith("found by BM25 at 1, missed by the vector side (rank > 3), ")
+    assert "found by the exact-term side at 1, fused to 1" in sentence
+    assert explanation.cut is None and sentence.endswith("kept at 1 of 3")
+    shares = {share.side: share for share in explanation.contributions}
+    assert (shares["bm25"].rank, shares["vector"].rank, shares["vector"].value) == (1, None, 0.0)
+    # The identifier also makes the exact-term sub-query find it, first.
+    assert shares["exact"].rank == 1
+    # The shares computed from the sub-queries' lists and the stored pipeline's weights add up to
+    # the score the RRF pipeline gave.
+    total = sum(share.value for share in explanation.contributions)
+    assert explanation.fused_score == pytest.approx(total, rel=1e-4)
+
+
+def test_minmax_shares_add_up_to_the_pipeline_score(settings, client, embedder):
+    explanation = _explain(
+        settings,
+        client,
+        embedder,
+        "cannot sign in",
+        "signin.md",
+        mode="hybrid-minmax",
+        candidates=10,
+        k=5,
+    )
+    assert explanation.cut is None
+    total = sum(share.value for share in explanation.contributions)
+    assert explanation.fused_score == pytest.approx(total, rel=1e-3)
+    assert [share.side for share in explanation.contributions] == ["bm25", "vector", "exact"]
+
+
+def test_cut_by_k(settings, client, embedder):
+    explanation = _explain(
+        settings,
+        client,
+        embedder,
+        "cannot sign in to my account",
+        "locked.md#Locked accounts",
+        mode="hybrid-rrf",
+        candidates=10,
+        k=1,
+    )
+    fused = explanation.stage("fused")
+    assert fused is not None and fused.rank is not None and fused.rank > 1
+    assert explanation.cut == "k"
+    assert explanation.sentence().endswith(f"fused to {fused.rank}, cut by k=1")
+
+
+def test_filtered_out_by_tenant(settings, client, embedder):
+    explanation = _explain(settings, client, embedder, "vault code", "vault.md", mode="bm25")
+    assert explanation.cut == "tenant"
+    assert explanation.sentence() == (
+        "filtered out by tenant: the chunks of vault.md belong to tenant 'B', not 'A'"
+    )
+
+
+def test_cut_by_a_filter(settings, client, embedder):
+    explanation = _explain(
+        settings,
+        client,
+        embedder,
+        "livraison en retard",
+        "remboursement.md",
+        mode="bm25",
+        filters=SearchFilters(lang="en"),
+    )
+    assert explanation.cut == "filter"
+    assert explanation.sentence() == (
+        "missed by BM25 (rank > 50), cut by a filter (found once lang, tags and dates are dropped)"
+    )
+
+
+def test_not_indexed(settings, client, embedder):
+    for expect in ("nowhere.md", "refunds.md#No such heading"):
+        explanation = _explain(settings, client, embedder, "refund", expect, mode="hybrid-rrf")
+        assert explanation.cut == "not indexed"
+        assert explanation.sentence() == f"not indexed: no chunk of {expect} for any tenant"
+
+
+def test_top_results_and_the_command_line(settings, client, embedder):
+    request = SearchRequest.from_settings(
+        settings, "cannot sign in", tenant="A", mode="hybrid-rrf", k=2
+    )
+    report = explain(request, settings, client=client, embedder=embedder)
+    assert len(report.explanations) == 2
+    assert all(
+        e.cut is None and e.stage("context").rank == n
+        for n, e in enumerate(report.explanations, start=1)
+    )
+    result = CliRunner().invoke(
+        cli,
+        [
+            "explain",
+            IDENTIFIER_QUESTION,
+            "--expect",
+            "bakery.md",
+            "--tenant",
+            "A",
+            "--candidates",
+            "3",
+            "--k",
+            "3",
+            "--mode",
+            "hybrid-rrf",
+            "--no-rerank",
+            "--url",
+            settings.opensearch_url,
+            "--index",
+            settings.index_name,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    first = result.output.splitlines()[0]
+    assert first.startswith("bakery.md: found by BM25 at 1, missed by the vector side (rank > 3)")
+    as_json = CliRunner().invoke(
+        cli,
+        [
+            "explain",
+            "vault code",
+            "--expect",
+            "vault.md",
+            "--tenant",
+            "A",
+            "--json",
+            "--url",
+            settings.opensearch_url,
+            "--index",
+            settings.index_name,
+            "--no-rerank",
+        ],
+    )
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.output)["explanations"][0]["cut"] == "tenant"

@@ -1,0 +1,90 @@
+"""The pure parts of `loader doctor`: the lines and verdict, the k-NN filter test on a rendered
+query, the fusion bound, and the chunking fingerprint."""
+
+from __future__ import annotations
+
+import pytest
+
+from loader.doctor.probes import _fusion_bound, _has_tenant_filter, _vector_clauses
+from loader.doctor.report import Check, DoctorReport
+from loader.errors import ClusterError, IncompatibleIndexError
+from loader.ingest.fingerprint import chunking_fingerprint
+from loader.settings import Settings
+
+
+def test_lines_summary_and_the_first_failure_decides_the_exit_code():
+    report = DoctorReport(
+        [
+            Check("cluster", "ok", "OpenSearch 3.6.0"),
+            Check("alias", "fail", "alias 'kb' does not exist", "run `loader apply`"),
+            Check("plugins", "fail", "missing opensearch-knn", "use the image", ClusterError),
+            Check("probes", "skip", "no index"),
+        ]
+    )
+    assert report.lines()[:2] == [
+        "ok    cluster: OpenSearch 3.6.0",
+        "FAIL  alias: alias 'kb' does not exist; fix: run `loader apply`",
+    ]
+    assert report.summary() == "1 ok, 0 warnings, 2 failed, 1 skipped"
+    with pytest.raises(IncompatibleIndexError, match="first: alias") as raised:
+        report.check()
+    assert raised.value.exit_code == 5
+    assert report.to_dict()["checks"][2]["exit_code"] == 3
+    DoctorReport([Check("cluster", "warn", "yellow")]).check()  # warnings never fail
+
+
+def test_knn_clauses_must_hold_the_tenant_filter():
+    inside = {
+        "knn": {
+            "embedding": {
+                "vector": [1],
+                "k": 5,
+                "filter": {"bool": {"filter": [{"term": {"tenant": "t"}}]}},
+            }
+        }
+    }
+    around = {
+        "bool": {
+            "filter": [{"term": {"tenant": "t"}}],
+            "must": {"neural": {"embedding": {"query_text": "x", "k": 5}}},
+        }
+    }
+    query = {"hybrid": {"queries": [{"match": {"content": "x"}}, inside, around]}}
+    clauses = list(_vector_clauses(query))
+    assert [kind for kind, _ in clauses] == ["knn", "neural"]
+    assert [_has_tenant_filter(clause, "t") for _, clause in clauses] == [True, False]
+
+
+def test_fusion_bounds():
+    rrf = {
+        "phase_results_processors": [
+            {
+                "score-ranker-processor": {
+                    "combination": {
+                        "technique": "rrf",
+                        "rank_constant": 60,
+                        "parameters": {"weights": [0.2, 0.2, 0.6]},
+                    }
+                }
+            }
+        ]
+    }
+    assert _fusion_bound(rrf) == ("rrf", pytest.approx(1 / 61))
+    plain = {
+        "phase_results_processors": [
+            {"score-ranker-processor": {"combination": {"technique": "rrf", "rank_constant": 20}}}
+        ]
+    }
+    assert _fusion_bound(plain) == ("rrf", pytest.approx(2 / 21))
+    minmax = {"phase_results_processors": [{"normalization-processor": {}}]}
+    assert _fusion_bound(minmax) == ("min-max", 1.0)
+
+
+def test_chunking_fingerprint_follows_chunking_and_model_settings_only():
+    base = Settings()
+    assert chunking_fingerprint(base) == chunking_fingerprint(
+        base.replace(top_k=9, bm25_weight=0.9)
+    )
+    assert chunking_fingerprint(base) != chunking_fingerprint(base.replace(chunk_target_tokens=60))
+    assert chunking_fingerprint(base) != chunking_fingerprint(base.replace(chunk_strategy="fixed"))
+    assert chunking_fingerprint(base).startswith("c")

@@ -1,0 +1,136 @@
+"""The pure parts of `loader explain`: the expected section, each side's share of a fused score,
+the stored pipeline's fusion, and the plain-words sentence."""
+
+from __future__ import annotations
+
+import pytest
+
+from loader.errors import ConfigError
+from loader.query.explanation import (
+    Expected,
+    Explanation,
+    StageRank,
+    fusion_weights,
+    minmax_contributions,
+    plain_words,
+    rrf_contributions,
+)
+from loader.query.fusion import min_max_fusion, rrf
+
+
+def test_expected_parses_source_and_heading_path():
+    assert Expected.parse("./docs\\refunds.md#Refund policy > Late deliveries") == Expected(
+        "docs/refunds.md", ("Refund policy", "Late deliveries")
+    )
+    assert Expected.parse("refunds.md") == Expected("refunds.md")
+    with pytest.raises(ConfigError, match="names no source"):
+        Expected.parse("#Late deliveries")
+
+
+def test_expected_matches_with_or_without_the_title():
+    expected = Expected.parse("refunds.md#late deliveries")
+    assert expected.matches("refunds.md", "Refund policy", ("Late deliveries", "UPI"))
+    assert Expected.parse("refunds.md#Refund policy > Late deliveries").matches(
+        "refunds.md", "Refund policy", ("Late deliveries",)
+    )
+    assert not expected.matches("refunds.md", "Refund policy", ("Missing items",))
+    assert not expected.matches("other.md", "Refund policy", ("Late deliveries",))
+    assert Expected("refunds.md").matches("refunds.md", "", ())
+
+
+def test_rrf_shares_add_up_to_client_side_rrf():
+    shares = rrf_contributions({"bm25": 3, "vector": None, "exact": 1}, 60)
+    assert [share.value for share in shares] == pytest.approx([1 / 63, 0.0, 1 / 61])
+    assert shares[0].formula == "bm25: 1/(60+3)"
+    fused = dict(rrf([["x", "y", "a"], ["b"], ["a"]], rank_constant=60))
+    assert sum(share.value for share in shares) == pytest.approx(fused["a"])
+    weighted = rrf_contributions({"bm25": 1, "vector": 2}, 20, {"bm25": 0.2, "vector": 0.2})
+    assert [share.value for share in weighted] == pytest.approx([0.2 / 21, 0.2 / 22])
+    assert weighted[1].formula == "vector: 0.2/(20+2)"
+
+
+def test_minmax_shares_add_up_to_client_side_min_max_fusion():
+    scores = {"bm25": {"a": 4.0, "b": 2.0, "c": 1.0}, "vector": {"b": 0.9, "c": 0.5}}
+    weights = {"bm25": 0.3, "vector": 0.7}
+    shares = minmax_contributions(scores, "b", weights)
+    # b: bm25 normalised (2-1)/(4-1) = 1/3, vector normalised 1.0
+    assert [share.value for share in shares] == pytest.approx([0.3 / 3, 0.7])
+    assert [share.rank for share in shares] == [2, 1]
+    fused = dict(min_max_fusion([scores["bm25"], scores["vector"]], [0.3, 0.7]))
+    assert sum(share.value for share in shares) == pytest.approx(fused["b"])
+    missing = minmax_contributions(scores, "a", weights)
+    assert (missing[1].rank, missing[1].value) == (None, 0.0)
+    # A third, empty side keeps its weight in the denominator, as OpenSearch's mean does.
+    three = minmax_contributions({**scores, "exact": {}}, "b", {**weights, "exact": 1.0})
+    assert sum(share.value for share in three) == pytest.approx((0.3 / 3 + 0.7) / 2)
+
+
+def test_fusion_weights_read_from_a_stored_pipeline():
+    rrf_pipeline = {
+        "request_processors": [{"script": {}}],
+        "phase_results_processors": [
+            {
+                "score-ranker-processor": {
+                    "combination": {
+                        "technique": "rrf",
+                        "rank_constant": 20,
+                        "parameters": {"weights": [0.2, 0.2, 0.6]},
+                    }
+                }
+            }
+        ],
+    }
+    assert fusion_weights(rrf_pipeline, ["bm25", "vector", "exact"]) == ("rrf", 20, [0.2, 0.2, 0.6])
+    minmax = {
+        "phase_results_processors": [
+            {"normalization-processor": {"combination": {"technique": "arithmetic_mean"}}}
+        ]
+    }
+    assert fusion_weights(minmax, ["bm25", "vector"]) == ("min_max", 0, [1.0, 1.0])
+    with pytest.raises(ConfigError):
+        fusion_weights({}, ["bm25"])
+
+
+def _explanation(*stages, cut=None, detail=""):
+    return Explanation("refunds.md", stages=list(stages), cut=cut, cut_detail=detail)
+
+
+def test_plain_words_found_missed_fused_and_cut_by_k():
+    explanation = _explanation(
+        StageRank("bm25", 3, 50, "c-1"),
+        StageRank("vector", None, 50),
+        StageRank("fused", 7, 50, "c-1"),
+        StageRank("context", None, 5),
+        cut="k",
+        detail="cut by k=5",
+    )
+    assert plain_words(explanation) == (
+        "found by BM25 at 3, missed by the vector side (rank > 50), fused to 7, cut by k=5"
+    )
+
+
+def test_plain_words_reranked_and_kept():
+    explanation = _explanation(
+        StageRank("bm25", 1, 50, "c"),
+        StageRank("rerank", 2, 50, "c"),
+        StageRank("context", 2, 5, "c"),
+    )
+    assert plain_words(explanation) == "found by BM25 at 1, reranked to 2, kept at 2 of 5"
+
+
+def test_plain_words_of_the_cuts_before_retrieval():
+    assert (
+        plain_words(_explanation(StageRank("bm25", None, 50), cut="tenant", detail="tenant words"))
+        == "tenant words"
+    )
+    candidates = _explanation(
+        StageRank("bm25", None, 10),
+        StageRank("vector", None, 10),
+        StageRank("fused", None, 10),
+        cut="candidates",
+        detail="cut by candidates=10: no list ranked it in its top 10",
+    )
+    assert plain_words(candidates) == (
+        "missed by BM25 (rank > 10), missed by the vector side (rank > 10), not in the fused "
+        "list (rank > 10), cut by candidates=10: no list ranked it in its top 10"
+    )
