@@ -16,6 +16,7 @@ pytest.importorskip("fastapi")
 from loader.cluster.client import cluster_errors  # noqa: E402
 from loader.errors import ConfigError, LoaderError, QueryError  # noqa: E402
 from loader.query import auth, serve  # noqa: E402
+from loader.query import body as body_models  # noqa: E402
 from loader.query.auth import ApiKeys, presented_key  # noqa: E402
 from loader.query.request import EXPANSIONS, SearchFilters, SearchRequest  # noqa: E402
 from loader.query.serve import create_app  # noqa: E402
@@ -228,8 +229,8 @@ def test_the_library_checks_what_pydantic_lets_through() -> None:
 
 
 def test_the_body_types_come_from_the_settings_and_the_request() -> None:
-    assert serve.SearchMode.__args__ == SEARCH_MODES
-    assert serve.Expansion.__args__ == EXPANSIONS
-    schema = serve.SearchRequest.model_json_schema()
+    assert body_models.SearchMode.__args__ == SEARCH_MODES
+    assert body_models.Expansion.__args__ == EXPANSIONS
+    schema = body_models.SearchRequest.model_json_schema()
     modes = [option for option in schema["properties"]["mode"]["anyOf"] if "enum" in option]
     assert modes[0]["enum"] == list(SEARCH_MODES)
