@@ -44,7 +44,8 @@ from loader.models.rerank import Reranker  # noqa: E402
 from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.result import SearchHit  # noqa: E402
 from loader.query.search import search  # noqa: E402
-from loader.settings import RERANK_BACKENDS, SEARCH_MODES, resolve_settings  # noqa: E402
+from loader.resolve import resolve_settings  # noqa: E402
+from loader.settings import RERANK_BACKENDS, SEARCH_MODES  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 MAX_COUNT = 300  # bounds the number of requests: 9 searches per question

@@ -30,7 +30,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from loader.eval.report import render_table, write_outputs  # noqa: E402
 from loader.eval.runner import evaluate  # noqa: E402
 from loader.eval.tasks import load_task  # noqa: E402
-from loader.settings import resolve_settings  # noqa: E402
+from loader.resolve import resolve_settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 

@@ -47,7 +47,7 @@ from bench_search import DEFAULT_DATASET, LOOPBACK, hybrid_candidates  # noqa: E
 from loader.cluster.client import connect  # noqa: E402
 from loader.eval.datasets import load_qrels  # noqa: E402
 from loader.models.embedding import embedder_for, resolve_model_path  # noqa: E402
-from loader.settings import resolve_settings  # noqa: E402
+from loader.resolve import resolve_settings  # noqa: E402
 
 
 def training_pairs(args: argparse.Namespace) -> list[tuple[str, str, float]]:

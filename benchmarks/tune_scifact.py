@@ -24,7 +24,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from loader.eval.tune import TuneRequest, render_tune, tune_settings  # noqa: E402
-from loader.settings import resolve_settings  # noqa: E402
+from loader.resolve import resolve_settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 

@@ -1,39 +1,26 @@
-"""One settings registry: every setting declared once, with its default, type and help.
+"""One settings registry: every setting declared once, with its default, type, scope, choices and
+help. ``loader.resolve`` says where the values come from (defaults, ``loader.toml``, the
+environment, flags).
 
-Values are resolved in layers, later ones winning:
-
-1. the defaults declared below;
-2. the project's config file (``loader.toml`` in the working directory, or ``--config FILE``);
-3. environment variables: ``LOADER_<NAME>`` for every setting, plus the conventional names listed
-   in ``env`` (``OPENSEARCH_URL``, ``OPENSEARCH_IMAGE`` ...);
-4. explicit overrides (CLI flags).
-
-``resolve_settings`` returns the frozen ``Settings`` and, for ``loader settings``, where each value
-came from.
+Consumers ask the registry rather than keep their own lists: ``settings_in_scope("chunking")``
+(the settings that decide the chunks), ``setting_choices("search_mode")``, ``secret_values``.
 
 Example::
 
-    settings, sources = resolve_settings(overrides={"index_name": "docs"})
-    settings.index_name      # 'docs'
-    sources["index_name"]    # 'override'
+    Settings(index_name="docs").public_items()["opensearch_password"]   # '' or '****'
+    settings_in_scope("pipeline")          # ('rrf_rank_constant', 'bm25_weight', ...)
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import os
-import tomllib
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, get_type_hints
+from typing import Any
 
 from loader.errors import ConfigError
 from loader.redact import redact_url, split_url
-
-CONFIG_FILE_NAME = "loader.toml"
-
 
 # What a setting decides, so that each consumer can ask the registry rather than keep its own list
 # (which settings need their own index in an eval sweep, which ones a document's hash covers...).
@@ -401,74 +388,3 @@ def check_choice(name: str, value: Any, origin: str) -> None:
         raise ConfigError(
             f"setting {name!r} from {origin} must be one of {', '.join(choices)}, got {value!r}"
         )
-
-
-def _coerce(name: str, value: Any, kind: type, origin: str) -> Any:
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
-    try:
-        if kind is bool:
-            if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
-                return True
-            if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off", ""):
-                return False
-            raise ValueError(value)
-        if kind is int and isinstance(value, float):
-            raise ValueError(value)
-        return kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(
-            f"setting {name!r} from {origin} must be of type {kind.__name__}, got {value!r}"
-        ) from None
-
-
-def resolve_settings(
-    config_path: str | Path | None = None,
-    env: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
-) -> tuple[Settings, dict[str, str]]:
-    """Resolve settings from defaults, config file, environment and overrides.
-
-    Args:
-        config_path: a TOML file; ``None`` reads ``loader.toml`` from the working directory if it
-            exists. A named file that does not exist is an error.
-        env: the environment to read (default ``os.environ``).
-        overrides: values from CLI flags; ``None`` values are ignored.
-
-    Returns:
-        The settings and, per setting, where its value came from.
-    """
-    env = os.environ if env is None else env
-    types = get_type_hints(Settings)
-    known = {f.name: f for f in fields(Settings)}
-    values: dict[str, Any] = {}
-    sources = {name: "default" for name in known}
-
-    def take(name: str, value: Any, origin: str) -> None:
-        if name not in known:
-            raise ConfigError(f"unknown setting {name!r} in {origin}; see `loader settings`")
-        values[name] = _coerce(name, value, types[name], origin)
-        check_choice(name, values[name], origin)
-        sources[name] = origin
-
-    path = Path(config_path) if config_path else Path(CONFIG_FILE_NAME)
-    if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-        for name, value in data.items():
-            take(name, value, str(path))
-    elif config_path:
-        raise ConfigError(f"config file {path} does not exist")
-
-    for name, f in known.items():
-        for var in (*f.metadata["env"], f"LOADER_{name.upper()}"):
-            if env.get(var) not in (None, ""):
-                take(name, env[var], f"${var}")
-
-    for name, value in (overrides or {}).items():
-        if value is not None:
-            take(name, value, "override")
-
-    return Settings(**values), sources

@@ -7,9 +7,9 @@ import json
 import click
 
 from loader.cli.common import config_option, handle_errors, settings_options
+from loader.resolve import resolve_settings
 from loader.settings import (
     Settings,
-    resolve_settings,
     setting_help,
 )
 from loader.terminal import printable

@@ -13,8 +13,8 @@ import click
 
 from loader.errors import LoaderError
 from loader.redact import parse_url, scrub_secrets
+from loader.resolve import resolve_settings
 from loader.settings import (
-    resolve_settings,
     secret_values,
 )
 from loader.terminal import printable

@@ -35,7 +35,8 @@ from loader.eval.indexes import EVAL_TENANT
 from loader.eval.runner import run_configuration
 from loader.eval.tasks import EvalTask, load_task
 from loader.eval.toml_edit import edit_toml, toml_diff
-from loader.settings import CONFIG_FILE_NAME, Settings, check_choice
+from loader.resolve import CONFIG_FILE_NAME
+from loader.settings import Settings, check_choice
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch

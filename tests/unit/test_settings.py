@@ -3,7 +3,8 @@ from __future__ import annotations
 import pytest
 
 from loader.errors import ConfigError
-from loader.settings import Settings, resolve_settings
+from loader.resolve import resolve_settings
+from loader.settings import Settings
 
 
 def test_layers_resolve_in_order(tmp_path):
