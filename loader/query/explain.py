@@ -48,6 +48,7 @@ from loader.query.explanation import (
     rrf_contributions,
 )
 from loader.query.request import SearchFilters, SearchRequest
+from loader.query.result import hits_from_response
 from loader.query.rewrite import IdentityRewriter
 from loader.query.search import bm25_text, search
 
@@ -111,18 +112,6 @@ def _retrieval_request(request: SearchRequest, mode: str) -> SearchRequest:
     )
 
 
-def _hits(answer: dict[str, Any]) -> list[SearchHit]:
-    from loader.query.result import SearchHit
-
-    hits = []
-    for rank, document in enumerate(answer.get("hits", {}).get("hits", []), start=1):
-        hit = SearchHit.from_document(document)
-        hit.scores["retrieval"] = float(document.get("_score") or 0.0)
-        hit.ranks["retrieval"] = rank
-        hits.append(hit)
-    return hits
-
-
 def _sub_query_lists(
     request: SearchRequest, settings: Settings, client: OpenSearch, embedder: Embedder | None
 ) -> dict[str, list[SearchHit]]:
@@ -151,7 +140,7 @@ def _sub_query_lists(
         for position, query in enumerate(queries):
             name = SUB_QUERIES[position] if position < len(SUB_QUERIES) else f"sub-query {position}"
             body = {"size": request.depth, "_source": {"excludes": ["embedding"]}, "query": query}
-            lists[name] = _hits(client.search(index=settings.index_name, body=body))
+            lists[name] = hits_from_response(client.search(index=settings.index_name, body=body))
     return lists
 
 

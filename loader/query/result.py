@@ -79,6 +79,18 @@ class SearchHit(Hit):
         return data
 
 
+def hits_from_response(response: dict[str, Any]) -> list[SearchHit]:
+    """The hits of an OpenSearch search answer, in order, each with its retrieval score and
+    rank."""
+    hits = []
+    for rank, document in enumerate(response.get("hits", {}).get("hits", []), start=1):
+        hit = SearchHit.from_document(document)
+        hit.scores["retrieval"] = float(document.get("_score") or 0.0)
+        hit.ranks["retrieval"] = rank
+        hits.append(hit)
+    return hits
+
+
 @dataclass
 class SearchResult:
     """What ``search`` found, and how.

@@ -63,7 +63,7 @@ from loader.index.render import config_names
 from loader.query import context
 from loader.query.fusion import rrf
 from loader.query.request import SearchRequest
-from loader.query.result import TIMINGS, SearchHit, SearchResult
+from loader.query.result import TIMINGS, SearchHit, SearchResult, hits_from_response
 from loader.query.rewrite import QueryRewriter, rewrite_question, rewriter_from_settings
 from loader.settings import Settings
 
@@ -213,13 +213,7 @@ def _retrieve(
         if explained is exc:
             raise
         raise explained from exc.__cause__
-    hits = []
-    for rank, document in enumerate(response.get("hits", {}).get("hits", []), start=1):
-        hit = SearchHit.from_document(document)
-        hit.scores["retrieval"] = float(document.get("_score") or 0.0)
-        hit.ranks["retrieval"] = rank
-        hits.append(hit)
-    return hits
+    return hits_from_response(response)
 
 
 def _fuse(rankings: list[list[SearchHit]], rank_constant: int) -> list[SearchHit]:
