@@ -9,12 +9,26 @@ Prints, per repetition and as medians:
 - an unchanged re-push.
 Targets on the 2-core machine: first push <= 1.25 x model alone; re-push >= 20 x faster than the
 first push. Traffic goes only to --url (loopback); the index is deleted afterwards.
+
+    python benchmarks/bench_push.py --limit 500 --embedding-location client,cluster
+
+compares instead where chunks are embedded (``embedding_location``): per location, in the same
+run and on the same corpus, a first push into a fresh index (chunks/s, seconds per bulk request)
+and an unchanged re-push; the cluster's model is registered and deployed before the clock runs.
+
+    python benchmarks/bench_push.py --limit 500 --workers 1,2 --repeat 2
+
+compares ``push_workers``: per repetition, a first push into a fresh index per worker count (in
+alternation, so a busy machine slows each alike; the pool's start is inside the push), then the
+model alone over the same chunks with all cores and with one thread, and the start of a pool;
+medians and the ratio of each count to the first.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import time
 import uuid
@@ -28,6 +42,7 @@ from loader.eval.datasets import corpus_to_documents, load_beir  # noqa: E402
 from loader.index.apply import apply_config  # noqa: E402
 from loader.ingest.chunking import chunk_document, chunking_config  # noqa: E402
 from loader.ingest.sync import sync_documents  # noqa: E402
+from loader.ingest.workers import BATCHES_PER_TASK, embed_passages  # noqa: E402
 from loader.models.embedding import embedder_for  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 
@@ -40,6 +55,14 @@ def main() -> None:
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
     parser.add_argument("--limit", type=int, default=0, help="first N documents only")
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument(
+        "--embedding-location",
+        default="",
+        help="comma-separated embedding_location values to compare (client,cluster)",
+    )
+    parser.add_argument(
+        "--workers", default="", help="comma-separated push_workers values to compare (1,2)"
+    )
     args = parser.parse_args()
 
     settings = Settings(opensearch_url=args.url)
@@ -54,6 +77,13 @@ def main() -> None:
         f"({settings.embedding_backend}); {os.cpu_count()} cpus"
     )
 
+    if args.embedding_location:
+        compare_locations(args.embedding_location.split(","), settings, corpus, embedder, client)
+        return
+    if args.workers:
+        counts = [int(value) for value in args.workers.split(",")]
+        compare_workers(counts, args.repeat, settings, corpus, embedder, client)
+        return
     rows = []
     for run in range(args.repeat):
         documents = corpus_to_documents(corpus)
@@ -109,6 +139,128 @@ def main() -> None:
     for key in rows[0]:
         print(f"  {key:16} {statistics.median(r[key] for r in rows):.3f}")
     print("targets: first_vs_model <= 1.25, first_vs_repush >= 20")
+
+
+def compare_locations(locations, settings, corpus, embedder, client) -> None:
+    """First push and unchanged re-push per ``embedding_location``, one after the other, with
+    the duration of each bulk request (the cluster embeds inside them)."""
+    bulk_seconds: list[float] = []
+    send_bulk = client.bulk
+
+    def timed_bulk(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return send_bulk(*args, **kwargs)
+        finally:
+            bulk_seconds.append(time.perf_counter() - started)
+
+    client.bulk = timed_bulk  # this client only: the benchmark's own instrument
+    for location in locations:
+        alias = f"bench-push-{location}-{uuid.uuid4().hex[:8]}"
+        run_settings = settings.replace(index_name=alias, embedding_location=location)
+
+        def push_corpus(run_settings=run_settings):
+            return sync_documents(
+                corpus_to_documents(corpus),
+                run_settings,
+                collection="scifact",
+                client=client,
+                embedder=embedder,
+            )
+
+        try:
+            apply_config(run_settings, dimension=embedder.dimension, client=client)
+            bulk_seconds.clear()
+            first = push_corpus()
+            first_bulks = list(bulk_seconds)
+            again = push_corpus()
+        finally:
+            for index in client.indices.get(index=f"{alias}-v*"):
+                client.indices.delete(index=index)
+        assert first.failed == 0 and again.embedded == 0, (first.errors[:3], again.embedded)
+        print(
+            f"{location:8} chunks={first.chunks} embedded={first.embedded} "
+            f"first_s={first.seconds:.1f} chunks_per_s={first.chunks / first.seconds:.1f} "
+            f"bulks={len(first_bulks)} (batch {run_settings.bulk_batch_size}) "
+            f"bulk_s_median={statistics.median(first_bulks):.1f} "
+            f"bulk_s_max={max(first_bulks):.1f} repush_s={again.seconds:.2f}"
+        )
+
+
+def compare_workers(counts, repeat, settings, corpus, embedder, client) -> None:
+    """First pushes per worker count, alternating, and what explains them: the model alone with
+    every core and with one thread (a worker's share of two cores), and a pool's start. Beside
+    each rate, the client's CPU seconds per 1000 chunks (this process and its workers; the
+    node's own indexing excluded), which a machine shared with other work distorts less."""
+    config = chunking_config(settings, embedder.max_text_tokens)
+    documents = corpus_to_documents(corpus)
+    texts = [c.text for d in documents for c in chunk_document(d, config, embedder.count_tokens)]
+    sample = texts[::3]  # the same mix of lengths, a third of the time
+    models = {"all cores": embedder, "1 thread": embedder_for(settings, threads=1)}
+    rates: dict[str, list[float]] = {}
+    for run in range(repeat):
+        for workers in counts:
+            cpu = _cpu_seconds()
+            first = _push_with_workers(workers, settings, corpus, embedder, client)
+            cpu_per_1000 = (_cpu_seconds() - cpu) * 1000 / first.chunks
+            rate = first.chunks / first.seconds
+            rates.setdefault(f"push, workers={workers}: chunks/s", []).append(rate)
+            rates.setdefault(f"push, workers={workers}: cpu s/1000", []).append(cpu_per_1000)
+            print(
+                f"run {run + 1}: workers={workers} chunks={first.chunks} "
+                f"first_s={first.seconds:.1f} chunks_per_s={rate:.1f} "
+                f"embed_s={first.embed_seconds:.1f} cpu_s_per_1000={cpu_per_1000:.0f}"
+            )
+        for name, model in models.items():
+            started, cpu = time.perf_counter(), _cpu_seconds()
+            model.embed_passages(sample)
+            rate = len(sample) / (time.perf_counter() - started)
+            cpu_per_1000 = (_cpu_seconds() - cpu) * 1000 / len(sample)
+            rates.setdefault(f"model alone, {name}: passages/s", []).append(rate)
+            rates.setdefault(f"model alone, {name}: cpu s/1000", []).append(cpu_per_1000)
+            print(
+                f"run {run + 1}: model alone, {name}: {rate:.1f} passages/s, "
+                f"cpu_s_per_1000={cpu_per_1000:.0f}"
+            )
+    started = time.perf_counter()
+    pool_settings = settings.replace(push_workers=max(counts), embedding_batch_size=1)
+    embed_passages(embedder, pool_settings, ["warm up"] * BATCHES_PER_TASK * max(counts))
+    print(f"a {max(counts)}-worker pool's start: {time.perf_counter() - started:.1f} s")
+    print(f"medians over {repeat} runs ({os.cpu_count()} cpus):")
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    for name, value in medians.items():
+        print(f"  {name:40} {value:.1f}")
+    base = medians[f"push, workers={counts[0]}: chunks/s"]
+    for workers in counts[1:]:
+        ratio = medians[f"push, workers={workers}: chunks/s"] / base
+        print(f"  workers={workers} / workers={counts[0]}: {ratio:.2f} x")
+
+
+def _cpu_seconds() -> float:
+    """User and system time of this process and of its children that have ended (a push's
+    workers end with its pool)."""
+    usages = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return sum(usage.ru_utime + usage.ru_stime for usage in usages)
+
+
+def _push_with_workers(workers, settings, corpus, embedder, client):
+    """A first push of the corpus into a fresh index (deleted after) with ``workers``."""
+    alias = f"bench-push-w{workers}-{uuid.uuid4().hex[:8]}"
+    run_settings = settings.replace(index_name=alias, push_workers=workers)
+    try:
+        apply_config(run_settings, dimension=embedder.dimension, client=client)
+        first = sync_documents(
+            corpus_to_documents(corpus),
+            run_settings,
+            collection="scifact",
+            client=client,
+            embedder=embedder,
+        )
+    finally:
+        for index in client.indices.get(index=f"{alias}-v*"):
+            client.indices.delete(index=index)
+    assert first.failed == 0 and first.embedded == first.chunks, first.errors[:3]
+    return first
 
 
 if __name__ == "__main__":

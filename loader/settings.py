@@ -48,6 +48,9 @@ CHUNK_STRATEGIES = (
 )
 RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
 EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
+# Where a push's chunks are embedded: by this process, or by the cluster's ingest pipeline with
+# the same model registered in ml-commons (the vectors are the same model's either way).
+EMBEDDING_LOCATIONS = ("client", "cluster")
 # Query rewriting of follow-ups: none, a chat model, or the no-model fallback (previous question
 # + the follow-up); and what the chat model is asked for.
 REWRITE_CHOICES = ("off", "llm", "concat")
@@ -157,11 +160,25 @@ class Settings:
     )
     embedding_batch_size: int = _setting("runtime", 64, "Texts per embedding batch.")
     device: str = _setting("runtime", "cpu", "Torch device for the models.")
+    push_workers: int = _setting(
+        "runtime",
+        1,
+        "Processes that embed a push's chunks (`loader push --workers`); each loads the model "
+        "and gets an equal share of the cores (with torch on a GPU, each runs on `device`).",
+    )
     server_side_embedding: bool = _setting(
         "operations",
         False,
         "`loader apply` also puts the embedding model on the cluster (ml-commons) and stores the "
         "text-only search templates <alias>-hybrid_text and <alias>-vector_text.",
+    )
+    embedding_location: str = _setting(
+        "operations",
+        "client",
+        "Where push embeds chunks: client (this process) or cluster (`loader apply` registers the "
+        "model as server_side_embedding does and adds a text_embedding processor to the index's "
+        "ingest pipeline; push sends text only for chunks whose vector the index lacks).",
+        choices=EMBEDDING_LOCATIONS,
     )
 
     # --- chunking ----------------------------------------------------------------------------
@@ -217,6 +234,13 @@ class Settings:
         500,
         "Actions per bulk request of push (also capped at 8 MiB). Smaller batches spread a push "
         "over more, lighter requests: less to resend after a 429 and less pressure per request.",
+    )
+    bulk_load: bool = _setting(
+        "operations",
+        False,
+        "push writes with the index relaxed (refresh_interval -1, number_of_replicas 0) and "
+        "restores its own values after; recorded in the index's _meta first, so a push or apply "
+        "restores them after a crash. For a large first push.",
     )
 
     # --- query -------------------------------------------------------------------------------

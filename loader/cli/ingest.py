@@ -38,6 +38,20 @@ from loader.terminal import printable
 )
 @click.option("--keep-removed", is_flag=True, help="Keep chunks of files no longer in the folder.")
 @click.option(
+    "--bulk-load",
+    is_flag=True,
+    help="Write with the index relaxed (refresh_interval -1, no replicas), restored after, also "
+    "after a crash by the next push or apply (default: the bulk_load setting).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Processes that embed the chunks, each with the model and 1/N of the cores (default: "
+    "the push_workers setting, 1).",
+)
+@click.option(
     "--dry-run", is_flag=True, help="Print what the push would do; embed and write nothing."
 )
 @click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
@@ -50,6 +64,8 @@ def push(
     collection: str | None,
     chunk_strategy: str | None,
     keep_removed: bool,
+    workers: int | None,
+    bulk_load: bool,
     dry_run: bool,
     quiet: bool,
     as_json: bool,
@@ -60,9 +76,15 @@ def push(
     chunks; files removed from the folder lose their chunks. Exit code 8 when any file failed.
     """
     from loader.ingest.sync import push as push_folder
+    from loader.ingest.workers import require_workers
 
     if chunk_strategy:
         settings = settings.replace(chunk_strategy=chunk_strategy)
+    if workers:
+        settings = settings.replace(push_workers=workers)
+    require_workers(settings)  # from loader.toml or the environment: refused before any work
+    if bulk_load:
+        settings = settings.replace(bulk_load=True)
     interactive = sys.stderr.isatty() and not (quiet or as_json)
     report = push_folder(
         folder,
@@ -85,11 +107,12 @@ def push(
             f"tenant {printable(', '.join(report.tenants))} (dry run: nothing changed)"
         )
     elif not quiet:
+        where = " on the cluster" if report.embedding_location == "cluster" else ""
         click.echo(
             f"{printable(report.collection)}: {report.added} added, {report.updated} updated, "
             f"{report.unchanged} unchanged, {report.deleted} deleted, {report.failed} failed; "
             f"{report.chunks} chunks ({report.chunks_written} written, {report.chunks_deleted} "
-            f"deleted, {report.embedded} embedded, {report.reused_vectors} vectors reused, "
+            f"deleted, {report.embedded} embedded{where}, {report.reused_vectors} vectors reused, "
             f"{report.retries} retries) in {report.seconds:.1f} s; "
             f"tenant {printable(', '.join(report.tenants))}"
         )

@@ -30,6 +30,7 @@ from loader.errors import (
     LoaderError,
     ModelError,
 )
+from loader.index.ml_model import model_on_cluster
 from loader.index.plan import Plan, version_of
 from loader.index.render import config_names, render_config
 from loader.index.state import get_or_none
@@ -91,7 +92,7 @@ def _plugins(client: OpenSearch, settings: Settings, report: DoctorReport) -> No
     with cluster_errors(settings, "listing the plugins"):
         rows = client.cat.plugins(format="json")
     versions = {row.get("component"): row.get("version") for row in rows}
-    wanted = [*REQUIRED_PLUGINS, *([ML_PLUGIN] if settings.server_side_embedding else [])]
+    wanted = [*REQUIRED_PLUGINS, *([ML_PLUGIN] if model_on_cluster(settings) else [])]
     missing = [name for name in wanted if name not in versions]
     shown = ", ".join(f"{name} {versions[name]}" for name in wanted if name in versions)
     if missing:

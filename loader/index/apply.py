@@ -11,10 +11,13 @@ the keys the files set, so defaults the server fills in never show up as a chang
   copies the documents with ``_reindex`` (not when the dimension changed: old vectors are useless,
   re-push instead) and moves the alias with one atomic ``_aliases`` call, so searches keep
   answering; the old version is deleted only with ``delete_old``;
-- pipelines and search templates are put only when their stored body differs.
+- pipelines and search templates are put only when their stored body differs;
+- an index a bulk-load push left relaxed gets its recorded settings back first (``bulk_load``).
 
-With ``server_side_embedding`` the plan's first step registers and deploys the embedding model in
-ml-commons (``ml_model``). ``check_index_compatible`` is the guard ``loader push`` calls.
+With ``server_side_embedding`` or ``embedding_location = cluster`` the plan's first step registers
+and deploys the embedding model in ml-commons (``ml_model``); with the latter the ingest pipeline
+also embeds chunks pushed without a vector. ``check_index_compatible`` is the guard ``loader
+push`` calls.
 
 Example::
 
@@ -26,6 +29,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from collections.abc import Mapping
@@ -38,6 +42,7 @@ from opensearchpy import OpenSearch
 from loader.cluster.client import cluster_errors, connect, safe_url
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
+from loader.index.bulk_load import restore_index
 from loader.index.diff import describe_fingerprint, normalize
 from loader.index.plan import STEP_ML_MODEL, Change, Plan, plan_changes
 from loader.index.render import render_config
@@ -82,10 +87,15 @@ def plan_apply(
     """
     if dimension is None:
         dimension = model_dimension(settings)
+    from loader.index import ml_model as ml
+
+    ml.check_cluster_embedding(settings)
     client = client or connect(settings)
     model_change = None
     ml_model_id = None
-    if settings.server_side_embedding:
+    # embedding_location = cluster needs the model too (the ingest pipeline's text_embedding
+    # processor names it), and with the model there the text-only templates come with it.
+    if ml.model_on_cluster(settings):
         model_change = _ml_model_change(client, settings)
         ml_model_id = model_change.detail_id or PENDING_ML_MODEL_ID
     desired = render_config(settings, dimension, project_dir, ml_model_id=ml_model_id)
@@ -96,8 +106,9 @@ def plan_apply(
     return plan
 
 
-# The text-only templates are planned with this in place of the id of a model not yet registered;
-# execute_plan puts the real id in once the "ml model" change has run.
+# The text-only templates and the ingest pipeline's embedding processor are planned with this in
+# place of the id of a model not yet registered; execute_plan puts the real id in once the
+# "ml model" change has run.
 PENDING_ML_MODEL_ID = "ML-MODEL-ID-ASSIGNED-ON-APPLY"
 
 
@@ -167,7 +178,7 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
             ml_model_id = ml.ensure_model(client, settings, change.payload).model_id
             log.info("done: %s -> %s", change.line(), ml_model_id)
             continue
-        if ml_model_id and change.kind == "search template":
+        if ml_model_id and change.kind in ("search template", "ingest pipeline"):
             change = _with_model_id(change, ml_model_id)
         with cluster_errors(settings, f"{change.action} {change.kind} {change.name}"):
             _execute(client, settings, plan.alias, change)
@@ -175,10 +186,10 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
 
 
 def _with_model_id(change: Change, model_id: str) -> Change:
-    """The template change with the just-registered model's id in place of the placeholder."""
-    script = dict(change.payload["script"])
-    script["source"] = script["source"].replace(PENDING_ML_MODEL_ID, model_id)
-    return dataclasses.replace(change, payload={**change.payload, "script": script})
+    """The template or pipeline change with the just-registered model's id in place of the
+    placeholder (anywhere in its body: a template's mustache source, a processor's model_id)."""
+    body = json.dumps(change.payload).replace(PENDING_ML_MODEL_ID, model_id)
+    return dataclasses.replace(change, payload=json.loads(body))
 
 
 def _execute(client: OpenSearch, settings: Settings, alias: str, change: Change) -> None:
@@ -197,6 +208,8 @@ def _execute(client: OpenSearch, settings: Settings, alias: str, change: Change)
         client.indices.put_mapping(index=name, body=payload)
     elif kind == "index settings":
         client.indices.put_settings(index=name, body=payload)
+    elif kind == "bulk-load settings":
+        restore_index(client, payload)
     elif kind == "reindex":
         _reindex(client, settings, payload["source"], payload["dest"])
     elif kind == "alias":
@@ -287,6 +300,8 @@ def check_index_compatible(client: OpenSearch, settings: Settings, dimension: in
     Raises:
         IncompatibleIndexError: the index is missing, holds vectors of another model or
             dimension, or was built with another document id scheme (``DOC_ID_SCHEME``).
+        ConfigError: ``embedding_location = cluster`` but the index's ingest pipeline does not
+            embed (``loader.index.ml_model.check_push_embedding``).
     """
     alias = settings.index_name
     where = safe_url(settings.opensearch_url)
@@ -321,4 +336,8 @@ def check_index_compatible(client: OpenSearch, settings: Settings, dimension: in
                     "version for this model, then push again"
                 )
         _check_model_fingerprint(index, alias, body, settings, dimension)
+    if settings.embedding_location == "cluster":
+        from loader.index import ml_model as ml
+
+        ml.check_push_embedding(client, settings)
     return sorted(mappings)[0]

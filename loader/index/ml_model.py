@@ -1,9 +1,11 @@
-"""The index's embedding model inside OpenSearch (ml-commons), for server-side query embedding.
+"""The index's embedding model inside OpenSearch (ml-commons), for server-side query embedding
+and for embedding pushed chunks on the cluster.
 
 With ``server_side_embedding`` on, ``loader apply`` puts the configured sentence-transformers model
 (the one ``loader push`` embeds chunks with) on the cluster, so applications can call the
 text-only search templates (``<alias>-hybrid_text``, ``<alias>-vector_text``) with a question and
-no vector. Steps, each idempotent:
+no vector. ``embedding_location = cluster`` does the same and has the index's ingest pipeline embed
+chunks pushed without a vector (``check_push_embedding`` is push's guard). Steps, each idempotent:
 
 1. **export** the model to what ml-commons runs offline: the ONNX file the client's backend runs
    (outputs the token states; ml-commons pools them as the model's spec says, CLS for bge, mean
@@ -34,8 +36,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors
-from loader.errors import ClusterError
+from loader.errors import ClusterError, ConfigError
+from loader.index.render import config_names
 from loader.models.embedding_export import ModelPackage, export_model
+from loader.models.registry import effective_prefixes
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -295,3 +299,87 @@ def embed_on_cluster(
         outputs = {output.get("name"): output for output in result.get("output", [])}
         vectors.append([float(value) for value in outputs["sentence_embedding"]["data"]])
     return vectors
+
+
+# --- embedding pushed chunks on the cluster (embedding_location = cluster) ---------------------
+
+# The processor apply puts into the index's ingest pipeline (pipelines/ingest/ingest.json.j2).
+EMBEDDING_PROCESSOR = "text_embedding"
+VECTOR_FIELD, TEXT_FIELD = "embedding", "content"
+# Model states in which the processor's predict calls are answered (on some nodes at least).
+SERVING_STATES = frozenset({DEPLOYED, "PARTIALLY_DEPLOYED"})
+
+
+def model_on_cluster(settings: Settings) -> bool:
+    """Whether ``loader apply`` puts the embedding model on the cluster: for the text-only search
+    templates (``server_side_embedding``) or to embed pushed chunks (``embedding_location``)."""
+    return settings.server_side_embedding or settings.embedding_location == "cluster"
+
+
+def check_cluster_embedding(settings: Settings) -> None:
+    """Refuse ``embedding_location = cluster`` where the cluster's vectors could differ from the
+    client's.
+
+    ml-commons prepends the registered model's ``passage_prefix`` to what the ingest processor
+    embeds, but the registration is found again by the model's files alone (its name is
+    ``<model>-<fingerprint of weights and tokenizer>``), so a model registered earlier with
+    another instruction would be reused and the index would hold vectors of another
+    instruction than its ``_meta`` records.
+
+    Raises:
+        ConfigError: the effective passage instruction is not empty.
+    """
+    if settings.embedding_location != "cluster":
+        return
+    passage = effective_prefixes(settings)[1]
+    if passage:
+        raise ConfigError(
+            f"embedding_location = cluster cannot embed with the passage instruction "
+            f"{passage!r} (passage_prefix, or model {settings.embedding_model!r}'s own): the "
+            "model registered in ml-commons is identified by its files, not its instructions, "
+            "so the cluster could prepend another one. Use embedding_location = client"
+        )
+
+
+def embedding_processor(pipeline: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The ``text_embedding`` processor of an ingest pipeline body that fills the vector field,
+    if any."""
+    for processor in (pipeline or {}).get("processors") or []:
+        spec = processor.get(EMBEDDING_PROCESSOR) if isinstance(processor, dict) else None
+        if isinstance(spec, dict) and VECTOR_FIELD in (spec.get("field_map") or {}).values():
+            return spec
+    return None
+
+
+def check_push_embedding(client: OpenSearch, settings: Settings) -> None:
+    """The guard ``loader push`` runs with ``embedding_location = cluster``: the index's ingest
+    pipeline embeds chunks that arrive without a vector, with a model that is deployed.
+    Otherwise the chunks would be indexed with no vector at all.
+
+    Raises:
+        ConfigError: no such processor (``loader apply`` has not run with the setting), or its
+            model is missing or not deployed; the message names ``embedding_location``.
+    """
+    check_cluster_embedding(settings)
+    pipeline = config_names(settings.index_name).ingest_pipeline
+    with cluster_errors(settings, f"reading ingest pipeline {pipeline}"):
+        stored = _request(client, "GET", f"/_ingest/pipeline/{pipeline}", params={"ignore": 404})
+    processor = embedding_processor((stored or {}).get(pipeline))
+    if processor is None:
+        raise ConfigError(
+            f"embedding_location = cluster, but ingest pipeline {pipeline} has no "
+            f"{EMBEDDING_PROCESSOR} processor for field {VECTOR_FIELD!r}: chunks would be indexed "
+            "without vectors. Run `loader apply` with this setting first, then push"
+        )
+    model_id = processor.get("model_id")
+    with cluster_errors(settings, f"reading ml model {model_id}"):
+        model = _request(client, "GET", f"{ML_BASE}/models/{model_id}", params={"ignore": 404})
+    state = (model or {}).get("model_state")
+    # A node that comes back redeploys the model (DEPLOYING) while the others keep serving it.
+    serving = int((model or {}).get("current_worker_node_count") or 0) > 0
+    if state not in SERVING_STATES and not serving:
+        raise ConfigError(
+            f"embedding_location = cluster, but the model {model_id} that ingest pipeline "
+            f"{pipeline} embeds with is {state.lower() if state else 'not registered'}; run "
+            "`loader apply` (it registers and deploys it), then push"
+        )

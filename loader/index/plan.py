@@ -22,7 +22,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
-from loader.index.diff import IndexDiff, describe_fingerprint, diff_index, normalize
+from loader.index.bulk_load import plan_restore, restored_view
+from loader.index.diff import (
+    IndexDiff,
+    describe_fingerprint,
+    diff_index,
+    flatten_settings,
+    normalize,
+)
 from loader.index.render import ConfigNames, DesiredConfig
 
 if TYPE_CHECKING:
@@ -185,10 +192,34 @@ def _index_changes(
     if state.index_name is None or state.index is None:
         create = Change(STEP_INDEX, "index", next_index, "create", payload=desired_index)
         return _IndexStep(next_index, [create])
-    diff = diff_index(desired_index, state.index)
+    restore, current = _bulk_load_restore(desired_index, state.index_name, state.index)
+    diff = diff_index(desired_index, current)
     if diff.incompatible:
-        return _new_version(desired_index, state.index_name, next_index, diff)
-    return _IndexStep(state.index_name, _in_place_changes(state.index_name, diff))
+        step = _new_version(desired_index, state.index_name, next_index, diff)
+    else:
+        step = _IndexStep(state.index_name, _in_place_changes(state.index_name, diff))
+    if restore is not None:
+        step.changes.insert(0, restore)
+        step.notes.extend(restore.payload.warnings)
+    return step
+
+
+def _bulk_load_restore(
+    desired_index: dict[str, Any], index: str, current: dict[str, Any]
+) -> tuple[Change | None, dict[str, Any]]:
+    """The restore of what a bulk-load push that did not finish left on ``index`` (its recorded
+    refresh interval and replicas, ``loader.index.bulk_load``), and the index as it will be
+    after it: the files are compared with that, so their own ``number_of_replicas`` is applied
+    after the restore and wins. Sorted before the index's other steps (kind "bulk-load ...")."""
+    meta = (current.get("mappings") or {}).get("_meta") or {}
+    replicas = flatten_settings(desired_index.get("settings") or {}).get(
+        "index.number_of_replicas", 1
+    )
+    restore = plan_restore(index, current.get("settings") or {}, meta, int(replicas))
+    if restore is None:
+        return None, current
+    change = Change(STEP_INDEX, "bulk-load settings", index, "update", restore.detail(), restore)
+    return change, restored_view(current, restore)
 
 
 def _new_version(

@@ -1,8 +1,8 @@
 """Plan a push: decide, without a cluster, what ``loader push`` adds, updates, keeps and deletes.
 
 The plan is pure: it is given the documents and a function that returns what the index holds for
-one tenant's collection (``read_index_state`` in ``loader.ingest.sync`` for a real push, a dict in
-tests), and it returns a ``PushPlan``. ``loader.ingest.sync.apply_push`` then carries it out;
+one tenant's collection (``loader.ingest.index_state.read_index_state`` for a real push, a dict
+in tests), and it returns a ``PushPlan``. ``loader.ingest.sync.apply_push`` then carries it out;
 ``loader push --dry-run`` prints its ``lines()``.
 
 Identity lives here too. Chunk ids are stable (``<doc_id>-<position>``, where ``doc_id`` hashes
@@ -49,7 +49,10 @@ class PushReport:
     chunks: int = 0
     chunks_written: int = 0
     chunks_deleted: int = 0
+    # Texts embedded (client: one per new content hash) or chunks sent without a vector for
+    # the cluster's ingest pipeline to embed (cluster: one per chunk); see embedding_location.
     embedded: int = 0
+    embedding_location: str = "client"
     reused_vectors: int = 0
     retries: int = 0
     seconds: float = 0.0

@@ -33,34 +33,33 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from opensearchpy import OpenSearch, helpers
+from opensearchpy import OpenSearch
 
 from loader.cluster.client import cluster_errors, connect
 from loader.documents import PATH_SEPARATOR, Document
-from loader.ingest.bulk import BulkAction, BulkResult, send_bulk
+from loader.ingest.bulk import BulkAction, BulkResult, bulk_request_timeout, send_bulk
 from loader.ingest.fingerprint import chunking_fingerprint
+from loader.ingest.index_state import fetch_vectors, read_index_state
 from loader.ingest.plan import (
     PlannedDocument,
     PushPlan,
     PushReport,
     chunk_id,
     plan_push,
-    scope_query,
 )
 from loader.ingest.readers import Skipped, iter_documents, require_folder
+from loader.ingest.workers import embed_passages
 from loader.models.embedding import Embedder, embedder_for
 from loader.settings import Settings
 
 log = logging.getLogger(__name__)
-
-# Fields read back from the index to plan a push: small, so planning stays cheap.
-STATE_FIELDS = ["doc_id", "source", "content_hash", "doc_hash"]
 
 
 def chunk_body(
@@ -68,11 +67,12 @@ def chunk_body(
     position: int,
     collection: str,
     strategy: str,
-    vector: list[float],
+    vector: list[float] | None,
     chunking: str,
 ) -> dict[str, Any]:
     """The indexed document of one chunk (only fields of the strict mapping); ``chunking`` is
-    the settings' ``chunking_fingerprint``."""
+    the settings' ``chunking_fingerprint``. Without a ``vector`` the body has no ``embedding``:
+    the index's ingest pipeline makes it (``embedding_location = cluster``)."""
     chunk = planned.chunks[position]
     meta = chunk.metadata
     tags = meta.get("tags") or []
@@ -93,8 +93,9 @@ def chunk_body(
         "title": chunk.title,
         "heading_path": PATH_SEPARATOR.join(chunk.heading_path),
         "body": chunk.body,
-        "embedding": vector,
     }
+    if vector is not None:
+        body["embedding"] = vector
     optional = {
         "lang": meta.get("lang"),
         "published": meta.get("published"),
@@ -106,47 +107,6 @@ def chunk_body(
     if "published" in body:
         body["published"] = str(body["published"])
     return body
-
-
-def read_index_state(
-    client: OpenSearch, alias: str, tenant: str, collection: str
-) -> dict[str, dict[str, Any]]:
-    """What the index holds for one tenant's collection:
-    doc_id -> {source, doc_hashes, chunks: {id: hash}}."""
-    state: dict[str, dict[str, Any]] = {}
-    hits = helpers.scan(
-        client,
-        index=alias,
-        query={"query": scope_query(tenant, collection), "_source": STATE_FIELDS},
-        size=2000,
-        preserve_order=False,
-    )
-    for hit in hits:
-        source = hit["_source"]
-        entry = state.setdefault(
-            source["doc_id"],
-            {"source": source["source"], "doc_hashes": set(), "chunks": {}},
-        )
-        entry["doc_hashes"].add(source.get("doc_hash"))
-        entry["chunks"][hit["_id"]] = source.get("content_hash")
-    return state
-
-
-def fetch_vectors(client: OpenSearch, alias: str, ids_by_hash: dict[str, str]) -> dict[str, list]:
-    """Vectors the index already holds, by content hash (one representative chunk id each)."""
-    vectors: dict[str, list] = {}
-    ids = list(ids_by_hash.items())
-    for start in range(0, len(ids), 500):
-        batch = dict(ids[start : start + 500])
-        response = client.mget(
-            index=alias, body={"ids": list(batch.values())}, _source_includes=["embedding"]
-        )
-        by_id = {doc["_id"]: doc for doc in response["docs"] if doc.get("found")}
-        for content_hash, doc_id in batch.items():
-            doc = by_id.get(doc_id)
-            if doc and doc["_source"].get("embedding"):
-                vectors[content_hash] = doc["_source"]["embedding"]
-    return vectors
 
 
 def push(
@@ -238,9 +198,15 @@ def _prepare(
     push at all: the model's dimension, document ids with the tenant."""
     client = client or connect(settings)
     embedder = embedder or embedder_for(settings)
+    from loader.index import bulk_load
     from loader.index.apply import check_index_compatible
 
     check_index_compatible(client, settings, embedder.dimension)
+    if bulk_load.recorded(client, settings):
+        # A bulk-load push that did not finish left the index unrefreshed: make its writes
+        # visible, so the plan does not embed them again. apply_push restores the settings.
+        with cluster_errors(settings, f"refreshing {settings.index_name}"):
+            client.indices.refresh(index=settings.index_name)
     return client, embedder
 
 
@@ -268,10 +234,24 @@ def apply_push(
     notify: Callable[[str], None] = lambda line: None,
 ) -> None:
     """Embed what the index does not hold yet, write the planned chunks, delete the stale ones,
-    refresh once; fill in ``report``."""
+    refresh once; fill in ``report``.
+
+    With ``bulk_load`` (and something to write) the writes run with the index relaxed
+    (``loader.index.bulk_load``), restored however they end; otherwise the settings a bulk-load
+    push that did not finish left are restored first."""
+    from loader.index import bulk_load
+
+    def warn(line: str) -> None:
+        report.warnings.append(line)
+        notify(f"warning: {line}")
+
+    relaxing = settings.bulk_load and bool(plan.to_write or plan.deletions)
+    if not relaxing:
+        bulk_load.restore(client, settings, warn)
     vectors = _vectors(plan, settings, client, embedder, report, show_progress)
     actions = _actions(plan, settings, vectors)
-    result = _write(actions, settings, client, show_progress)
+    with bulk_load.bulk_loading(client, settings, warn) if relaxing else contextlib.nullcontext():
+        result = _write(actions, settings, client, show_progress)
     _record(result, actions, report, notify)
 
 
@@ -284,7 +264,8 @@ def _vectors(
     show_progress: bool,
 ) -> dict[str, list]:
     """Every planned chunk's vector, by content hash: those the index holds are read back, only
-    the others are embedded."""
+    the others are embedded. With ``embedding_location = cluster`` the others are left out: their
+    chunks go without a vector and the index's ingest pipeline embeds them."""
     needed = {h for doc in plan.to_write for h in doc.hashes}
     with cluster_errors(settings, "reading stored vectors"):
         vectors = fetch_vectors(
@@ -298,10 +279,16 @@ def _vectors(
             if content_hash not in vectors:
                 texts_by_hash.setdefault(content_hash, chunk.text)
     report.reused_vectors = sum(1 for doc in plan.to_write for h in doc.hashes if h in vectors)
+    report.embedding_location = settings.embedding_location
+    if settings.embedding_location == "cluster":
+        # The processor embeds each chunk it receives, so a text repeated in new chunks counts
+        # (and is embedded) once per chunk; the embedder is still needed for the token counts.
+        report.embedded = sum(1 for doc in plan.to_write for h in doc.hashes if h not in vectors)
+        return vectors
     if texts_by_hash:
         embed_started = time.perf_counter()
-        new_vectors = embedder.embed_passages(
-            list(texts_by_hash.values()), show_progress=show_progress
+        new_vectors = embed_passages(
+            embedder, settings, list(texts_by_hash.values()), show_progress=show_progress
         )
         report.embed_seconds = time.perf_counter() - embed_started
         report.embedded = len(texts_by_hash)
@@ -313,6 +300,7 @@ def _actions(plan: PushPlan, settings: Settings, vectors: dict[str, list]) -> li
     """The bulk operations of a plan: index every planned chunk, then delete the stale ones."""
     alias = settings.index_name
     chunking = chunking_fingerprint(settings)
+    cluster = settings.embedding_location == "cluster"
     actions = [
         BulkAction(
             "index",
@@ -324,7 +312,8 @@ def _actions(plan: PushPlan, settings: Settings, vectors: dict[str, list]) -> li
                 position,
                 plan.collection,
                 settings.chunk_strategy,
-                vectors[content_hash],
+                # Only the cluster's ingest pipeline may fill in a missing vector.
+                vectors.get(content_hash) if cluster else vectors[content_hash],
                 chunking,
             ),
         )
@@ -347,6 +336,11 @@ def _write(
             actions,
             max_count=settings.bulk_batch_size,
             on_batch=bar.update if bar else None,
+            request_timeout=bulk_request_timeout(
+                settings.request_timeout,
+                settings.bulk_batch_size,
+                settings.embedding_location == "cluster",
+            ),
         )
         if bar:
             bar.close()

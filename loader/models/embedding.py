@@ -65,6 +65,8 @@ class Embedder:
         name: a registry name, a sentence-transformers name or a local folder.
         backend: ``torch``, ``onnx`` or ``onnx-int8``.
         query_prefix, passage_prefix: instructions overriding the model's own ("" keeps them).
+        threads: intra-op threads of the ONNX runtime (0: its default, every core), so that push
+            workers can share the cores (torch's count is process-wide: workers set it there).
 
     The runtime loads lazily, on the first embedding: planning a push that turns out to change
     nothing needs only the tokenizer, which loads in milliseconds.
@@ -78,6 +80,7 @@ class Embedder:
         backend: str = DEFAULT_BACKEND,
         query_prefix: str = "",
         passage_prefix: str = "",
+        threads: int = 0,
     ) -> None:
         if backend not in EMBEDDING_BACKENDS:
             raise ModelError(
@@ -87,6 +90,7 @@ class Embedder:
         self.device = device
         self.batch_size = batch_size
         self.backend = backend
+        self.threads = threads
         self.path = resolve_model_path(name)
         self.spec = known_spec(name) or spec_from_folder(name, Path(self.path))
         if self.spec is not None and self.spec.jar is not None and backend == "torch":
@@ -107,7 +111,7 @@ class Embedder:
         """The runtime: a SentenceTransformer (torch) or an ``OnnxEncoder``; shared per process."""
         if self.backend == "torch":
             return load_sentence_transformer(self.name, self.path, self.device)
-        return _load_onnx_encoder(self.name, self.path, self.backend)
+        return _load_onnx_encoder(self.name, self.path, self.backend, self.threads)
 
     @property
     def dimension(self) -> int:
@@ -210,7 +214,7 @@ def onnx_model_file(name: str, path: str, backend: str) -> Path:
 
 
 @functools.lru_cache(maxsize=4)
-def _load_onnx_encoder(name: str, path: str, backend: str):
+def _load_onnx_encoder(name: str, path: str, backend: str, threads: int):
     _require_onnxruntime(backend)
     from loader.models.onnx_embedding import OnnxEncoder
 
@@ -225,7 +229,7 @@ def _load_onnx_encoder(name: str, path: str, backend: str):
         raise ModelError(
             f"embedding model {name!r} has no {tokenizer}; set embedding_backend=torch"
         )
-    return OnnxEncoder(onnx_model_file(name, path, backend), tokenizer, spec)
+    return OnnxEncoder(onnx_model_file(name, path, backend), tokenizer, spec, threads)
 
 
 def _require_onnxruntime(backend: str) -> None:
@@ -250,11 +254,12 @@ def get_embedder(
 
     One instance per (model, device, batch size, backend, prefixes), however the arguments are
     spelled, and one loaded runtime per (model, device or backend) whatever the batch size."""
-    return _embedder(name, device, batch_size, backend, query_prefix, passage_prefix)
+    return _embedder(name, device, batch_size, backend, query_prefix, passage_prefix, 0)
 
 
-def embedder_for(settings: Settings) -> Embedder:
-    """The embedder ``settings`` configure (model, backend, prefixes, device, batch size)."""
+def embedder_for(settings: Settings, threads: int = 0) -> Embedder:
+    """The embedder ``settings`` configure (model, backend, prefixes, device, batch size);
+    ``threads`` as for ``Embedder`` (push workers)."""
     return _embedder(
         settings.embedding_model,
         settings.device,
@@ -262,11 +267,18 @@ def embedder_for(settings: Settings) -> Embedder:
         settings.embedding_backend,
         settings.query_prefix,
         settings.passage_prefix,
+        threads,
     )
 
 
 @functools.lru_cache(maxsize=8)
 def _embedder(
-    name: str, device: str, batch_size: int, backend: str, query_prefix: str, passage_prefix: str
+    name: str,
+    device: str,
+    batch_size: int,
+    backend: str,
+    query_prefix: str,
+    passage_prefix: str,
+    threads: int,
 ) -> Embedder:
-    return Embedder(name, device, batch_size, backend, query_prefix, passage_prefix)
+    return Embedder(name, device, batch_size, backend, query_prefix, passage_prefix, threads)

@@ -92,13 +92,18 @@ def load_tokenizer(path: Path, max_tokens: int):
 
 
 class OnnxEncoder:
-    """A transformer's ONNX file run with onnxruntime, pooled and normalised as its spec says."""
+    """A transformer's ONNX file run with onnxruntime, pooled and normalised as its spec says;
+    ``threads`` caps its intra-op threads (push workers share the cores)."""
 
-    def __init__(self, onnx_path: Path, tokenizer_path: Path, spec: ModelSpec) -> None:
+    def __init__(
+        self, onnx_path: Path, tokenizer_path: Path, spec: ModelSpec, threads: int = 0
+    ) -> None:
         import onnxruntime as ort
 
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        if threads:  # 0: onnxruntime's default, one intra-op thread per core
+            options.intra_op_num_threads = threads
         try:
             self.session = ort.InferenceSession(
                 str(onnx_path), options, providers=["CPUExecutionProvider"]
