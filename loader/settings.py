@@ -253,6 +253,12 @@ class Settings:
     bm25_weight: float = _setting(
         "pipeline", 0.3, "Min-max fusion weight of BM25; the vector side gets 1 - this."
     )
+    rrf_bm25_weight: float = _setting(
+        "pipeline",
+        0.5,
+        "RRF fusion weight of BM25; the vector side gets 1 - this (0.5: plain RRF). Below 0.5 "
+        "for a model whose vector side is stronger than BM25.",
+    )
     exact_weight: float = _setting(
         "pipeline",
         0.6,

@@ -48,13 +48,18 @@ TUNE_SPACE: dict[str, tuple[Any, ...]] = {
     "search_mode": ("hybrid-rrf", "hybrid-minmax"),
     "rrf_rank_constant": (10, 20, 60, 100),
     "bm25_weight": (0.1, 0.3, 0.5, 0.7),
+    "rrf_bm25_weight": (0.4, 0.5, 0.6),
     "candidates": (20, 50, 100),
     "chunk_strategy": ("structure", "recursive", "fixed"),
     "chunk_target_tokens": (120, 180, 256),
     "chunk_overlap_tokens": (0, 27, 54),
 }
 # A setting that only matters in one mode is tried only there.
-ONLY_IN_MODE = {"rrf_rank_constant": "hybrid-rrf", "bm25_weight": "hybrid-minmax"}
+ONLY_IN_MODE = {
+    "rrf_rank_constant": "hybrid-rrf",
+    "rrf_bm25_weight": "hybrid-rrf",
+    "bm25_weight": "hybrid-minmax",
+}
 DEFAULT_BUDGET = 12
 DEFAULT_TUNE_METRIC = "ndcg@10"
 _EPSILON = 1e-9

@@ -105,6 +105,14 @@ def test_pipelines_follow_settings(tmp_path):
     assert set(config.ingest_pipelines) == {"docs-ingest"}
 
 
+def test_rrf_weights_split_by_rrf_bm25_weight(tmp_path):
+    settings = Settings(index_name="docs", rrf_bm25_weight=0.25, exact_weight=0.6)
+    config = render_config(settings, 384, project_dir=tmp_path)
+    rrf = config.search_pipelines["docs-rrf"]["phase_results_processors"][0]
+    weights = rrf["score-ranker-processor"]["combination"]["parameters"]["weights"]
+    assert weights == [0.1, 0.3, 0.6]  # BM25 a quarter of the shared 0.4, the vector the rest
+
+
 def test_search_templates_are_mustache_strings(tmp_path):
     config = render_config(Settings(index_name="docs", top_k=7), 384, project_dir=tmp_path)
     assert set(config.search_templates) == {"docs-hybrid", "docs-bm25", "docs-vector"}
