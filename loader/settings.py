@@ -256,8 +256,8 @@ class Settings:
     rrf_bm25_weight: float = _setting(
         "pipeline",
         0.5,
-        "RRF fusion weight of BM25; the vector side gets 1 - this (0.5: plain RRF). Below 0.5 "
-        "for a model whose vector side is stronger than BM25.",
+        "RRF fusion weight of BM25; the vector side gets 1 - this (0.5: plain RRF). On SciFact "
+        "0.5-0.6 was best even with bge-small, whose vector side beats BM25 alone.",
     )
     exact_weight: float = _setting(
         "pipeline",
