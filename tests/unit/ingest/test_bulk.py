@@ -27,13 +27,16 @@ class FakeBulkClient:
     Args:
         statuses: chunk id -> the statuses of its successive attempts (the last one repeats).
         failures: exceptions the whole request raises, one per call, before any answer.
+        errors: status -> the error object answered with it (default: ``ERRORS``).
     """
 
     def __init__(
         self,
         statuses: dict[str, list[int]] | None = None,
         failures: list[Exception] | None = None,
+        errors: dict[int, dict] | None = None,
     ) -> None:
+        self.errors = {**ERRORS, **(errors or {})}
         self.statuses = {key: list(value) for key, value in (statuses or {}).items()}
         self.failures = list(failures or [])
         self.requests: list[list[tuple[str, str]]] = []  # per request: (op, id) per item
@@ -65,7 +68,7 @@ class FakeBulkClient:
         if status == 404 and op == "delete":
             outcome["result"] = "not_found"
         elif status >= 300:
-            outcome["error"] = ERRORS.get(status, f"status {status}")
+            outcome["error"] = self.errors.get(status, f"status {status}")
         else:
             outcome["result"] = "created" if op == "index" else "deleted"
         return outcome
@@ -184,6 +187,15 @@ def test_items_the_cluster_asks_to_retry_are_resent_alone(status):
         [("index", "d-1")],
     ]
     assert (result.succeeded, result.retries, result.errors, sleeps) == (3, 1, [], [0.5])
+
+
+def test_an_item_whose_embedding_model_is_not_ready_yet_is_retried():
+    # What ml-commons answers while a just-deployed model has not reached the node's routing.
+    not_ready = {"type": "illegal_argument_exception", "reason": "Model not ready yet. Please "
+                 "deploy the model first."}  # fmt: skip
+    client = FakeBulkClient({"d-0": [400, 201]}, errors={400: not_ready})
+    result, sleeps = send(client, [index("d-0")])
+    assert (result.succeeded, result.retries, result.errors, sleeps) == (1, 1, [], [0.5])
 
 
 def test_backoff_doubles_up_to_its_cap():
