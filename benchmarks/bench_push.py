@@ -27,6 +27,7 @@ medians and the ratio of each count to the first.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
@@ -97,25 +98,9 @@ def main() -> None:
 
         alias = f"bench-push-{uuid.uuid4().hex[:8]}"
         run_settings = settings.replace(index_name=alias)
-        try:
-            apply_config(run_settings, dimension=embedder.dimension, client=client)
-            first = sync_documents(
-                corpus_to_documents(corpus),
-                run_settings,
-                collection="scifact",
-                client=client,
-                embedder=embedder,
-            )
-            again = sync_documents(
-                corpus_to_documents(corpus),
-                run_settings,
-                collection="scifact",
-                client=client,
-                embedder=embedder,
-            )
-        finally:
-            for index in client.indices.get(index=f"{alias}-v*"):
-                client.indices.delete(index=index)
+        with fresh_index(run_settings, corpus, embedder, client) as push_corpus:
+            first = push_corpus()
+            again = push_corpus()
         assert first.failed == 0 and again.unchanged == len(corpus) and again.embedded == 0
         row = {
             "chunks": first.chunks,
@@ -158,25 +143,11 @@ def compare_locations(locations, settings, corpus, embedder, client) -> None:
     for location in locations:
         alias = f"bench-push-{location}-{uuid.uuid4().hex[:8]}"
         run_settings = settings.replace(index_name=alias, embedding_location=location)
-
-        def push_corpus(run_settings=run_settings):
-            return sync_documents(
-                corpus_to_documents(corpus),
-                run_settings,
-                collection="scifact",
-                client=client,
-                embedder=embedder,
-            )
-
-        try:
-            apply_config(run_settings, dimension=embedder.dimension, client=client)
+        with fresh_index(run_settings, corpus, embedder, client) as push_corpus:
             bulk_seconds.clear()
             first = push_corpus()
             first_bulks = list(bulk_seconds)
             again = push_corpus()
-        finally:
-            for index in client.indices.get(index=f"{alias}-v*"):
-                client.indices.delete(index=index)
         assert first.failed == 0 and again.embedded == 0, (first.errors[:3], again.embedded)
         print(
             f"{location:8} chunks={first.chunks} embedded={first.embedded} "
@@ -247,20 +218,32 @@ def _push_with_workers(workers, settings, corpus, embedder, client):
     """A first push of the corpus into a fresh index (deleted after) with ``workers``."""
     alias = f"bench-push-w{workers}-{uuid.uuid4().hex[:8]}"
     run_settings = settings.replace(index_name=alias, push_workers=workers)
-    try:
-        apply_config(run_settings, dimension=embedder.dimension, client=client)
-        first = sync_documents(
+    with fresh_index(run_settings, corpus, embedder, client) as push_corpus:
+        first = push_corpus()
+    assert first.failed == 0 and first.embedded == first.chunks, first.errors[:3]
+    return first
+
+
+@contextlib.contextmanager
+def fresh_index(run_settings, corpus, embedder, client):
+    """A fresh index for ``run_settings.index_name``, deleted afterwards; yields a function that
+    pushes the whole corpus into it (a first push, then re-pushes)."""
+
+    def push_corpus():
+        return sync_documents(
             corpus_to_documents(corpus),
             run_settings,
             collection="scifact",
             client=client,
             embedder=embedder,
         )
+
+    try:
+        apply_config(run_settings, dimension=embedder.dimension, client=client)
+        yield push_corpus
     finally:
-        for index in client.indices.get(index=f"{alias}-v*"):
+        for index in client.indices.get(index=f"{run_settings.index_name}-v*"):
             client.indices.delete(index=index)
-    assert first.failed == 0 and first.embedded == first.chunks, first.errors[:3]
-    return first
 
 
 if __name__ == "__main__":
