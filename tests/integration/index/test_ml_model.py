@@ -19,6 +19,7 @@ from loader.index.apply import PENDING_ML_MODEL_ID, apply_config, plan_apply
 from loader.index.render import config_names
 from loader.models.embedding import embedder_for, resolve_model_path
 from loader.models.embedding_export import export_model, model_fingerprint
+from loader.query.identifiers import exact_terms
 from tests.conftest import cleanup_owned
 from tests.integration.query.search_corpus import build_corpus
 
@@ -114,7 +115,15 @@ def test_text_template_returns_the_vector_templates_top5(
     names = config_names(settings.index_name)
     pipeline_name = names.object_name(pipeline) if pipeline else None
     for question in QUESTIONS:
-        params = {"query_text": question, "tenant": "A", "size": 5, "k": 50}
+        # exact_terms as loader search sends them: for the E1043 question the exact sub-query
+        # orders its holders by the vector clause, neural in the text-only template.
+        params = {
+            "query_text": question,
+            "tenant": "A",
+            "size": 5,
+            "k": 50,
+            "exact_terms": list(exact_terms(question)),
+        }
         vector = embedder.embed_queries([question])[0].tolist()
         with_vector = _template_ids(
             client,
