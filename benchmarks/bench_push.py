@@ -22,6 +22,14 @@ compares ``push_workers``: per repetition, a first push into a fresh index per w
 alternation, so a busy machine slows each alike; the pool's start is inside the push), then the
 model alone over the same chunks with all cores and with one thread, and the start of a pool;
 medians and the ratio of each count to the first.
+
+    LOADER_EMBEDDING_MODEL=bge-small-en-v1.5 python3 benchmarks/bench_push.py --limit 300 \
+        --embedding-backend onnx,onnx-int8 --repeat 3
+
+compares ``embedding_backend`` the same way: per repetition and backend, in alternation, a first
+push into a fresh index and the model alone over the same chunk texts; medians and the ratio of
+each backend to the first. Settings come from the environment (``LOADER_*``) and ``loader.toml``
+as for the CLI.
 """
 
 from __future__ import annotations
@@ -45,7 +53,7 @@ from loader.ingest.chunking import chunk_document, chunking_config  # noqa: E402
 from loader.ingest.sync import sync_documents  # noqa: E402
 from loader.ingest.workers import BATCHES_PER_TASK, embed_passages  # noqa: E402
 from loader.models.embedding import embedder_for  # noqa: E402
-from loader.settings import Settings  # noqa: E402
+from loader.resolve import resolve_settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
 
@@ -64,9 +72,14 @@ def main() -> None:
     parser.add_argument(
         "--workers", default="", help="comma-separated push_workers values to compare (1,2)"
     )
+    parser.add_argument(
+        "--embedding-backend",
+        default="",
+        help="comma-separated embedding_backend values to compare (onnx,onnx-int8)",
+    )
     args = parser.parse_args()
 
-    settings = Settings(opensearch_url=args.url)
+    settings, _sources = resolve_settings(overrides={"opensearch_url": args.url})
     corpus = load_beir(args.dataset).corpus
     if args.limit:
         corpus = dict(list(corpus.items())[: args.limit])
@@ -80,6 +93,10 @@ def main() -> None:
 
     if args.embedding_location:
         compare_locations(args.embedding_location.split(","), settings, corpus, embedder, client)
+        return
+    if args.embedding_backend:
+        backends = args.embedding_backend.split(",")
+        compare_backends(backends, args.repeat, settings, corpus, client)
         return
     if args.workers:
         counts = [int(value) for value in args.workers.split(",")]
@@ -205,6 +222,47 @@ def compare_workers(counts, repeat, settings, corpus, embedder, client) -> None:
     for workers in counts[1:]:
         ratio = medians[f"push, workers={workers}: chunks/s"] / base
         print(f"  workers={workers} / workers={counts[0]}: {ratio:.2f} x")
+
+
+def compare_backends(backends, repeat, settings, corpus, client) -> None:
+    """First pushes per ``embedding_backend``, alternating, each beside its model alone over the
+    same chunk texts (chunked once, with the first backend's tokenizer: the same model's)."""
+    embedders = {b: embedder_for(settings.replace(embedding_backend=b)) for b in backends}
+    first_embedder = embedders[backends[0]]
+    config = chunking_config(settings, first_embedder.max_text_tokens)
+    documents = corpus_to_documents(corpus)
+    texts = [
+        c.text for d in documents for c in chunk_document(d, config, first_embedder.count_tokens)
+    ]
+    rates: dict[str, list[float]] = {}
+    for run in range(repeat):
+        for backend, embedder in embedders.items():
+            embedder.embed_passages(["warm up"])
+            alias = f"bench-push-{backend}-{uuid.uuid4().hex[:8]}"
+            run_settings = settings.replace(index_name=alias, embedding_backend=backend)
+            with fresh_index(run_settings, corpus, embedder, client) as push_corpus:
+                first = push_corpus()
+            assert first.failed == 0 and first.embedded == first.chunks, first.errors[:3]
+            started = time.perf_counter()
+            embedder.embed_passages(texts)
+            alone = len(texts) / (time.perf_counter() - started)
+            push_rate = first.chunks / first.seconds
+            rates.setdefault(f"push, {backend}: chunks/s", []).append(push_rate)
+            rates.setdefault(f"model alone, {backend}: chunks/s", []).append(alone)
+            print(
+                f"run {run + 1}: {backend:10} chunks={first.chunks} first_s={first.seconds:.1f} "
+                f"push chunks_per_s={push_rate:.1f} embed_share="
+                f"{first.embed_seconds / first.seconds:.2f} model alone chunks_per_s={alone:.1f}"
+            )
+    print(f"medians over {repeat} runs ({os.cpu_count()} cpus, {settings.embedding_model}):")
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    for name, value in medians.items():
+        print(f"  {name:40} {value:.1f}")
+    for what in ("push", "model alone"):
+        base = medians[f"{what}, {backends[0]}: chunks/s"]
+        for backend in backends[1:]:
+            ratio = medians[f"{what}, {backend}: chunks/s"] / base
+            print(f"  {what}: {backend} / {backends[0]}: {ratio:.2f} x")
 
 
 def _cpu_seconds() -> float:

@@ -30,7 +30,7 @@ from typing import Any
 
 from loader.errors import ModelError
 from loader.models.artifacts import file_sha256, models_cache_root
-from loader.models.onnx_export import trace_to_onnx
+from loader.models.onnx_export import eager_attention, trace_to_onnx
 from loader.models.registry import ModelSpec
 from loader.settings import Settings
 
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 # Bump when the export changes (opset, outputs, tokenizer settings): a new fingerprint, a new model.
-EXPORT_FORMAT = 2
+EXPORT_FORMAT = 3  # 3: eager attention (no SDPA NaN guards), the same vectors
 ONNX_OPSET = 15  # ml-commons 3.x runs onnxruntime 1.16, which reads opsets up to 19
 ONNX_IR_VERSION = 8  # onnxruntime 1.16 reads IR versions up to 9
 # ml-commons feeds input_ids, attention_mask and token_type_ids (model_type bert).
@@ -160,6 +160,7 @@ def _token_embeddings(model: Any) -> tuple[Any, Any]:
     import torch
 
     transformer = model[0].auto_model.eval()
+    eager_attention(transformer)
 
     class _TokenEmbeddings(torch.nn.Module):
         # ml-commons feeds input_ids, attention_mask and token_type_ids (model_type bert) and

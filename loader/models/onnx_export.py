@@ -9,6 +9,17 @@ from pathlib import Path
 from typing import Any
 
 
+def eager_attention(hf_model: Any) -> None:
+    """Have a transformers model trace its attention as plain MatMul and Softmax.
+
+    The default (SDPA) attention traces with NaN guards, IsNaN and Where over every batch x heads
+    x tokens x tokens score tensor, which onnxruntime cannot fuse away: the MiniLM export ran
+    1.29 x slower in fp32 for identical vectors, and its int8 copy gained 1.5 x instead of 1.7 x.
+    """
+    if hasattr(hf_model, "set_attn_implementation"):
+        hf_model.set_attn_implementation("eager")
+
+
 def trace_to_onnx(
     module: Any,
     example: Mapping[str, Any],

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError, ModelError
 from loader.models.embedding import resolve_model_path
-from loader.models.onnx_export import trace_to_onnx
+from loader.models.onnx_export import eager_attention, trace_to_onnx
 from loader.settings import RERANK_BACKENDS
 
 if TYPE_CHECKING:
@@ -135,8 +135,7 @@ def _export_onnx(model: Any, target: Path, quantize: bool) -> None:
     import torch
 
     hf_model = model.model.eval()
-    if hasattr(hf_model, "set_attn_implementation"):
-        hf_model.set_attn_implementation("eager")
+    eager_attention(hf_model)
     tokenizer = model.tokenizer
     input_names = list(tokenizer.model_input_names)
     activation = model.activation_fn or torch.nn.Identity()
