@@ -115,8 +115,8 @@ def test_text_template_returns_the_vector_templates_top5(
     names = config_names(settings.index_name)
     pipeline_name = names.object_name(pipeline) if pipeline else None
     for question in QUESTIONS:
-        # exact_terms as loader search sends them: for the E1043 question the exact sub-query
-        # orders its holders by the vector clause, neural in the text-only template.
+        # exact_terms as loader search sends them: the E1043 question's one holder ranks first
+        # in both (the text-only template orders holders by BM25, the other by the vector).
         params = {
             "query_text": question,
             "tenant": "A",
