@@ -214,10 +214,7 @@ def compare_workers(counts, repeat, settings, corpus, embedder, client) -> None:
     pool_settings = settings.replace(push_workers=max(counts), embedding_batch_size=1)
     embed_passages(embedder, pool_settings, ["warm up"] * BATCHES_PER_TASK * max(counts))
     print(f"a {max(counts)}-worker pool's start: {time.perf_counter() - started:.1f} s")
-    print(f"medians over {repeat} runs ({os.cpu_count()} cpus):")
-    medians = {name: statistics.median(values) for name, values in rates.items()}
-    for name, value in medians.items():
-        print(f"  {name:40} {value:.1f}")
+    medians = _print_medians(rates, f"medians over {repeat} runs ({os.cpu_count()} cpus):")
     base = medians[f"push, workers={counts[0]}: chunks/s"]
     for workers in counts[1:]:
         ratio = medians[f"push, workers={workers}: chunks/s"] / base
@@ -254,15 +251,22 @@ def compare_backends(backends, repeat, settings, corpus, client) -> None:
                 f"push chunks_per_s={push_rate:.1f} embed_share="
                 f"{first.embed_seconds / first.seconds:.2f} model alone chunks_per_s={alone:.1f}"
             )
-    print(f"medians over {repeat} runs ({os.cpu_count()} cpus, {settings.embedding_model}):")
-    medians = {name: statistics.median(values) for name, values in rates.items()}
-    for name, value in medians.items():
-        print(f"  {name:40} {value:.1f}")
+    heading = f"medians over {repeat} runs ({os.cpu_count()} cpus, {settings.embedding_model}):"
+    medians = _print_medians(rates, heading)
     for what in ("push", "model alone"):
         base = medians[f"{what}, {backends[0]}: chunks/s"]
         for backend in backends[1:]:
             ratio = medians[f"{what}, {backend}: chunks/s"] / base
             print(f"  {what}: {backend} / {backends[0]}: {ratio:.2f} x")
+
+
+def _print_medians(rates: dict[str, list[float]], heading: str) -> dict[str, float]:
+    """Print the median of each measure under ``heading``; return them."""
+    print(heading)
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    for name, value in medians.items():
+        print(f"  {name:40} {value:.1f}")
+    return medians
 
 
 def _cpu_seconds() -> float:
