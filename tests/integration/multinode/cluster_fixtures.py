@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Mapping
@@ -33,8 +34,10 @@ from opensearchpy import OpenSearch
 
 from loader.cluster.client import connect
 from loader.documents import Document
-from loader.ingest.plan import chunk_id, identify, plan_document
+from loader.errors import LoaderError
+from loader.ingest.plan import PushReport, chunk_id, identify, plan_document
 from loader.ingest.readers import iter_documents
+from loader.ingest.sync import push
 from loader.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -313,3 +316,72 @@ def assert_copies_agree(client: OpenSearch, alias: str, expected_docs: int) -> N
         by_shard.setdefault(row["shard"], set()).add(int(row["docs"]))
     assert all(len(counts) == 1 for counts in by_shard.values()), f"copies differ: {rows}"
     assert sum(int(r["docs"]) for r in rows if r["prirep"] == "p") == expected_docs, rows
+
+
+def wait_for(condition, timeout: float, what: str, interval: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+@dataclass
+class NodeLossPush:
+    """How a push went while node 3 was killed under it (``push_through_node_loss``)."""
+
+    report: PushReport | None  # None when the push raised
+    written_before: int  # chunks the index counted when node 3 was killed
+    seconds_after_kill: float  # how long the push went on after the kill
+
+
+def push_through_node_loss(
+    cluster: DockerCluster,
+    folder: Path,
+    settings: Settings,
+    embedder,
+    *,
+    request_timeout: float,
+    start_timeout: float,
+    join_timeout: float,
+) -> NodeLossPush:
+    """Push ``folder`` in a thread; once the index counts 60 chunks, SIGKILL node 3; wait for
+    the push to end, start node 3 again and wait for green. The push must end (not hang) and, if
+    it did not complete, fail loudly: an exception, or every failed item named in its report."""
+    client = cluster.client()
+    outcome: dict[str, object] = {}
+
+    def run_push() -> None:
+        try:
+            outcome["report"] = push(
+                folder,
+                settings,
+                client=cluster.client(timeout=request_timeout),
+                embedder=embedder,
+            )
+        except LoaderError as exc:  # failing loudly is allowed; the rerun must then complete
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=run_push, name="push-under-node-loss")
+    thread.start()
+    try:
+        wait_for(
+            lambda: not thread.is_alive() or client.count(index=settings.index_name)["count"] >= 60,
+            timeout=start_timeout,
+            what="the push to start writing",
+        )
+        assert thread.is_alive(), f"the push ended before the node was killed: {outcome}"
+        written_before = client.count(index=settings.index_name)["count"]
+        cluster.kill(2)
+        killed_at = time.monotonic()
+    finally:
+        thread.join(timeout=join_timeout)
+    assert not thread.is_alive(), "the push hung after the node loss"
+    seconds_after_kill = time.monotonic() - killed_at
+    cluster.start(2)
+    cluster.wait_healthy("green")
+    report = outcome.get("report")
+    if report is None or report.failed:
+        assert "error" in outcome or report.errors, outcome
+    return NodeLossPush(report, written_before, seconds_after_kill)

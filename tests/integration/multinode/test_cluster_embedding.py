@@ -8,13 +8,9 @@ cores); both tests share that deployment.
 
 from __future__ import annotations
 
-import threading
-import time
-
 import numpy as np
 import pytest
 
-from loader.errors import LoaderError
 from loader.index import ml_model as ml
 from loader.index.apply import apply_config
 from loader.index.render import config_names
@@ -28,9 +24,9 @@ from .cluster_fixtures import (
     delete_index,
     indexed_chunks,
     planned_chunks,
+    push_through_node_loss,
     write_corpus,
 )
-from .test_faults import wait_for
 
 # Embedding inside bulk requests on 3 small nodes: give them time (see loader/ingest/bulk.py).
 TIMEOUT = 120.0
@@ -132,37 +128,17 @@ def test_node_loss_mid_cluster_push_converges(three_nodes, index_name, embedder,
     folder = tmp_path / "stations"
     write_corpus(folder, range(200))
     expected = planned_chunks(folder, settings, embedder)
-    outcome: dict[str, object] = {}
-
-    def run_push() -> None:
-        try:
-            outcome["report"] = push(
-                folder, settings, client=three_nodes.client(timeout=TIMEOUT), embedder=embedder
-            )
-        except LoaderError as exc:  # failing loudly is allowed; the rerun must then complete
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run_push, name="cluster-push-under-node-loss")
     try:
-        thread.start()
-        wait_for(
-            lambda: not thread.is_alive() or client.count(index=index_name)["count"] >= 60,
-            timeout=240,
-            what="the push to start writing",
+        loss = push_through_node_loss(
+            three_nodes,
+            folder,
+            settings,
+            embedder,
+            request_timeout=TIMEOUT,
+            start_timeout=240,
+            join_timeout=600,
         )
-        assert thread.is_alive(), f"the push ended before the node was killed: {outcome}"
-        written_before = client.count(index=index_name)["count"]
-        three_nodes.kill(2)
-        killed_at = time.monotonic()
-        thread.join(timeout=600)
-        assert not thread.is_alive(), "the push hung after the node loss"
-        after_kill = time.monotonic() - killed_at
-        three_nodes.start(2)
-        three_nodes.wait_healthy("green")
-
-        report = outcome.get("report")
-        if report is None or report.failed:
-            assert "error" in outcome or report.errors, outcome
+        report = loss.report
         rerun = push(folder, settings, client=client, embedder=embedder)
         assert rerun.failed == 0, rerun.errors[:3]
         assert indexed_chunks(client, index_name) == expected
@@ -170,14 +146,12 @@ def test_node_loss_mid_cluster_push_converges(three_nodes, index_name, embedder,
         assert all(v is not None and len(v) == embedder.dimension for v in stored.values())
         assert_copies_agree(client, index_name, len(expected))
         print(
-            f"cluster node loss: {written_before} of {len(expected)} chunks before the kill; "
-            f"push {'completed' if report and not report.failed else 'failed'} "
-            f"{after_kill:.1f} s after it; rerun embedded {rerun.embedded}, "
+            f"cluster node loss: {loss.written_before} of {len(expected)} chunks before the "
+            f"kill; push {'completed' if report and not report.failed else 'failed'} "
+            f"{loss.seconds_after_kill:.1f} s after it; rerun embedded {rerun.embedded}, "
             f"wrote {rerun.chunks_written}"
         )
     finally:
-        if thread.is_alive():
-            thread.join(timeout=600)
         delete_index(three_nodes.client(), index_name)
 
 

@@ -19,7 +19,6 @@ import time
 import pytest
 from opensearchpy import helpers
 
-from loader.errors import LoaderError
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
 from loader.settings import Settings
@@ -29,19 +28,12 @@ from .cluster_fixtures import (
     delete_index,
     indexed_chunks,
     planned_chunks,
+    push_through_node_loss,
     shard_copies,
+    wait_for,
     write_corpus,
 )
 from .conftest import SLOW_NODE
-
-
-def wait_for(condition, timeout: float, what: str, interval: float = 0.2) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
 def writes(client, alias: str) -> int:
@@ -82,41 +74,17 @@ def test_node_loss_mid_push(three_nodes, replicated, embedder, tmp_path):
     write_corpus(folder, range(300))
     expected = planned_chunks(folder, settings, embedder)
 
-    outcome: dict[str, object] = {}
-
-    def run_push() -> None:
-        try:
-            outcome["report"] = push(
-                folder, settings, client=three_nodes.client(timeout=60), embedder=embedder
-            )
-        except LoaderError as exc:  # failing loudly is allowed; the rerun must then complete
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=run_push, name="push-under-node-loss")
-    thread.start()
-    try:
-        wait_for(
-            lambda: not thread.is_alive() or client.count(index=alias)["count"] >= 60,
-            timeout=180,
-            what="the push to start writing",
-        )
-        assert thread.is_alive(), f"the push ended before the node was killed: {outcome}"
-        written_before = client.count(index=alias)["count"]
-        assert written_before < len(expected)
-        three_nodes.kill(2)
-        killed_at = time.monotonic()
-    finally:
-        thread.join(timeout=300)
-    assert not thread.is_alive(), "the push hung after the node loss"
-    push_seconds_after_kill = time.monotonic() - killed_at
-
-    three_nodes.start(2)
-    three_nodes.wait_healthy("green")
-
-    report = outcome.get("report")
-    if report is None or report.failed:
-        # Failing loudly: an exception, or every failed item named in the report.
-        assert "error" in outcome or report.errors, outcome
+    loss = push_through_node_loss(
+        three_nodes,
+        folder,
+        settings,
+        embedder,
+        request_timeout=60,
+        start_timeout=180,
+        join_timeout=300,
+    )
+    assert loss.written_before < len(expected)
+    report = loss.report
     rerun = push(folder, settings, client=client, embedder=embedder)
     assert rerun.failed == 0, rerun.errors
     assert rerun.chunks_deleted == 0  # nothing stale was ever written
@@ -127,9 +95,9 @@ def test_node_loss_mid_push(three_nodes, replicated, embedder, tmp_path):
     assert client.count(index=alias)["count"] == len(expected)
     assert_copies_agree(client, alias, len(expected))
     print(
-        f"node loss: {written_before} of {len(expected)} chunks written before the kill; push "
-        f"{'completed' if report and not report.failed else 'failed'} "
-        f"{push_seconds_after_kill:.1f} s after it (retries {getattr(report, 'retries', '-')}); "
+        f"node loss: {loss.written_before} of {len(expected)} chunks written before the kill; "
+        f"push {'completed' if report and not report.failed else 'failed'} "
+        f"{loss.seconds_after_kill:.1f} s after it (retries {getattr(report, 'retries', '-')}); "
         f"rerun wrote {rerun.chunks_written}"
     )
 
