@@ -29,7 +29,8 @@ medians and the ratio of each count to the first.
 compares ``embedding_backend`` the same way: per repetition and backend, in alternation, a first
 push into a fresh index and the model alone over the same chunk texts; medians and the ratio of
 each backend to the first. Settings come from the environment (``LOADER_*``) and ``loader.toml``
-as for the CLI.
+as for the CLI. ``--batch-tokens 8192`` runs the ONNX backends with that many padded tokens per
+onnxruntime call instead of ``BATCH_TOKENS`` (in this process: with ``push_workers`` 1).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from loader.index.apply import apply_config  # noqa: E402
 from loader.ingest.chunking import chunk_document, chunking_config  # noqa: E402
 from loader.ingest.sync import sync_documents  # noqa: E402
 from loader.ingest.workers import BATCHES_PER_TASK, embed_passages  # noqa: E402
+from loader.models import onnx_embedding  # noqa: E402
 from loader.models.embedding import embedder_for  # noqa: E402
 from loader.resolve import resolve_settings  # noqa: E402
 
@@ -77,7 +79,14 @@ def main() -> None:
         default="",
         help="comma-separated embedding_backend values to compare (onnx,onnx-int8)",
     )
+    parser.add_argument(
+        "--batch-tokens",
+        type=int,
+        default=onnx_embedding.BATCH_TOKENS,
+        help="padded tokens per onnxruntime call (ONNX backends)",
+    )
     args = parser.parse_args()
+    onnx_embedding.BATCH_TOKENS = args.batch_tokens
 
     settings, _sources = resolve_settings(overrides={"opensearch_url": args.url})
     corpus = load_beir(args.dataset).corpus

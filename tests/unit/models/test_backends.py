@@ -130,3 +130,16 @@ def test_int8_is_made_once_and_kept_beside_fp32(tmp_path, monkeypatch):
     assert onnx_embedding.quantized(fp32) == int8
     assert int8.stat().st_mtime_ns == made
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "model_int8.onnx"]
+
+
+def test_batches_hold_similar_lengths_within_the_token_budget():
+    lengths = [5, 300, 40, 512, 41, 600, 39]
+    order = sorted(range(len(lengths)), key=lengths.__getitem__)
+    batches = onnx_embedding._batches(order, lengths, batch_size=3)
+    assert [i for batch in batches for i in batch] == order  # every text once, in length order
+    for batch in batches:
+        assert len(batch) <= 3
+        # The longest text sets the padding; one text alone may exceed the budget.
+        assert len(batch) == 1 or len(batch) * lengths[batch[-1]] <= onnx_embedding.BATCH_TOKENS
+    assert [lengths[i] for i in batches[0]] == [5, 39, 40]  # cut by count
+    assert [len(batch) for batch in batches[-2:]] == [1, 1]  # 512 and 600 tokens: one each
