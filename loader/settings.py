@@ -158,6 +158,13 @@ class Settings:
         "Instruction prepended to every indexed chunk before embedding; empty keeps the model's "
         "own (none for bge and MiniLM; e5: 'passage: ').",
     )
+    query_instruction: bool = _setting(
+        "query",
+        True,
+        "Prefix questions with their instruction (query_prefix, else the model's own) before "
+        "embedding; false embeds them as written. Only questions change, so the index stays: "
+        "`loader eval --sweep query_instruction=true,false` compares both on one index.",
+    )
     embedding_batch_size: int = _setting("runtime", 64, "Texts per embedding batch.")
     device: str = _setting("runtime", "cpu", "Torch device for the models.")
     push_workers: int = _setting(

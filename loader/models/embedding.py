@@ -65,6 +65,7 @@ class Embedder:
         name: a registry name, a sentence-transformers name or a local folder.
         backend: ``torch``, ``onnx`` or ``onnx-int8``.
         query_prefix, passage_prefix: instructions overriding the model's own ("" keeps them).
+        query_instruction: False embeds questions without any instruction.
         threads: intra-op threads of the ONNX runtime (0: its default, every core), so that push
             workers can share the cores (torch's count is process-wide: workers set it there).
 
@@ -81,6 +82,7 @@ class Embedder:
         query_prefix: str = "",
         passage_prefix: str = "",
         threads: int = 0,
+        query_instruction: bool = True,
     ) -> None:
         if backend not in EMBEDDING_BACKENDS:
             raise ModelError(
@@ -99,6 +101,8 @@ class Embedder:
                 "embedding_backend=onnx or onnx-int8"
             )
         self.query_prefix = query_prefix or (self.spec.query_prefix if self.spec else "")
+        if not query_instruction:
+            self.query_prefix = ""
         self.passage_prefix = passage_prefix or (self.spec.passage_prefix if self.spec else "")
         self._fast_tokenizer = _load_fast_tokenizer(Path(self.path))
         self.max_seq_length = self.spec.max_tokens if self.spec else self.model.max_seq_length
@@ -254,11 +258,11 @@ def get_embedder(
 
     One instance per (model, device, batch size, backend, prefixes), however the arguments are
     spelled, and one loaded runtime per (model, device or backend) whatever the batch size."""
-    return _embedder(name, device, batch_size, backend, query_prefix, passage_prefix, 0)
+    return _embedder(name, device, batch_size, backend, query_prefix, passage_prefix, 0, True)
 
 
 def embedder_for(settings: Settings, threads: int = 0) -> Embedder:
-    """The embedder ``settings`` configure (model, backend, prefixes, device, batch size);
+    """The embedder ``settings`` configure (model, backend, instructions, device, batch size);
     ``threads`` as for ``Embedder`` (push workers)."""
     return _embedder(
         settings.embedding_model,
@@ -268,6 +272,7 @@ def embedder_for(settings: Settings, threads: int = 0) -> Embedder:
         settings.query_prefix,
         settings.passage_prefix,
         threads,
+        settings.query_instruction,
     )
 
 
@@ -280,5 +285,8 @@ def _embedder(
     query_prefix: str,
     passage_prefix: str,
     threads: int,
+    query_instruction: bool,
 ) -> Embedder:
-    return Embedder(name, device, batch_size, backend, query_prefix, passage_prefix, threads)
+    return Embedder(
+        name, device, batch_size, backend, query_prefix, passage_prefix, threads, query_instruction
+    )

@@ -26,13 +26,16 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loader.errors import ModelError
 from loader.models.artifacts import file_sha256, models_cache_root
 from loader.models.onnx_export import eager_attention, trace_to_onnx
 from loader.models.registry import ModelSpec
 from loader.settings import Settings
+
+if TYPE_CHECKING:
+    from loader.models.embedding import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -54,7 +57,7 @@ ZIP_DATE_TIME = (2020, 1, 1, 0, 0, 0)
 class ModelPackage:
     """The exported model zip and what ml-commons' register call needs to know about it."""
 
-    name: str  # registered name: "<model>-<fingerprint>"
+    name: str  # registered name: "<model>-<fingerprint>[-i<instructions digest>]"
     path: Path  # the zip
     content_hash: str  # sha256 of the zip
     size: int  # bytes
@@ -230,14 +233,14 @@ def export_model(settings: Settings, cache_root: Path | None = None) -> ModelPac
     digest = hashlib.sha256(f"export-format-{EXPORT_FORMAT}:{embedder.spec}".encode())
     digest.update(file_sha256(onnx_path).encode() + file_sha256(tokenizer).encode())
     fingerprint = digest.hexdigest()[:16]
-    name = f"{Path(embedder.spec.name).name}-{fingerprint}"
+    content_name = f"{Path(embedder.spec.name).name}-{fingerprint}"
     target = (cache_root or ml_cache_root()) / fingerprint
-    zip_path = target / f"{name}.zip"
+    zip_path = target / f"{content_name}.zip"
     if not zip_path.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
         _export_zip(onnx_path, tokenizer, embedder.spec.max_tokens, target, zip_path.name)
     return ModelPackage(
-        name=name,
+        name=content_name + _instructions_suffix(embedder),
         path=zip_path,
         content_hash=file_sha256(zip_path),
         size=zip_path.stat().st_size,
@@ -247,6 +250,20 @@ def export_model(settings: Settings, cache_root: Path | None = None) -> ModelPac
         query_prefix=embedder.query_prefix,
         passage_prefix=embedder.passage_prefix,
     )
+
+
+def _instructions_suffix(embedder: Embedder) -> str:
+    """``-i<digest>`` where the instructions are not the model's own, else nothing.
+
+    The model is looked up by name, and ml-commons keeps the instructions in the model's config:
+    without this, a changed ``query_prefix`` or ``query_instruction`` would find the model
+    registered with the old ones, and neural queries would embed questions unlike the client.
+    """
+    own = (embedder.spec.query_prefix, embedder.spec.passage_prefix)
+    used = (embedder.query_prefix, embedder.passage_prefix)
+    if used == own:
+        return ""
+    return "-i" + hashlib.sha256("\x00".join(used).encode()).hexdigest()[:8]
 
 
 def _export_zip(

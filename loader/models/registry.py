@@ -132,10 +132,12 @@ def spec_from_folder(name: str, folder: Path) -> ModelSpec | None:
 
 
 def effective_prefixes(settings: Settings) -> tuple[str, str]:
-    """``(query_prefix, passage_prefix)``: the settings' where set, else the model's own."""
+    """``(query_prefix, passage_prefix)``: the settings' where set, else the model's own; no
+    query prefix with ``query_instruction`` off."""
     spec = known_spec(settings.embedding_model)
+    query_prefix = settings.query_prefix or (spec.query_prefix if spec else "")
     return (
-        settings.query_prefix or (spec.query_prefix if spec else ""),
+        query_prefix if settings.query_instruction else "",
         settings.passage_prefix or (spec.passage_prefix if spec else ""),
     )
 

@@ -173,6 +173,11 @@ def test_bge_on_the_cluster_pools_cls_and_prefixes_queries_like_the_client(clien
     body = ml.register_body(package, "group")
     assert body["model_config"]["pooling_mode"] == "cls"
     assert body["model_config"]["query_prefix"] == embedder.query_prefix != ""
+    # Other instructions: the same zip under another name, so apply cannot find the model
+    # registered with the old ones (ml-commons keeps them in its config).
+    plain = export_model(settings.replace(query_instruction=False))
+    assert (plain.path, plain.query_prefix) == (package.path, "") and plain.name != package.name
+    assert "query_prefix" not in ml.register_body(plain, "group")["model_config"]
     model_id = ml.ensure_model(client, settings, package).model_id
     texts = [*QUESTIONS, "refund " * 700]  # the last one is truncated at 512 on both sides
     for content_type, local in (

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from loader.errors import ModelError
+from loader.eval.configs import parse_sweep
 from loader.models import onnx_embedding
-from loader.models.embedding import get_embedder
+from loader.models.embedding import embedder_for, get_embedder
 from loader.models.registry import BGE_QUERY_INSTRUCTION, effective_prefixes
 from loader.settings import Settings
 
@@ -84,6 +85,19 @@ def test_prefix_settings_override_the_models_own():
     bge = Settings(embedding_model="bge-small-en-v1.5")
     assert effective_prefixes(bge) == (BGE_QUERY_INSTRUCTION, "")
     assert effective_prefixes(bge.replace(query_prefix="query: ")) == ("query: ", "")
+
+
+def test_query_instruction_off_embeds_questions_as_written():
+    settings = Settings(embedding_model="bge-small-en-v1.5", query_instruction=False)
+    assert effective_prefixes(settings) == ("", "")
+    assert effective_prefixes(settings.replace(query_prefix="query: ")) == ("", "")
+    plain = embedder_for(settings)
+    assert plain.query_prefix == ""
+    assert embedder_for(settings.replace(query_instruction=True)).query_prefix != ""
+    question = "how long do refunds take"
+    assert np.allclose(plain.embed_queries([question]), plain.embed_passages([question]), atol=1e-6)
+    # Only questions change: a sweep of it searches the same index.
+    assert not parse_sweep("query_instruction=true,false").changes_index
 
 
 def test_bge_has_no_torch_backend():
