@@ -35,6 +35,7 @@ from loader.eval.indexes import EVAL_TENANT
 from loader.eval.runner import run_configuration
 from loader.eval.tasks import EvalTask, load_task
 from loader.eval.toml_edit import edit_toml, toml_diff
+from loader.models.registry import effective_prefixes
 from loader.resolve import CONFIG_FILE_NAME
 from loader.settings import Settings, check_choice
 
@@ -46,6 +47,7 @@ log = logging.getLogger(__name__)
 # What is searched, in the order it is tried, and the values tried for each.
 TUNE_SPACE: dict[str, tuple[Any, ...]] = {
     "search_mode": ("hybrid-rrf", "hybrid-minmax"),
+    "query_instruction": (True, False),  # skipped for a model without one
     "rrf_rank_constant": (10, 20, 60, 100),
     "bm25_weight": (0.1, 0.3, 0.5, 0.7),
     "rrf_bm25_weight": (0.4, 0.5, 0.6),
@@ -119,13 +121,17 @@ class TuneResult:
 
 
 def parse_space(texts: Sequence[str], settings: Settings) -> dict[str, tuple[Any, ...]]:
-    """``["bm25_weight=0.2,0.5", "search_mode=hybrid-rrf,hybrid-minmax"]`` -> typed values.
+    """``["bm25_weight=0.2,0.5", "search_mode=hybrid-rrf,hybrid-minmax"]`` -> typed values;
+    none: ``TUNE_SPACE`` (without ``query_instruction`` for a model that has none).
 
     Raises:
         ConfigError: an unknown setting, a bad value, or a value outside a setting's choices.
     """
     if not texts:
-        return dict(TUNE_SPACE)
+        space = dict(TUNE_SPACE)
+        if not effective_prefixes(settings.replace(query_instruction=True))[0]:
+            del space["query_instruction"]  # the model has none to leave out
+        return space
     space: dict[str, tuple[Any, ...]] = {}
     for text in texts:
         name, _, raw = text.partition("=")

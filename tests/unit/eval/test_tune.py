@@ -52,7 +52,12 @@ def test_values_that_cannot_be_written():
 
 
 def test_space_is_typed_and_checked():
-    assert parse_space([], Settings()) == TUNE_SPACE
+    bge = Settings(embedding_model="bge-small-en-v1.5")
+    assert parse_space([], bge) == TUNE_SPACE and TUNE_SPACE["query_instruction"] == (True, False)
+    # MiniLM has no query instruction: leaving it out would measure the same numbers again.
+    assert parse_space([], Settings()) == {
+        name: values for name, values in TUNE_SPACE.items() if name != "query_instruction"
+    }
     space = parse_space(["bm25_weight=0.2,0.5", "search_mode=hybrid-rrf,bm25"], Settings())
     assert space == {"bm25_weight": (0.2, 0.5), "search_mode": ("hybrid-rrf", "bm25")}
     with pytest.raises(ConfigError, match="must be one of"):
