@@ -28,9 +28,10 @@ from loader.models.registry import ModelSpec
 log = logging.getLogger(__name__)
 
 INT8_SUFFIX = "_int8.onnx"
-# Padded tokens per onnxruntime call (see _batches). Measured on SciFact chunk texts, 2 cores
-# with 2 MB of L2 each (medians of 3): bge-small onnx-int8 68 chunks/s at 1024 tokens, 52 at 8192;
-# fp32 33 and 28; all-MiniLM-L6-v2 int8 120 and 89, fp32 67 and 53. Below 1024 it gets slower.
+# Padded tokens per onnxruntime call (see _batches). The model alone on push's SciFact chunk
+# texts, 2 cores with 2 MB of L2 each (bench_push.py --batch-tokens, medians of 3-5): bge-small
+# int8 68 chunks/s at 1024 tokens, 52 at 8192, fp32 33 and 28; all-MiniLM-L6-v2 int8 115 and 93,
+# fp32 65 and 49. 256 and 512 were slower again.
 BATCH_TOKENS = 1024
 
 
