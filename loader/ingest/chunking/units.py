@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import re
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -306,8 +307,10 @@ def trailing_sentences(units: list[Unit], limit: int, count: TokenCounter) -> li
     for unit in reversed(units):
         if not unit.whole_sentences or unit.kind not in ("paragraph", "list"):
             break
-        sentences = sentence_units(unit.text, unit.kind, unit.page, limit, count, unit.joiner)
-        if any(not sentence.whole_sentences for sentence in sentences):
+        # No budget: a sentence over the limit ends the overlap whole, so cutting it into
+        # words first (and counting each word) would be wasted.
+        sentences = sentence_units(unit.text, unit.kind, unit.page, sys.maxsize, count, unit.joiner)
+        if any(sentence.tokens > limit for sentence in sentences):
             break
         complete = True
         for sentence in reversed(sentences):

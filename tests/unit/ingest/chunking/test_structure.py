@@ -180,3 +180,23 @@ def test_parent_document_uses_half_the_target_and_no_overlap(count_tokens) -> No
         assert count_tokens(chunk.text) <= CONFIG.target_tokens // 2 + 40  # one sentence slack
     for previous, following in zip(chunks, chunks[1:], strict=False):
         assert shared_sentences(previous.body, following.body) == []
+
+
+def test_overlap_counts_sentences_not_the_words_of_long_ones(count_tokens) -> None:
+    # A sentence over the overlap ends it whole; it used to be cut into words first, each word
+    # counted: 11,227 of 16,093 tokenizer calls when chunking 300 SciFact abstracts.
+    counted: list[str] = []
+
+    def recording(text: str) -> int:
+        counted.append(text)
+        return count_tokens(text)
+
+    sentence = " ".join(f"word{n}" for n in range(30)) + "."  # ~60 tokens: over the overlap
+    paragraphs = [" ".join([sentence] * 3) for _ in range(6)]
+    doc = Document(
+        "long.md", "Long", [Section(("Long",), [Block("paragraph", p) for p in paragraphs])]
+    )
+    config = ChunkingConfig(target_tokens=120, overlap_tokens=27)
+    chunks = chunk_document(doc, config, recording)
+    assert len(chunks) > 3
+    assert not [text for text in counted if " " not in text.strip()]  # no single words counted
