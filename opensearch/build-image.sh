@@ -48,8 +48,20 @@ suite=bookworm
 base_image=loader-debian-base:${suite}
 here=$(cd "$(dirname "$0")" && pwd)
 
-if [[ ${1:-} != --force ]] && docker image inspect "$image" >/dev/null 2>&1; then
-    echo "image $image exists (pass --force to rebuild)"
+# An image is reused only when it was built from the files it would be built from now: a digest
+# of this directory (Dockerfiles, configuration, entrypoints, pinned artifacts, this script; the
+# main image leaves secure/ out) and of the variant, version and JDK is the image's label.
+# Otherwise a machine that built the image once would keep an image whose opensearch.yml is old.
+inputs=$(
+    cd "$here"
+    if [[ $variant == main ]]; then files=$(find . -type f -not -path './secure/*'); else files=$(find . -type f); fi
+    echo "$files" | LC_ALL=C sort | xargs sha256sum
+    echo "$variant $version $jdk"
+)
+inputs=$(sha256sum <<<"$inputs" | cut -c1-16)
+built_from=$(docker image inspect -f '{{index .Config.Labels "loader.build-inputs"}}' "$image" 2>/dev/null || true)
+if [[ ${1:-} != --force && $built_from == "$inputs" ]]; then
+    echo "image $image is up to date (pass --force to rebuild)"
     exit 0
 fi
 [[ -x $jdk/bin/java ]] || { echo "no JDK at $jdk: set OPENSEARCH_JDK (secure: OPENSEARCH_SECURE_JDK)" >&2; exit 1; }
@@ -212,5 +224,6 @@ else
     unzip -q -p "$torch_jni_jar" jnilib/linux-x86_64/cpu/libdjl_torch.so \
         >"$torch_dir/${djl_version}-libdjl_torch.so"
 fi
-docker build --quiet --build-arg "BASE_IMAGE=$base_image" -t "$image" "$context" >/dev/null
+docker build --quiet --build-arg "BASE_IMAGE=$base_image" --label "loader.build-inputs=$inputs" \
+    -t "$image" "$context" >/dev/null
 echo "built $image: OpenSearch $version with $(ls "$context/opensearch/plugins" | tr '\n' ' ')"
