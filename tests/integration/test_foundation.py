@@ -6,8 +6,11 @@ These tests use tiny 3-dimensional vectors so each expected order can be worked 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+
+NODE_CONFIG = Path(__file__).resolve().parents[2] / "opensearch" / "opensearch.yml"
 
 DOCS = {
     "refund": {"body": "Our refund policy explains when you get your money back.", "v": [1, 0, 0]},
@@ -55,6 +58,29 @@ def test_plugins_and_modules_are_loaded(client):
     nodes = client.nodes.info(metric="plugins")["nodes"]
     modules = {m["name"] for node in nodes.values() for m in node["modules"]}
     assert {"lang-painless", "lang-mustache", "analysis-common", "reindex"} <= modules
+
+
+def project_node_settings() -> dict[str, str]:
+    """The plugin and breaker settings of the image's ``opensearch.yml`` (``key: value`` lines;
+    network and cluster names are left out: test clusters set their own)."""
+    settings = {}
+    for line in NODE_CONFIG.read_text().splitlines():
+        key, separator, value = line.partition(":")
+        project_key = key.startswith(("indices.", "knn.", "plugins."))
+        if separator and project_key and not line.startswith("#"):
+            settings[key.strip()] = value.strip()
+    return settings
+
+
+def test_the_node_runs_the_projects_configuration(client):
+    """An image built from an older opensearch.yml fails here (build-image.sh rebuilds an image
+    whose inputs changed; a machine that skipped that would test the old configuration)."""
+    expected = project_node_settings()
+    assert "indices.breaker.total.use_real_memory" in expected
+    nodes = client.nodes.info(metric="settings", flat_settings=True)["nodes"]
+    for node in nodes.values():
+        running = {key: node["settings"].get(key) for key in expected}
+        assert running == expected, node["name"]
 
 
 def test_knn_and_english_analyzer(client, small_index):

@@ -43,15 +43,8 @@ from loader.settings import Settings
 log = logging.getLogger(__name__)
 
 # C1 only: the JVMs start faster on 2 shared cores; steady-state speed does not matter here.
-# 1 GB like the single test node.
+# 1 GB like the single test node (see opensearch/opensearch.yml on its parent circuit breaker).
 HEAP = "-Xms1g -Xmx1g -XX:TieredStopAtLevel=1"
-# The parent circuit breaker counts reserved bytes only, not the heap's momentary use. Deploying
-# the ml-commons model on three nodes sends its 8 MB chunks through node 1 as humongous objects,
-# which G1 lets fill the 1 GB heap before it collects them (node 1's GC log: 1023M -> 237M,
-# 1022M -> 168M; live data stayed under 250 MB). Counting that garbage, the breaker answered 429 to
-# every request of the tests after the deploy (real usage 985 MB > 95 % of the heap) on a busy CI
-# machine. The child breakers (request, in-flight requests, fielddata) still guard the heap.
-NODE_SETTINGS = {"indices.breaker.total.use_real_memory": "false"}
 # Seconds for a cold cluster: about a minute on an idle 2-core machine, minutes when it is busy.
 START_TIMEOUT = float(os.environ.get("LOADER_TEST_START_TIMEOUT", "300"))
 LABEL = "loader.tests"  # every container and network started here carries it
@@ -202,7 +195,6 @@ def start_cluster(
             "http.host": "0.0.0.0",
             "http.port": str(9200 + i),
             "transport.port": str(9300 + i),
-            **NODE_SETTINGS,
         }
         if size == 1:
             environment["discovery.type"] = "single-node"
