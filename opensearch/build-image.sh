@@ -54,7 +54,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 # Otherwise a machine that built the image once would keep an image whose opensearch.yml is old.
 inputs=$(
     cd "$here"
-    if [[ $variant == main ]]; then files=$(find . -type f -not -path './secure/*'); else files=$(find . -type f); fi
+    if [[ $variant == main ]]; then
+        files=$(find . -type f -not -path './secure/*')
+    else
+        files=$(find . -type f)
+    fi
     echo "$files" | LC_ALL=C sort | xargs sha256sum
     echo "$variant $version $jdk"
 )
