@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from loader.errors import ModelError
-from loader.models.registry import known_spec, spec_from_folder
+from loader.models.registry import instructions, known_spec, spec_from_folder
 from loader.settings import EMBEDDING_BACKENDS, Settings
 
 log = logging.getLogger(__name__)
@@ -100,10 +100,9 @@ class Embedder:
                 f"embedding model {name!r} ships as ONNX only (no torch weights); set "
                 "embedding_backend=onnx or onnx-int8"
             )
-        self.query_prefix = query_prefix or (self.spec.query_prefix if self.spec else "")
-        if not query_instruction:
-            self.query_prefix = ""
-        self.passage_prefix = passage_prefix or (self.spec.passage_prefix if self.spec else "")
+        self.query_prefix, self.passage_prefix = instructions(
+            self.spec, query_prefix, passage_prefix, query_instruction
+        )
         self._fast_tokenizer = _load_fast_tokenizer(Path(self.path))
         self.max_seq_length = self.spec.max_tokens if self.spec else self.model.max_seq_length
         # [CLS] and [SEP] take two of the model's positions, the passage instruction some more.

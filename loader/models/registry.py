@@ -131,14 +131,25 @@ def spec_from_folder(name: str, folder: Path) -> ModelSpec | None:
     )
 
 
-def effective_prefixes(settings: Settings) -> tuple[str, str]:
-    """``(query_prefix, passage_prefix)``: the settings' where set, else the model's own; no
+def instructions(
+    spec: ModelSpec | None, query_prefix: str, passage_prefix: str, query_instruction: bool
+) -> tuple[str, str]:
+    """``(query_prefix, passage_prefix)``: the given ones where set, else the model's own; no
     query prefix with ``query_instruction`` off."""
-    spec = known_spec(settings.embedding_model)
-    query_prefix = settings.query_prefix or (spec.query_prefix if spec else "")
+    query = query_prefix or (spec.query_prefix if spec else "")
     return (
-        query_prefix if settings.query_instruction else "",
-        settings.passage_prefix or (spec.passage_prefix if spec else ""),
+        query if query_instruction else "",
+        passage_prefix or (spec.passage_prefix if spec else ""),
+    )
+
+
+def effective_prefixes(settings: Settings) -> tuple[str, str]:
+    """``instructions`` of the settings' model and prefix settings."""
+    return instructions(
+        known_spec(settings.embedding_model),
+        settings.query_prefix,
+        settings.passage_prefix,
+        settings.query_instruction,
     )
 
 
