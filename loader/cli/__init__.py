@@ -13,6 +13,7 @@ from loader.cli import chat as chat_cli
 from loader.cli import cluster, eval, index, ingest, query
 from loader.cli import doctor as doctor_cli
 from loader.cli import explain as explain_cli
+from loader.cli import finetune as finetune_cli
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,6 +34,7 @@ for command in (
     explain_cli.explain,
     doctor_cli.doctor,
     eval.eval_command,
+    finetune_cli.fine_tune_command,
     query.serve,
 ):
     cli.add_command(command)

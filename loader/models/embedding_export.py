@@ -178,6 +178,8 @@ def _token_embeddings(model: Any) -> tuple[Any, Any]:
             ).last_hidden_state
 
     example = model.tokenizer(["an example sentence to trace"], return_tensors="pt")
+    if "token_type_ids" not in example:  # tokenizers configured without them: one segment
+        example["token_type_ids"] = torch.zeros_like(example["input_ids"])
     return _TokenEmbeddings(), example
 
 

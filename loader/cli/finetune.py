@@ -1,0 +1,111 @@
+"""`loader fine-tune`: train the embedding model on a BEIR dataset's judged train questions."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from loader.cli.common import settings_options
+from loader.settings import Settings
+from loader.terminal import printable
+
+
+@click.command(name="fine-tune")
+@click.argument("dataset", type=click.Path(exists=True, file_okay=False))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="New folder for the trained model (a sentence-transformers folder).",
+)
+@click.option("--split", default="train", show_default=True, help="qrels split to learn from.")
+@click.option(
+    "--test-split", default="test", show_default=True, help="The split eval measures: refused."
+)
+@click.option("--epochs", type=int, default=1, show_default=True)
+@click.option("--learning-rate", type=float, default=2e-5, show_default=True)
+@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option("--max-tokens", type=int, default=256, show_default=True, help="Cut while training.")
+@click.option("--negatives", type=int, default=3, show_default=True, help="Hard ones per question.")
+@click.option(
+    "--candidates", type=int, default=40, show_default=True, help="Chunks searched per question."
+)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions."
+)
+@click.option(
+    "--index-prefix",
+    default="eval",
+    show_default=True,
+    help="Prefix of the eval index the examples are mined from (reused when it exists).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@settings_options
+def fine_tune_command(
+    settings: Settings,
+    dataset: str,
+    out: Path,
+    split: str,
+    test_split: str,
+    epochs: int,
+    learning_rate: float,
+    batch_size: int,
+    max_tokens: int,
+    negatives: int,
+    candidates: int,
+    limit: int | None,
+    index_prefix: str,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Fine-tune the configured embedding model on DATASET's judged --split questions.
+
+    Examples are mined from the index `loader eval` pushes DATASET into (the vector side's
+    hard negatives, each relevant document's closest chunk) and the model is saved to --out.
+    Measure it with `loader eval` and the setting embedding_model = "<out>".
+    """
+    from loader.eval.finetune import FineTuneRequest, fine_tune_embedder
+    from loader.models.finetune import FineTuneOptions
+
+    request = FineTuneRequest(
+        dataset,
+        out,
+        split=split,
+        test_split=test_split,
+        candidates=candidates,
+        negatives=negatives,
+        limit=limit,
+        index_prefix=index_prefix,
+        options=FineTuneOptions(epochs, learning_rate, batch_size, max_tokens=max_tokens),
+    )
+    silent = quiet or as_json
+    result = fine_tune_embedder(
+        request,
+        settings,
+        show_progress=sys.stderr.isatty() and not silent,
+        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
+    )
+    summary = {
+        "out": str(result.out),
+        "examples": result.examples,
+        "steps": result.steps,
+        "epoch_losses": [round(loss, 4) for loss in result.epoch_losses],
+        "seconds": round(result.seconds, 1),
+    }
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+        return
+    click.echo(
+        printable(
+            f"trained on {result.examples} examples in {result.steps} steps "
+            f"({result.seconds:.0f} s; mean loss per epoch "
+            f"{', '.join(f'{loss:.3f}' for loss in result.epoch_losses)}): {result.out}"
+        )
+    )
+    click.echo(
+        printable(f'measure it: loader eval {dataset} with embedding_model = "{result.out}"')
+    )

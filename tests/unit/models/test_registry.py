@@ -1,0 +1,68 @@
+"""What a sentence-transformers folder says about itself, in either layout its versions write."""
+
+from __future__ import annotations
+
+import json
+
+from loader.models.registry import spec_from_folder
+
+
+def _write(folder, files):
+    for name, value in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(value), encoding="utf-8")
+
+
+NORMALIZE = {"idx": 2, "name": "2", "path": "2_Normalize"}
+
+
+def test_a_folder_saved_before_sentence_transformers_6(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "1_Pooling/config.json": {
+                "word_embedding_dimension": 384,
+                "pooling_mode_cls_token": True,
+            },
+            "modules.json": [NORMALIZE | {"type": "sentence_transformers.models.Normalize"}],
+            "sentence_bert_config.json": {"max_seq_length": 256},
+        },
+    )
+    spec = spec_from_folder("old", tmp_path)
+    assert (spec.pooling, spec.normalize, spec.max_tokens, spec.dimension) == (
+        "cls",
+        True,
+        256,
+        384,
+    )
+
+
+def test_a_folder_saved_by_sentence_transformers_6(tmp_path):
+    _write(
+        tmp_path,
+        {
+            "1_Pooling/config.json": {"embedding_dimension": 768, "pooling_mode": "mean"},
+            "modules.json": [
+                NORMALIZE | {"type": "sentence_transformers.base.modules.normalize.Normalize"}
+            ],
+            "sentence_bert_config.json": {"transformer_task": "feature-extraction"},
+            "tokenizer_config.json": {"model_max_length": 384},
+        },
+    )
+    spec = spec_from_folder("new", tmp_path)
+    assert (spec.pooling, spec.normalize, spec.max_tokens, spec.dimension) == (
+        "mean",
+        True,
+        384,
+        768,
+    )
+    # transformers' "no limit" sentinel is not a limit the chunker can use.
+    _write(tmp_path, {"tokenizer_config.json": {"model_max_length": int(1e30)}})
+    assert spec_from_folder("new", tmp_path).max_tokens == 512
+
+
+def test_max_pooling_is_left_to_sentence_transformers(tmp_path):
+    _write(tmp_path, {"1_Pooling/config.json": {"embedding_dimension": 384, "pooling_mode": "max"}})
+    assert spec_from_folder("max", tmp_path) is None
+    assert spec_from_folder("none", tmp_path / "missing") is None
