@@ -51,13 +51,18 @@ def quantized(fp32: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".quantize-", dir=fp32.parent))
     try:
         partial = tmp / target.name
-        quantize_dynamic(
-            fp32,
-            partial,
-            weight_type=QuantType.QInt8,
-            per_channel=True,  # one scale per output column: closer to fp32 at no cost
-            nodes_to_quantize=weight_matmuls(fp32),
-        )
+        root = logging.getLogger()
+        root.addFilter(_no_pre_processing_advice)
+        try:
+            quantize_dynamic(
+                fp32,
+                partial,
+                weight_type=QuantType.QInt8,
+                per_channel=True,  # one scale per output column: closer to fp32 at no cost
+                nodes_to_quantize=weight_matmuls(fp32),
+            )
+        finally:
+            root.removeFilter(_no_pre_processing_advice)
         partial.replace(target)
     except Exception as exc:  # the quantizer raises many kinds; all mean "cannot quantize"
         raise ModelError(
@@ -66,6 +71,13 @@ def quantized(fp32: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _no_pre_processing_advice(record: logging.LogRecord) -> bool:
+    """Drop the quantizer's root-logger advice to pre-process (shape inference and graph
+    fusions first): the weight MatMuls quantize as they are, and the fusions it would apply were
+    measured no faster here (README, "Models"). Printed with a URL on every first int8 use."""
+    return not record.getMessage().startswith("Please consider to run pre-processing")
 
 
 def weight_matmuls(path: Path) -> list[str]:

@@ -3,6 +3,8 @@ model's spec says (bge: questions only), and the int8 copy is made once."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pytest
 
@@ -153,3 +155,11 @@ def test_batches_hold_similar_lengths_within_the_token_budget():
         assert len(batch) == 1 or len(batch) * lengths[batch[-1]] <= onnx_embedding.BATCH_TOKENS
     assert [lengths[i] for i in batches[0]] == [5, 39, 40]  # cut by count
     assert [len(batch) for batch in batches[-2:]] == [1, 1]  # 512 and 600 tokens: one each
+
+
+def test_quantizing_prints_no_pre_processing_advice(tmp_path, caplog):
+    _tiny_onnx(tmp_path / "model.onnx")
+    with caplog.at_level("WARNING"):
+        onnx_embedding.quantized(tmp_path / "model.onnx")
+    assert not [r for r in caplog.records if "pre-processing" in r.getMessage()]
+    assert onnx_embedding._no_pre_processing_advice not in logging.getLogger().filters
