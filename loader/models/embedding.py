@@ -109,9 +109,7 @@ class Embedder:
     def model(self):
         """The runtime: a SentenceTransformer (torch) or an ``OnnxEncoder``; shared per process."""
         if self.backend == "torch":
-            return load_sentence_transformer(
-                self.name, torch_model_path(self.name, self.path), self.device
-            )
+            return load_sentence_transformer(self.name, self.path, self.device)
         return _load_onnx_encoder(self.name, self.path, self.backend, self.threads)
 
     @property
@@ -198,6 +196,7 @@ def load_sentence_transformer(name: str, path: str, device: str):
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # "Loading weights" bars on every load
+    path = torch_model_path(name, path)
     try:
         return SentenceTransformer(path, device=device)
     except Exception as exc:  # the library raises many kinds; all mean "cannot load"
