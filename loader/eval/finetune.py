@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from loader.errors import ConfigError
 from loader.eval.configs import EvalConfig
 from loader.eval.indexes import EVAL_TENANT, EvalIndexes
@@ -171,7 +173,7 @@ def mine_examples(
             chunks = _search(client, settings, _chunks_of(doc))
             if not chunks:
                 continue
-            best = max(chunks, key=lambda hit: _dot(vector, hit["_source"]["embedding"]))
+            best = max(chunks, key=lambda hit: float(np.dot(vector, hit["_source"]["embedding"])))
             mined.examples.append(
                 TrainingExample(question.text, best["_source"]["content"], tuple(hard))
             )
@@ -205,7 +207,3 @@ def _search(client: OpenSearch, settings: Settings, body: dict[str, Any]) -> lis
 
     with cluster_errors(settings, f"mining training examples from {settings.index_name!r}"):
         return client.search(index=settings.index_name, body=body)["hits"]["hits"]
-
-
-def _dot(a: Any, b: list[float]) -> float:
-    return float(sum(x * y for x, y in zip(a, b, strict=True)))

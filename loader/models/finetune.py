@@ -42,7 +42,8 @@ class FineTuneOptions:
         learning_rate: AdamW's peak rate, after a linear warm-up over a tenth of the steps and
             before a linear decay to 0. Small: the model is already good; large rates forget.
         batch_size: examples per step; every other passage of the batch is a negative too.
-        scale: inverse temperature of the similarities (bge was trained at 0.02, i.e. 50).
+        scale: inverse temperature of the similarities (50: temperature 0.02, bge's
+            fine-tuning recipe).
         max_tokens: passages and questions are cut to this many tokens while training.
         seed: shuffling and the choice of each step's hard negative.
     """

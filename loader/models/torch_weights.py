@@ -55,15 +55,13 @@ def torch_folder(files: ModelFiles, spec: ModelSpec) -> Path:
     tmp = Path(tempfile.mkdtemp(prefix=".torch-", dir=files.folder))
     try:
         _write_sentence_transformer(files, spec, tmp)
-        tmp.rename(target)
-    except OSError:
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / "modules.json").is_file():
+                raise  # else another process finished first, and its copy is the same
+    finally:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not (target / "modules.json").is_file():
-            raise
-        # else another process finished first, and its copy is the same
-    except Exception:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return target
 
 
@@ -106,6 +104,11 @@ def bert_weights(onnx_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             if product is not None and product.op_type == "MatMul":
                 head_dims.add(round(float(constants[node.input[1]]) ** 2))
 
+    if len(head_dims) != 1:
+        raise ModelError(
+            f"{onnx_path}: no single attention head size (found {sorted(head_dims)}); not a BERT "
+            "encoder exported by transformers"
+        )
     try:
         words = state["embeddings.word_embeddings.weight"]
         hidden = words.shape[1]
@@ -118,12 +121,11 @@ def bert_weights(onnx_path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
             "intermediate_size": state["encoder.layer.0.intermediate.dense.bias"].shape[0],
             "max_position_embeddings": state["embeddings.position_embeddings.weight"].shape[0],
             "type_vocab_size": state["embeddings.token_type_embeddings.weight"].shape[0],
+            # BERT's; the graph's LayerNorms add it as a float32 constant (9.99e-13).
             "layer_norm_eps": 1e-12,
         }
     except (KeyError, ValueError, IndexError) as exc:
         raise ModelError(f"{onnx_path} is not a BERT encoder exported by transformers") from exc
-    if len(head_dims) > 0:
-        raise ModelError(f"{onnx_path}: attention head sizes disagree")
     return state, config
 
 
