@@ -45,7 +45,8 @@ import uuid
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# TOKENIZERS_PARALLELISM is left as `loader push` leaves it: unset for the ONNX backends (the
+# tokenizer batches on every core before onnxruntime runs), "false" once torch is loaded.
 
 from loader.cluster.client import connect  # noqa: E402
 from loader.eval.datasets import corpus_to_documents, load_beir  # noqa: E402

@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import opensearchpy
+import orjson
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +42,36 @@ class BulkAction:
     tag: str
     document: dict[str, Any] | None = None
 
-    def lines(self) -> list[str]:
-        header = json.dumps({self.op: {"_index": self.index, "_id": self.id}})
+    def payload(self) -> bytes:
+        """The operation's NDJSON lines, each ending in a newline: its header, then (to index)
+        its document."""
+        header = to_json({self.op: {"_index": self.index, "_id": self.id}})
         if self.op == "delete":
-            return [header]
-        return [header, json.dumps(self.document, separators=(",", ":"))]
+            return header + b"\n"
+        return header + b"\n" + to_json(self.document) + b"\n"
+
+
+def to_json(document: Any) -> bytes:
+    """Compact JSON (UTF-8) of a bulk line.
+
+    orjson writes a numpy float32 vector as the shortest decimals that read back to the same
+    float32 (what a ``knn_vector`` stores): 40% fewer bytes than the repr of Python floats, and
+    ~15 x faster than the standard library; at a push's 384 floats per chunk that was a tenth of
+    an int8 push. What orjson refuses (an integer beyond 64 bits or a lone surrogate from a
+    document's metadata, a vector that is not contiguous) goes through the standard library, as
+    every line did before.
+    """
+    try:
+        return orjson.dumps(document, option=orjson.OPT_SERIALIZE_NUMPY)
+    except orjson.JSONEncodeError:
+        return json.dumps(document, separators=(",", ":"), default=_plain).encode("utf-8")
+
+
+def _plain(value: Any) -> Any:
+    """numpy arrays and scalars as the standard library's JSON writes them."""
+    if isinstance(value, np.ndarray | np.generic):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 @dataclass
@@ -56,13 +83,13 @@ class BulkResult:
 
 def batches(
     actions: Iterable[BulkAction], max_count: int, max_bytes: int
-) -> Iterator[list[tuple[BulkAction, str]]]:
+) -> Iterator[list[tuple[BulkAction, bytes]]]:
     """Group actions (with their serialized lines) into requests of bounded count and size."""
-    batch: list[tuple[BulkAction, str]] = []
+    batch: list[tuple[BulkAction, bytes]] = []
     size = 0
     for action in actions:
-        payload = "\n".join(action.lines()) + "\n"
-        length = len(payload.encode("utf-8"))
+        payload = action.payload()
+        length = len(payload)
         if batch and (len(batch) >= max_count or size + length > max_bytes):
             yield batch
             batch, size = [], 0
@@ -125,13 +152,13 @@ def send_bulk(
 
 def _send_once(
     client: opensearchpy.OpenSearch,
-    batch: list[tuple[BulkAction, str]],
+    batch: list[tuple[BulkAction, bytes]],
     result: BulkResult,
     request_timeout: float | None = None,
-) -> tuple[list[tuple[BulkAction, str]], opensearchpy.TransportError | None]:
+) -> tuple[list[tuple[BulkAction, bytes]], opensearchpy.TransportError | None]:
     """One bulk request; returns the items to retry and, if the request as a whole failed in a
     retryable way, its exception."""
-    body = "".join(payload for _, payload in batch)
+    body = b"".join(payload for _, payload in batch)
     timeout = {"request_timeout": request_timeout} if request_timeout else {}
     try:
         response = client.bulk(body=body, **timeout)

@@ -40,6 +40,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from opensearchpy import OpenSearch
 
 from loader.cluster.client import cluster_errors, connect
@@ -59,6 +60,9 @@ from loader.ingest.workers import embed_passages
 from loader.models.embedding import Embedder, embedder_for
 from loader.settings import Settings
 
+# A chunk's vector: a float32 row just embedded, or the list of floats read back from the index.
+Vector = list[float] | np.ndarray
+
 log = logging.getLogger(__name__)
 
 
@@ -67,7 +71,7 @@ def chunk_body(
     position: int,
     collection: str,
     strategy: str,
-    vector: list[float] | None,
+    vector: Vector | None,
     chunking: str,
 ) -> dict[str, Any]:
     """The indexed document of one chunk (only fields of the strict mapping); ``chunking`` is
@@ -182,7 +186,6 @@ def sync_documents(
         on_event=notify,
     )
     report = plan.report()
-    _warn_about_truncation(plan.to_write, embedder, report, notify)
     if dry_run:
         report.plan = plan.lines()
     else:
@@ -262,7 +265,7 @@ def _vectors(
     embedder: Embedder,
     report: PushReport,
     show_progress: bool,
-) -> dict[str, list]:
+) -> dict[str, Vector]:
     """Every planned chunk's vector, by content hash: those the index holds are read back, only
     the others are embedded. With ``embedding_location = cluster`` the others are left out: their
     chunks go without a vector and the index's ingest pipeline embeds them."""
@@ -292,11 +295,12 @@ def _vectors(
         )
         report.embed_seconds = time.perf_counter() - embed_started
         report.embedded = len(texts_by_hash)
-        vectors.update(zip(texts_by_hash, (v.tolist() for v in new_vectors), strict=True))
+        # float32 rows as they are: the bulk lines write them as float32 (``bulk.to_json``).
+        vectors.update(zip(texts_by_hash, new_vectors, strict=True))
     return vectors
 
 
-def _actions(plan: PushPlan, settings: Settings, vectors: dict[str, list]) -> list[BulkAction]:
+def _actions(plan: PushPlan, settings: Settings, vectors: dict[str, Vector]) -> list[BulkAction]:
     """The bulk operations of a plan: index every planned chunk, then delete the stale ones."""
     alias = settings.index_name
     chunking = chunking_fingerprint(settings)
@@ -364,27 +368,6 @@ def _record(
     report.chunks_written = sum(1 for a in actions if a.op == "index" and a.id not in failed_ids)
     report.chunks_deleted = sum(1 for a in actions if a.op == "delete" and a.id not in failed_ids)
     report.failed = len(report.skipped) + len(failed_sources)
-
-
-def _warn_about_truncation(
-    planned: list[PlannedDocument],
-    embedder: Embedder,
-    report: PushReport,
-    notify: Callable[[str], None],
-) -> None:
-    """Warn about any chunk longer than the model reads: its tail would never be embedded."""
-    chunks = [chunk for doc in planned for chunk in doc.chunks]
-    if not chunks:
-        return
-    counts = embedder.token_counts([c.text for c in chunks])
-    for chunk, count in zip(chunks, counts, strict=True):
-        if count > embedder.max_text_tokens:
-            line = (
-                f"{chunk.source} chunk {chunk.position} has {count} tokens; the model reads "
-                f"{embedder.max_text_tokens}: lower chunk_max_tokens"
-            )
-            report.warnings.append(line)
-            notify(f"warning: {line}")
 
 
 def _progress(iterable: Any, enabled: bool, description: str, total: int | None = None) -> Any:

@@ -118,14 +118,6 @@ class Embedder:
             return self.spec.dimension
         return int(self.model.get_embedding_dimension())
 
-    def token_counts(self, texts: list[str]) -> list[int]:
-        """Tokens the model sees for each text, special tokens excluded."""
-        if self._fast_tokenizer is not None:
-            encoded = self._fast_tokenizer.encode_batch(texts, add_special_tokens=False)
-            return [len(e.ids) for e in encoded]
-        tokenizer = self.model.tokenizer
-        return [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
-
     def count_tokens(self, text: str) -> int:
         """Tokens the model sees for ``text``, special tokens excluded."""
         if self._fast_tokenizer is not None:

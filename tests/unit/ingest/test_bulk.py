@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import opensearchpy
 import pytest
 
-from loader.ingest.bulk import BulkAction, batches, send_bulk
+from loader.ingest.bulk import BulkAction, batches, send_bulk, to_json
 
 ERRORS = {
     400: {"type": "mapper_parsing_exception", "reason": "failed to parse field [published]"},
@@ -42,8 +43,8 @@ class FakeBulkClient:
         self.requests: list[list[tuple[str, str]]] = []  # per request: (op, id) per item
         self.documents: list[dict] = []  # the sources of every index item sent
 
-    def bulk(self, body: str) -> dict:
-        assert body.endswith("\n"), "an NDJSON bulk body ends with a newline"
+    def bulk(self, body: bytes) -> dict:
+        assert body.endswith(b"\n"), "an NDJSON bulk body ends with a newline"
         lines = [json.loads(line) for line in body.splitlines()]
         items = []
         while lines:
@@ -92,13 +93,44 @@ def send(client: FakeBulkClient, actions: list[BulkAction], **options):
 
 
 def test_an_index_action_is_a_header_and_its_document():
-    header, source = index("d-0").lines()
+    header, source, end = index("d-0").payload().split(b"\n")
     assert json.loads(header) == {"index": {"_index": "chunks", "_id": "d-0"}}
-    assert source == '{"chunk_id":"d-0","content":"some text"}'  # compact: smaller requests
+    assert source == b'{"chunk_id":"d-0","content":"some text"}'  # compact: smaller requests
+    assert end == b""
 
 
 def test_a_delete_action_is_a_header_alone():
-    assert delete("d-1").lines() == ['{"delete": {"_index": "chunks", "_id": "d-1"}}']
+    assert delete("d-1").payload() == b'{"delete":{"_index":"chunks","_id":"d-1"}}\n'
+
+
+def test_a_float32_vector_is_written_as_the_float32_it_is_in_fewer_bytes():
+    vectors = np.random.default_rng(7).standard_normal((50, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    for row in vectors:
+        line = to_json({"embedding": row})
+        read_back = np.array(json.loads(line)["embedding"], dtype=np.float32)
+        assert np.array_equal(read_back, row)  # what a knn_vector stores, bit for bit
+        as_floats = json.dumps({"embedding": row.tolist()}, separators=(",", ":"))
+        assert len(line) < 0.75 * len(as_floats)
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"id": 2**70, "content": "an integer beyond 64 bits, from a document's front matter"},
+        {"title": "a lone surrogate \udc9f from JSON metadata"},
+        {"embedding": np.arange(8, dtype=np.float32)[::2]},  # a strided view, not contiguous
+        {"tags": ["unicode \u00e9\u4e2d", 'quote " and \\ and \n'], "n": np.int64(3)},
+    ],
+    ids=["big-int", "surrogate", "strided-vector", "plain"],
+)
+def test_what_orjson_refuses_is_written_as_the_standard_library_writes_it(document):
+    line = to_json(document)
+    plain = {
+        key: value.tolist() if isinstance(value, np.ndarray | np.generic) else value
+        for key, value in document.items()
+    }
+    assert json.loads(line) == plain
 
 
 # --- chunk: batches by count and by bytes -------------------------------------------------------
@@ -112,13 +144,13 @@ def test_batches_are_cut_by_count():
 
 def test_batches_are_cut_by_bytes_and_keep_the_order():
     actions = [index(f"d-{n}", text="x" * 100) for n in range(4)]
-    one = len("\n".join(actions[0].lines()) + "\n")
+    one = len(actions[0].payload())
     grouped = list(batches(actions, max_count=100, max_bytes=2 * one))
     assert [[action.id for action, _ in batch] for batch in grouped] == [
         ["d-0", "d-1"],
         ["d-2", "d-3"],
     ]
-    assert all(payload.endswith("\n") for batch in grouped for _, payload in batch)
+    assert all(payload.endswith(b"\n") for batch in grouped for _, payload in batch)
 
 
 def test_an_action_larger_than_max_bytes_is_sent_alone_not_dropped():
