@@ -27,6 +27,7 @@ from typing import Any, get_type_hints
 
 from loader.errors import ConfigError
 from loader.settings import Settings, check_choice
+from loader.text import first_surrogate
 
 CONFIG_FILE_NAME = "loader.toml"
 
@@ -48,6 +49,15 @@ def _coerce(name: str, value: Any, kind: type, origin: str) -> Any:
         raise ConfigError(
             f"setting {name!r} from {origin} must be of type {kind.__name__}, got {value!r}"
         ) from None
+
+
+def _check_unicode(name: str, value: Any, origin: str) -> None:
+    """Refuse a value holding a lone surrogate (``loader.text``), without showing it: it may be a
+    key."""
+    if first_surrogate(value) is not None:
+        raise ConfigError(
+            f"setting {name!r} from {origin} is not valid UTF-8 text (an undecodable byte)"
+        )
 
 
 def resolve_settings(
@@ -77,6 +87,7 @@ def resolve_settings(
             raise ConfigError(f"unknown setting {name!r} in {origin}; see `loader settings`")
         values[name] = _coerce(name, value, types[name], origin)
         check_choice(name, values[name], origin)
+        _check_unicode(name, values[name], origin)
         sources[name] = origin
 
     path = Path(config_path) if config_path else Path(CONFIG_FILE_NAME)

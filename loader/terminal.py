@@ -22,8 +22,9 @@ __all__ = ["printable", "printable_lines"]
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 # C0 controls (tab included: it can hide text), DEL, C1 controls, the Unicode line and paragraph
-# separators, and the bidirectional embeddings, overrides and isolates.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# separators, the bidirectional embeddings, overrides and isolates, and lone surrogates (a file
+# name's undecodable bytes, a JSON escape), which no terminal encoding can print.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -38,9 +39,9 @@ def printable(text: str) -> str:
     """``text`` with every control character escaped, so it prints as exactly one line.
 
     ``\\n``, ``\\r`` and ``\\t`` become those two-character escapes; other C0 and C1 controls
-    and DEL become ``\\xNN``; U+2028, U+2029 and the bidi controls U+202A–U+202E and
-    U+2066–U+2069 become ``\\uNNNN``. Everything else, backslashes and non-ASCII letters
-    included, is left as it is.
+    and DEL become ``\\xNN``; U+2028, U+2029, the bidi controls U+202A–U+202E and
+    U+2066–U+2069 and lone surrogates become ``\\uNNNN``. Everything else, backslashes and
+    non-ASCII letters included, is left as it is.
 
     Args:
         text: anything that is about to be printed.

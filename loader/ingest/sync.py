@@ -59,6 +59,7 @@ from loader.ingest.readers import Skipped, iter_documents, require_folder
 from loader.ingest.workers import embed_passages
 from loader.models.embedding import Embedder, embedder_for
 from loader.settings import Settings
+from loader.text import require_unicode
 
 # A chunk's vector: a float32 row just embedded, or the list of floats read back from the index.
 Vector = list[float] | np.ndarray
@@ -173,6 +174,9 @@ def sync_documents(
         The report.
     """
     started = time.perf_counter()
+    require_unicode("collection", collection, "pass another with --collection")
+    if tenant is not None:
+        require_unicode("tenant", tenant)
     notify = on_event or (lambda line: None)
     client, embedder = _prepare(settings, client, embedder)
     plan = plan_push(

@@ -32,6 +32,7 @@ from loader.errors import ConfigError
 from loader.query.conversation import check_history
 from loader.query.identifiers import exact_terms
 from loader.settings import SEARCH_MODES, Settings
+from loader.text import require_unicode
 
 EXPANSIONS = ("parent", "window")
 # Characters of a question that are searched; the rest is cut off (the embedder sees at most
@@ -268,6 +269,7 @@ class SearchRequest:
                 raise ConfigError(
                     f"{name} must be a string, got {type(value).__name__} {_shown(value)}"
                 )
+            require_unicode(name, value)
         if not self.question.strip():
             raise ConfigError("question is empty; give the text to search for")
         if not self.tenant.strip():

@@ -28,7 +28,7 @@ from pathlib import Path, PurePath
 from loader.documents import Document
 from loader.errors import ConfigError, InputError
 from loader.ingest.readers.code import CODE_LANGUAGES, read_code
-from loader.ingest.readers.common import Rejected, decode_text
+from loader.ingest.readers.common import Rejected, check_unicode, decode_text
 from loader.ingest.readers.docx import read_docx
 from loader.ingest.readers.html import read_html
 from loader.ingest.readers.markdown import read_markdown
@@ -36,6 +36,7 @@ from loader.ingest.readers.notebook import read_notebook
 from loader.ingest.readers.pdf import read_pdf
 from loader.ingest.readers.rst import read_rst
 from loader.ingest.readers.text import read_text
+from loader.text import first_surrogate
 
 __all__ = ["SUPPORTED_SUFFIXES", "Skipped", "iter_documents", "read_document"]
 
@@ -84,6 +85,15 @@ def _source(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
+def printable_name(source: str) -> str:
+    """``source`` with the bytes of a name that is not UTF-8 written as ``\\xNN`` escapes
+    (``caf\\xe9.md``): what a skipped file is reported under."""
+    try:
+        return os.fsencode(source).decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate no file system decoding makes
+        return source.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _os_reason(exc: OSError, path: Path) -> str:
     if exc.errno == errno.ELOOP:
         return "symlink loop"
@@ -108,6 +118,17 @@ def _file_kind(mode: int) -> str:
 
 def _read(path: Path, source: str, max_bytes: int) -> Document:
     """Read one file, raising ``Rejected`` with a one-line reason when it cannot be used."""
+    document = _read_format(path, source, max_bytes)
+    check_unicode(document)
+    return document
+
+
+def _read_format(path: Path, source: str, max_bytes: int) -> Document:
+    """The document the file's format reader makes of it."""
+    if first_surrogate(source) is not None:
+        # Bytes of another encoding in a name (a Latin-1 archive, say) reach Python as lone
+        # surrogates: no id, hash or JSON can hold them.
+        raise Rejected("file name is not valid UTF-8; rename the file")
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         raise Rejected(
@@ -166,7 +187,7 @@ def read_document(path: Path, root: Path, max_bytes: int) -> Document:
     try:
         return _read(path, source, max_bytes)
     except Rejected as exc:
-        raise InputError(f"{source}: {exc.reason}") from None
+        raise InputError(f"{printable_name(source)}: {exc.reason}") from None
 
 
 def iter_documents(
@@ -213,11 +234,11 @@ def iter_documents(
         try:
             info = path.stat()
         except OSError as exc:
-            yield Skipped(source, _os_reason(exc, path))
+            yield Skipped(printable_name(source), _os_reason(exc, path))
             continue
         reason = walk.refusal(path, source, info)
         if reason is not None:
-            yield Skipped(source, reason)
+            yield Skipped(printable_name(source), reason)
         elif not stat.S_ISDIR(info.st_mode):  # a folder the walk reads is entered by refusal()
             yield _read_or_skip(path, source, max_bytes)
 
@@ -244,11 +265,11 @@ def _read_or_skip(path: Path, source: str, max_bytes: int) -> Document | Skipped
     try:
         return _read(path, source, max_bytes)
     except Rejected as exc:
-        log.debug("skipped %s: %s", source, exc.reason)
-        return Skipped(source, exc.reason)
+        log.debug("skipped %s: %s", printable_name(source), exc.reason)
+        return Skipped(printable_name(source), exc.reason)
     except Exception as exc:  # one odd file must not stop the other thousand
-        log.warning("unexpected error reading %s", source, exc_info=True)
-        return Skipped(source, f"unexpected error: {type(exc).__name__}: {exc}")
+        log.warning("unexpected error reading %s", printable_name(source), exc_info=True)
+        return Skipped(printable_name(source), f"unexpected error: {type(exc).__name__}: {exc}")
 
 
 class _Walk:

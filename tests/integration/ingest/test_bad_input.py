@@ -38,6 +38,8 @@ EXPECTED = {
     "blank.txt": "empty file",
     "broken-table.rst": "reStructuredText error on line 6: Malformed table.",
     "broken.pdf": "unreadable PDF: Stream has ended unexpectedly",
+    # A name in Latin-1 bytes (an old archive unpacked): reported with the byte escaped.
+    "caf\\xe9.md": "file name is not valid UTF-8; rename the file",
     "dangling.md": "broken symlink",
     "deeply-nested.html": None,
     "empty.md": "empty file",
@@ -59,6 +61,11 @@ EXPECTED = {
     "pipe.md": "not a regular file (a FIFO)",
     "renamed-text.docx": "not a Word .docx file (not a ZIP package)",
     "scanned.pdf": "no text layer, OCR not available",
+    # Half a UTF-16 pair, escaped in JSON or substituted in reST: no UTF-8 can carry it.
+    "surrogate-escape.ipynb": "not valid Unicode: the text holds the lone surrogate U+DC9F (half "
+    "of a UTF-16 pair, written as an escape like \\udc9f); remove it",
+    "surrogate-substitution.rst": "not valid Unicode: the text holds the lone surrogate U+D800 "
+    "(half of a UTF-16 pair, written as an escape like \\ud800); remove it",
     # A Python file this Python cannot parse (half edited, or Python 2) is still text worth
     # finding: it is indexed as plain code, without sections, and a warning says so.
     "syntax-error.py": None,
@@ -75,14 +82,14 @@ WARNINGS = [
 GOOD = sorted(source for source, reason in EXPECTED.items() if reason is None)
 BAD = {source: reason for source, reason in EXPECTED.items() if reason is not None}
 UNCOMMITTABLE = {"oversized.txt", "loop.md", "loops/back", "pipe.md", "dangling.md"}
-UNCOMMITTABLE |= {"outside.md", "huge-line.md"}
+UNCOMMITTABLE |= {"outside.md", "huge-line.md", "caf\\xe9.md"}
 HUGE_LINE = "".join(f"w{number:07d}" for number in range(2 * 1024 * 1024 // 8))
 FORGED = "forged\nfailed ok.md: everything lost.exe"
 
 
 def add_uncommittable_files(root: Path) -> None:
     """The bad files git cannot hold: oversized, symlink loops, a FIFO, a dangling symlink, a
-    symlink out of the folder, a 2 MB line."""
+    symlink out of the folder, a 2 MB line, a name that is not UTF-8."""
     with (root / "oversized.txt").open("wb") as handle:
         handle.truncate(12_000_000)  # over the default max_file_bytes (10 MB)
     (root / "loop.md").symlink_to("loop.md")
@@ -94,6 +101,8 @@ def add_uncommittable_files(root: Path) -> None:
     secret.write_text("# Secret\n\nThe vault code is 7731.\n", encoding="utf-8")
     (root / "outside.md").symlink_to(secret)
     (root / "huge-line.md").write_text(f"# Huge line\n\n{HUGE_LINE}\n", encoding="utf-8")
+    with open(os.path.join(os.fsencode(root), b"caf\xe9.md"), "w", encoding="utf-8") as handle:
+        handle.write("# Caf\u00e9\n\nOpen at eight.\n")
 
 
 @pytest.fixture
@@ -228,3 +237,27 @@ def test_a_file_name_cannot_forge_report_lines(settings, client, tmp_path):
     lines = result.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("kb: 1 added, "), result.stdout
     assert all(line.startswith(("skipped ", "kb: ")) for line in result.output.splitlines())
+
+
+def test_a_folder_or_tenant_that_is_not_utf8_is_refused_before_any_write(
+    settings, client, tmp_path
+):
+    """What the operating system hands over undecoded (a Latin-1 folder name, an argument in
+    another encoding) cannot name a collection or a tenant: exit 2 naming it, nothing written."""
+    folder = Path(os.fsdecode(os.path.join(os.fsencode(tmp_path), b"caf\xe9")))
+    folder.mkdir()
+    (folder / "menu.md").write_text("# Menu\n\nSoup of the day.\n")
+    runs = {
+        "collection 'caf\\udce9'": ["push", str(folder)],
+        "tenant 't\\udce9'": ["push", str(folder), "--collection", "menu", "--tenant", "t\udce9"],
+    }
+    for named, arguments in runs.items():
+        with contextlib.chdir(tmp_path):
+            result = CliRunner().invoke(
+                cli,
+                [*arguments, "--index", settings.index_name],
+                env={"OPENSEARCH_URL": settings.opensearch_url},
+            )
+        assert result.exit_code == 2, result.output
+        assert result.stderr.startswith(f"Error: {named} is not valid UTF-8 text"), result.stderr
+    assert indexed(client, settings.index_name) == {}

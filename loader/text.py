@@ -1,0 +1,53 @@
+"""Text no UTF-8 can carry: lone surrogates.
+
+A surrogate code point in a Python string is always unpaired (a valid pair decodes to one code
+point), so no UTF-8 encoding can carry it: not an id's hash, a JSON request, an index or a
+terminal. It reaches the program through names and values the operating system decodes with
+``surrogateescape`` (a Latin-1 file or folder name, a command-line argument, an environment
+variable) and through escapes formats decode (a notebook's JSON ``"\\udc9f"``, a reStructuredText
+``unicode::`` substitution, a request body). Each is refused where it enters, naming it.
+
+Example::
+
+    first_surrogate("caf\\udce9")       # '\\udce9'
+    require_unicode("tenant", "acme")   # 'acme'
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from loader.errors import ConfigError
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def first_surrogate(value: Any) -> str | None:
+    """The first surrogate in a string, or in the strings of a list, tuple or mapping (keys
+    included), or None."""
+    if isinstance(value, str):
+        match = _SURROGATE.search(value)
+        return match.group() if match else None
+    if isinstance(value, dict):
+        value = list(value.items())
+    if isinstance(value, list | tuple):
+        return next((found for item in value if (found := first_surrogate(item))), None)
+    return None
+
+
+def require_unicode(name: str, value: str, fix: str = "") -> str:
+    """``value``, refused when it holds a lone surrogate.
+
+    Raises:
+        ConfigError: naming ``name``, showing the value escaped (``t\\udce9``), then ``fix``.
+    """
+    char = first_surrogate(value)
+    if char is not None:
+        shown = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        raise ConfigError(
+            f"{name} '{shown}' is not valid UTF-8 text (it holds the lone surrogate "
+            f"U+{ord(char):04X}, an undecodable byte or a broken escape)"
+            + (f"; {fix}" if fix else "")
+        )
+    return value

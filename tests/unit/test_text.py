@@ -1,0 +1,56 @@
+"""Lone surrogates, the text no UTF-8 can carry (``loader.text``), and where they are refused."""
+
+from __future__ import annotations
+
+import pytest
+
+from loader.errors import ConfigError
+from loader.query.request import SearchRequest
+from loader.resolve import resolve_settings
+from loader.settings import Settings
+from loader.terminal import printable
+from loader.text import first_surrogate, require_unicode
+
+
+@pytest.mark.parametrize(
+    ("value", "found"),
+    [
+        ("caf\udce9", "\udce9"),
+        ("plain Café 日本語 😀", None),  # a pair decodes to one code point: never a surrogate
+        (["ok", {"key": ("x", "\ud800")}], "\ud800"),
+        ({"\udfff": "a key"}, "\udfff"),
+        (42, None),
+    ],
+)
+def test_first_surrogate_looks_into_strings_lists_and_mappings(value, found) -> None:
+    assert first_surrogate(value) == found
+
+
+def test_require_unicode_names_the_value_escaped_and_the_fix() -> None:
+    assert require_unicode("tenant", "acme") == "acme"
+    with pytest.raises(ConfigError) as caught:
+        require_unicode("collection", "caf\udce9", "pass another with --collection")
+    message = str(caught.value)
+    assert message.startswith("collection 'caf\\udce9' is not valid UTF-8 text")
+    assert message.endswith("; pass another with --collection")
+    message.encode("utf-8")  # printable, loggable, JSON-able
+
+
+def test_a_setting_from_the_environment_is_refused_without_showing_it() -> None:
+    with pytest.raises(ConfigError) as caught:
+        resolve_settings(env={"LOADER_REWRITE_API_KEY": "sk-secret\udce9"})
+    assert str(caught.value) == (
+        "setting 'rewrite_api_key' from $LOADER_REWRITE_API_KEY is not valid UTF-8 text "
+        "(an undecodable byte)"
+    )
+
+
+@pytest.mark.parametrize("field", ["question", "tenant"])
+def test_a_search_with_a_surrogate_is_refused_by_name(field) -> None:
+    values = {"question": "refund", "tenant": "acme", field: "x\ud800"}
+    with pytest.raises(ConfigError, match=f"^{field} 'x\\\\ud800' is not valid UTF-8 text"):
+        SearchRequest.from_settings(Settings(), values["question"], tenant=values["tenant"])
+
+
+def test_printable_escapes_surrogates() -> None:
+    assert printable("caf\udce9.md") == "caf\\udce9.md"
