@@ -32,7 +32,7 @@ from loader.errors import ConfigError
 from loader.query.conversation import check_history
 from loader.query.identifiers import exact_terms
 from loader.settings import SEARCH_MODES, Settings
-from loader.text import require_unicode
+from loader.text import first_surrogate, require_unicode
 
 EXPANSIONS = ("parent", "window")
 # Characters of a question that are searched; the rest is cut off (the embedder sees at most
@@ -270,6 +270,9 @@ class SearchRequest:
                     f"{name} must be a string, got {type(value).__name__} {_shown(value)}"
                 )
             require_unicode(name, value)
+        for name, value in (("filters.tags", self.filters.tags), ("history", self.history)):
+            if first_surrogate(value) is not None:
+                raise ConfigError(f"{name} holds text that is not valid UTF-8 (a lone surrogate)")
         if not self.question.strip():
             raise ConfigError("question is empty; give the text to search for")
         if not self.tenant.strip():

@@ -144,6 +144,18 @@ def test_tenants_stay_apart(server):
             422,
             "filters.tags.1: Input should be a valid string",
         ),
+        # half a UTF-16 pair, sent as a JSON escape: no UTF-8 (nor the cluster) can carry it
+        (
+            {"question": "refund \ud800", "tenant": "A"},
+            422,
+            "question: Input should be a valid string, unable to parse raw data as a unicode",
+        ),
+        ({"question": "refund", "tenant": "A\udce9"}, 422, "tenant: Input should be a valid str"),
+        (
+            {"question": "refund", "tenant": "A", "filters": {"tags": ["\udfff"]}},
+            422,
+            "filters.tags holds text that is not valid UTF-8",
+        ),
     ],
 )
 def test_bad_requests_get_a_4xx_with_a_message(server, body, status, message):
