@@ -11,6 +11,7 @@ Example::
 
     first_surrogate("caf\\udce9")       # '\\udce9'
     require_unicode("tenant", "acme")   # 'acme'
+    check_document(document)            # InputError naming where a surrogate is, if any
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from loader.errors import ConfigError
+from loader.documents import Document
+from loader.errors import ConfigError, InputError
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -51,3 +53,26 @@ def require_unicode(name: str, value: str, fix: str = "") -> str:
             + (f"; {fix}" if fix else "")
         )
     return value
+
+
+def check_document(document: Document) -> None:
+    """Refuse a document holding a lone surrogate: a file decoded as UTF-8 cannot, but text a
+    format escapes can (a notebook's JSON ``"\\udc9f"``, a reStructuredText ``unicode::``
+    substitution, a PDF's broken character map, a BEIR corpus line).
+
+    Raises:
+        InputError: naming the code point and where it is (title, heading, text, metadata key).
+    """
+    places = [("title", document.title)]
+    for section in document.sections:
+        places += [("a heading", heading) for heading in section.heading_path]
+        places += [("the text", block.text) for block in section.blocks]
+    places += [(f"metadata {key!r}", value) for key, value in document.metadata.items()]
+    for place, value in places:
+        char = first_surrogate(value)
+        if char is not None:
+            code = ord(char)
+            raise InputError(
+                f"not valid Unicode: {place} holds the lone surrogate U+{code:04X} (half of a "
+                f"UTF-16 pair, written as an escape like \\u{code:04x}); remove it"
+            )

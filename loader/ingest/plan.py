@@ -30,6 +30,7 @@ from loader.ingest.chunking import chunk_document, chunking_config
 from loader.ingest.readers import Skipped
 from loader.models.embedding import Embedder
 from loader.settings import Settings, settings_in_scope
+from loader.text import check_document
 
 # Bump when the chunkers cut the same document differently, so every document is re-chunked.
 CHUNKING_VERSION = "1"
@@ -135,8 +136,10 @@ def identify(
     ``tenant`` setting.
 
     Raises:
-        InputError: the push names a tenant and the document's front matter names another.
+        InputError: the push names a tenant and the document's front matter names another, or
+            the document holds text no UTF-8 can carry (``loader.text``).
     """
+    check_document(document)  # before the id and the hash, which encode it
     named = document.metadata.get("tenant")
     named = None if named in (None, "") else str(named)
     if tenant and named and named != tenant:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from loader.errors import ConfigError
+from loader.documents import Block, Document, Section
+from loader.errors import ConfigError, InputError
+from loader.ingest.plan import identify
 from loader.query.request import SearchRequest
 from loader.resolve import resolve_settings
 from loader.settings import Settings
 from loader.terminal import printable
-from loader.text import first_surrogate, require_unicode
+from loader.text import check_document, first_surrogate, require_unicode
 
 
 @pytest.mark.parametrize(
@@ -54,3 +58,30 @@ def test_a_search_with_a_surrogate_is_refused_by_name(field) -> None:
 
 def test_printable_escapes_surrogates() -> None:
     assert printable("caf\udce9.md") == "caf\\udce9.md"
+
+
+def _document(title="Lab notes", heading="Results", text="Sample A.", metadata=None) -> Document:
+    section = Section(heading_path=(heading,), blocks=[Block("paragraph", text)])
+    return Document("lab.ipynb", title, [section], metadata or {})
+
+
+@pytest.mark.parametrize(
+    ("document", "where"),
+    [
+        (_document(title="Lab \udc9f"), "title holds the lone surrogate U+DC9F"),
+        (_document(heading="R\ud800"), "a heading holds the lone surrogate U+D800"),
+        (_document(text="Sample \udfff."), "the text holds the lone surrogate U+DFFF"),
+        (_document(metadata={"tags": ["ok", "b\udc80"]}), "metadata 'tags' holds"),
+    ],
+)
+def test_a_document_holding_a_surrogate_is_refused_naming_where(document, where) -> None:
+    with pytest.raises(InputError, match="^" + re.escape(f"not valid Unicode: {where}")):
+        check_document(document)
+
+
+def test_push_planning_refuses_such_a_document_before_hashing_it() -> None:
+    """Documents from any source (a folder, a BEIR corpus) pass here: the id and the hash would
+    otherwise fail to encode it."""
+    check_document(_document())  # a clean document passes
+    with pytest.raises(InputError, match="^not valid Unicode: the text holds"):
+        identify(_document(text="x\udc9f"), "kb", Settings(), tenant=None)

@@ -28,7 +28,7 @@ from pathlib import Path, PurePath
 from loader.documents import Document
 from loader.errors import ConfigError, InputError
 from loader.ingest.readers.code import CODE_LANGUAGES, read_code
-from loader.ingest.readers.common import Rejected, check_unicode, decode_text
+from loader.ingest.readers.common import Rejected, decode_text
 from loader.ingest.readers.docx import read_docx
 from loader.ingest.readers.html import read_html
 from loader.ingest.readers.markdown import read_markdown
@@ -118,13 +118,6 @@ def _file_kind(mode: int) -> str:
 
 def _read(path: Path, source: str, max_bytes: int) -> Document:
     """Read one file, raising ``Rejected`` with a one-line reason when it cannot be used."""
-    document = _read_format(path, source, max_bytes)
-    check_unicode(document)
-    return document
-
-
-def _read_format(path: Path, source: str, max_bytes: int) -> Document:
-    """The document the file's format reader makes of it."""
     if first_surrogate(source) is not None:
         # Bytes of another encoding in a name (a Latin-1 archive, say) reach Python as lone
         # surrogates: no id, hash or JSON can hold them.

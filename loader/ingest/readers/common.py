@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from loader.documents import Block, Document, Section
-from loader.text import first_surrogate
 
 BINARY_SNIFF_BYTES = 8192
 _SPACES = re.compile(r"\s+")
@@ -63,29 +62,6 @@ def decode_text(data: bytes) -> str:
     if not text.strip():
         raise Rejected("empty file")
     return text.replace("\r\n", "\n").replace("\r", "\n")
-
-
-def check_unicode(document: Document) -> None:
-    """Refuse a document holding a lone surrogate (``loader.text``): a file decoded as UTF-8
-    cannot, but text a format escapes can (a notebook's JSON ``"\\udc9f"``, a reStructuredText
-    ``unicode::`` substitution, a PDF's broken character map).
-
-    Raises:
-        Rejected: naming the code point and where it is (title, heading, text or a metadata key).
-    """
-    places = [("title", document.title)]
-    for section in document.sections:
-        places += [("a heading", heading) for heading in section.heading_path]
-        places += [("the text", block.text) for block in section.blocks]
-    places += [(f"metadata {key!r}", value) for key, value in document.metadata.items()]
-    for place, value in places:
-        char = first_surrogate(value)
-        if char is not None:
-            code = ord(char)
-            raise Rejected(
-                f"not valid Unicode: {place} holds the lone surrogate U+{code:04X} (half of a "
-                f"UTF-16 pair, written as an escape like \\u{code:04x}); remove it"
-            )
 
 
 def readable_stem(stem: str) -> str:
