@@ -61,9 +61,10 @@ def check_document(document: Document) -> None:
     substitution, a PDF's broken character map, a BEIR corpus line).
 
     Raises:
-        InputError: naming the code point and where it is (title, heading, text, metadata key).
+        InputError: naming the code point and where it is (source, title, heading, text or a
+            metadata key).
     """
-    places = [("title", document.title)]
+    places = [("its source", document.source), ("title", document.title)]
     for section in document.sections:
         places += [("a heading", heading) for heading in section.heading_path]
         places += [("the text", block.text) for block in section.blocks]

@@ -69,6 +69,8 @@ def _document(title="Lab notes", heading="Results", text="Sample A.", metadata=N
     ("document", "where"),
     [
         (_document(title="Lab \udc9f"), "title holds the lone surrogate U+DC9F"),
+        # a BEIR corpus id (a folder's files are refused by name before they are read)
+        (Document("doc-\udc80", "T", [], {}), "its source holds the lone surrogate U+DC80"),
         (_document(heading="R\ud800"), "a heading holds the lone surrogate U+D800"),
         (_document(text="Sample \udfff."), "the text holds the lone surrogate U+DFFF"),
         (_document(metadata={"tags": ["ok", "b\udc80"]}), "metadata 'tags' holds"),
