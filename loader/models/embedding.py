@@ -30,6 +30,7 @@ import numpy as np
 
 from loader.errors import ModelError
 from loader.models.registry import instructions, known_spec, spec_from_folder
+from loader.models.token_count import token_counter
 from loader.settings import EMBEDDING_BACKENDS, Settings
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ class Embedder:
             self.spec, query_prefix, passage_prefix, query_instruction
         )
         self._fast_tokenizer = _load_fast_tokenizer(Path(self.path))
+        self._count_fast = token_counter(self._fast_tokenizer) if self._fast_tokenizer else None
         self.max_seq_length = self.spec.max_tokens if self.spec else self.model.max_seq_length
         # [CLS] and [SEP] take two of the model's positions, the passage instruction some more.
         prefix_tokens = self.count_tokens(self.passage_prefix) if self.passage_prefix else 0
@@ -120,8 +122,8 @@ class Embedder:
 
     def count_tokens(self, text: str) -> int:
         """Tokens the model sees for ``text``, special tokens excluded."""
-        if self._fast_tokenizer is not None:
-            return len(self._fast_tokenizer.encode(text, add_special_tokens=False).ids)
+        if self._count_fast is not None:
+            return self._count_fast(text)
         return len(self.model.tokenizer.encode(text, add_special_tokens=False))
 
     def embed_passages(self, texts: list[str], show_progress: bool = False) -> np.ndarray:
