@@ -25,11 +25,9 @@ SPACES = [" ", "  ", "\n", "\n\n", "\t", "\r\n", "\u00a0", "\u3000", "\u2028", "
           "\x1c", "\x1f", "\x85"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def tokenizer() -> Tokenizer:
-    tokenizer = Tokenizer.from_file(
-        str(Path(resolve_model_path("all-MiniLM-L6-v2")) / "tokenizer.json")
-    )
+@pytest.fixture(scope="module", params=["all-MiniLM-L6-v2", "bge-small-en-v1.5"])
+def tokenizer(request) -> Tokenizer:
+    tokenizer = Tokenizer.from_file(str(Path(resolve_model_path(request.param)) / "tokenizer.json"))
     tokenizer.no_truncation()  # as the embedder loads it for counting
     tokenizer.no_padding()
     return tokenizer
