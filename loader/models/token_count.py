@@ -78,7 +78,9 @@ class WordPieceCounter:
             return sum([known[word] for word in words])
         except KeyError:
             if len(known) > MAX_WORDS:
-                known.clear()
+                # A fresh memo rather than clear(): a count running in another thread keeps the
+                # dict it read, which only ever grows.
+                self.words = known = {}
             new = self._tokenize([word for word in dict.fromkeys(words) if word not in known])
             return sum([new[word] if word in new else known[word] for word in words])
 
