@@ -41,6 +41,24 @@ def count_tokens(embedder):
 
 
 @pytest.fixture(scope="session")
+def tokenizer_count():
+    """The tokenizer's own count, one call per text: what ``count_tokens`` (word by word,
+    ``loader.models.token_count``) must always equal."""
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    from loader.models.embedding import resolve_model_path
+
+    tokenizer = Tokenizer.from_file(
+        str(Path(resolve_model_path("all-MiniLM-L6-v2")) / "tokenizer.json")
+    )
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return lambda text: len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+
+@pytest.fixture(scope="session")
 def long_document() -> Document:
     """Long prose, a long table, a long code block, a 400-word sentence, nested sections."""
     paragraphs = prose(6, 5)
