@@ -68,7 +68,7 @@ def check_document(document: Document) -> None:
     for section in document.sections:
         places += [("a heading", heading) for heading in section.heading_path]
         places += [("the text", block.text) for block in section.blocks]
-    places += [(f"metadata {key!r}", value) for key, value in document.metadata.items()]
+    places += [(f"metadata {key!r}", [key, value]) for key, value in document.metadata.items()]
     for place, value in places:
         char = first_surrogate(value)
         if char is not None:

@@ -74,6 +74,8 @@ def _document(title="Lab notes", heading="Results", text="Sample A.", metadata=N
         (_document(heading="R\ud800"), "a heading holds the lone surrogate U+D800"),
         (_document(text="Sample \udfff."), "the text holds the lone surrogate U+DFFF"),
         (_document(metadata={"tags": ["ok", "b\udc80"]}), "metadata 'tags' holds"),
+        # a notebook's metadata key, decoded from a JSON escape
+        (_document(metadata={"t\udc80g": "ok"}), "metadata 't\\udc80g' holds"),
     ],
 )
 def test_a_document_holding_a_surrogate_is_refused_naming_where(document, where) -> None:
