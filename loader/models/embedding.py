@@ -100,8 +100,8 @@ class Embedder:
         self.query_prefix, self.passage_prefix = instructions(
             self.spec, query_prefix, passage_prefix, query_instruction
         )
-        self._fast_tokenizer = _load_fast_tokenizer(Path(self.path))
-        self._count_fast = token_counter(self._fast_tokenizer) if self._fast_tokenizer else None
+        tokenizer = _load_fast_tokenizer(Path(self.path))
+        self._count_fast = token_counter(tokenizer) if tokenizer is not None else None
         self.max_seq_length = self.spec.max_tokens if self.spec else self.model.max_seq_length
         # [CLS] and [SEP] take two of the model's positions, the passage instruction some more.
         prefix_tokens = self.count_tokens(self.passage_prefix) if self.passage_prefix else 0
