@@ -305,6 +305,13 @@ class _Planner:
         self.skipped_sources.add(source)
         self.notify(f"skipped {source}: {reason}")
 
+    def was_skipped(self, source: str) -> bool:
+        """Whether ``source`` was skipped, itself or as a file under a skipped folder (a folder
+        the walk could not enter: its files are unreadable now, not removed)."""
+        return source in self.skipped_sources or any(
+            source.startswith(skipped + "/") for skipped in self.skipped_sources
+        )
+
     def take(self, item: Document | Skipped) -> None:
         """Plan one item: skip it, keep it unchanged, or chunk it for writing."""
         if isinstance(item, Skipped):
@@ -348,7 +355,7 @@ class _Planner:
                 plan.known_vectors.setdefault(content_hash, cid)
             if doc_id in self.chunk_counts:
                 keep = {chunk_id(doc_id, position) for position in range(self.chunk_counts[doc_id])}
-            elif keep_removed or entry["source"] in self.skipped_sources:
+            elif keep_removed or self.was_skipped(entry["source"]):
                 continue  # removed but kept on request, or unreadable now: never lose indexed text
             else:
                 keep = set()

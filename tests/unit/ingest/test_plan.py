@@ -93,6 +93,22 @@ def test_unchanged_changed_removed_and_unreadable(embedder):
     assert kept.removed == [] and kept.deletions == []
 
 
+def test_files_under_an_unreadable_folder_keep_their_chunks(embedder):
+    first, _ = plan(
+        [doc("locked/inner.md", "Inner."), doc("locked/deep/x.md", "Deep."),
+         doc("lockedness.md", "Sibling."), doc("top.md", "Top.")],
+        embedder,
+    )  # fmt: skip
+    # The walk cannot enter locked/ any more (chmod 000): the folder is reported, not its files.
+    second, _ = plan(
+        [Skipped("locked", "permission denied"), doc("top.md", "Top.")],
+        embedder,
+        {"default": as_state(first)},
+    )
+    assert second.removed == ["lockedness.md"]  # a name that merely starts with the folder's
+    assert [source for _, source in second.deletions] == ["lockedness.md"]
+
+
 def test_each_tenant_is_read_once_and_only_its_scope_is_deleted(embedder):
     acme, _ = plan([doc("p.md", "Acme.")], embedder, tenant="acme")
     globex, _ = plan([doc("p.md", "Globex.")], embedder, tenant="globex")

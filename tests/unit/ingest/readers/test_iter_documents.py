@@ -104,6 +104,23 @@ def test_unreadable_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert outcome(tmp_path) == {"locked.md": "permission denied", "open.md": "ok"}
 
 
+def test_unreadable_folder_is_skipped_by_its_own_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # What the push plan keeps the files of (chunks under a skipped folder are not deleted).
+    write(tmp_path, "locked/inner.md", "Secret.")
+    write(tmp_path, "open.md", "Open.")
+    real_children = readers._children
+
+    def children(folder: Path) -> list[Path]:
+        if folder.name == "locked":
+            raise PermissionError(13, "Permission denied", str(folder))
+        return real_children(folder)
+
+    monkeypatch.setattr(readers, "_children", children)
+    assert outcome(tmp_path) == {"locked": "permission denied", "open.md": "ok"}
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can read files without permission")
 def test_chmod_000_file_is_skipped(tmp_path: Path) -> None:
     locked = write(tmp_path, "locked.md", "Secret.")
