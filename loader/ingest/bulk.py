@@ -171,7 +171,7 @@ def _send_once(
     for (action, payload), item in zip(batch, response["items"], strict=True):
         outcome = item[action.op]
         status = outcome.get("status", 500)
-        if status < 300 or (action.op == "delete" and status == 404):
+        if status < 300 or _already_deleted(action.op, outcome):
             result.succeeded += 1
         else:
             error = outcome.get("error", {})
@@ -181,6 +181,12 @@ def _send_once(
             else:
                 result.errors.append((action.tag, action.id, f"{status}: {reason}"))
     return retry, None
+
+
+def _already_deleted(op: str, outcome: dict[str, Any]) -> bool:
+    """A delete of a chunk that is not there: the push wanted it gone, so it succeeded. Only a
+    document not found counts; a 404 carrying an error (the index itself missing) is a failure."""
+    return op == "delete" and outcome.get("status") == 404 and outcome.get("result") == "not_found"
 
 
 def bulk_request_timeout(base: float, max_count: int, embedding_on_cluster: bool) -> float:

@@ -207,6 +207,19 @@ def test_deleting_a_chunk_that_is_already_gone_is_a_success():
     assert result.errors == [("a.md", "d-0", "404: status 404")]
 
 
+def test_a_delete_in_an_index_that_does_not_exist_is_a_failure():
+    # What OpenSearch answers for a delete into a missing index (a wildcard name, a deleted
+    # index): 404 with an error, not the "not_found" result of a missing chunk.
+    class MissingIndex(FakeBulkClient):
+        def _outcome(self, op, item_id):
+            reason = {"type": "index_not_found_exception", "reason": "no such index [kb-*]"}
+            return {"_index": "kb-*", "_id": item_id, "status": 404, "error": reason}
+
+    result, _ = send(MissingIndex(), [delete("old-0")])
+    assert result.succeeded == 0
+    assert result.errors == [("gone.md", "old-0", "404: no such index [kb-*]")]
+
+
 # --- retries -----------------------------------------------------------------------------------
 
 
