@@ -39,8 +39,9 @@ def _input_lines(interactive: bool) -> Iterator[str]:
             except (EOFError, KeyboardInterrupt):
                 click.echo("")
                 return
-    stream = sys.stdin
-    for line in stream:
+    if sys.stdin is None:  # started with standard input closed (`<&-`): nothing to read
+        return
+    for line in sys.stdin:
         yield line.rstrip("\r\n")
 
 
@@ -145,7 +146,7 @@ def chat(
         history=list(load_history(history_file)) if history_file else [],
     )
     output = _Output(as_json, secret_values(settings))
-    interactive = sys.stdin.isatty() and not as_json
+    interactive = sys.stdin is not None and sys.stdin.isatty() and not as_json
     if not as_json:
         click.echo(
             printable(

@@ -5,6 +5,9 @@ the rewrite and HyDE hooks of the search (against the fake client), the HTTP bod
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,6 +219,19 @@ def test_chat_commands_without_a_search(monkeypatch: pytest.MonkeyPatch) -> None
     ):
         assert line in out, line
     assert "sk-chat-unit-SECRET" not in out
+
+
+def test_chat_with_standard_input_closed_ends_at_once() -> None:
+    # `loader chat <&-` (a service manager, cron): Python's sys.stdin is None, not a stream.
+    done = subprocess.run(
+        [sys.executable, "-m", "loader", "chat", "--json"],
+        preexec_fn=lambda: os.close(0),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "OPENSEARCH_URL": "http://127.0.0.1:1", "HF_HUB_OFFLINE": "1"},
+    )
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
 
 
 def test_chat_refuses_unusable_rewrite_settings_up_front() -> None:
