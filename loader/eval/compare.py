@@ -130,6 +130,9 @@ def compare_reports(
         The comparison; ``regressions`` lists the gated metrics that dropped by more than
         ``threshold``. Configurations present on one side only are listed, never failed.
 
+    Raises:
+        InputError: a negative threshold, or a gate metric this run does not measure.
+
     Example::
 
         compare_reports(run, run).regressions   # [] -- identical runs pass
@@ -137,6 +140,15 @@ def compare_reports(
     if threshold < 0:
         raise InputError(f"threshold must be 0 or more, got {threshold}")
     gate = tuple(dict.fromkeys(gate_metrics))
+    after = {c["name"]: c for c in current.get("configurations") or []}
+    measured = {metric for c in after.values() for metric in c.get("metrics", {})}
+    unknown = [metric for metric in gate if metric not in measured]
+    if after and unknown:
+        # A misspelt gate metric would otherwise gate nothing, and the gate would pass.
+        raise InputError(
+            f"gate metric {', '.join(unknown)} is not measured by this run; "
+            f"it measures {', '.join(sorted(measured))}"
+        )
     shown = list(dict.fromkeys([*(metrics or table_metrics(current)), *gate]))
     comparison = Comparison(threshold=threshold, gate_metrics=gate)
     comparison.notes.extend(
@@ -145,7 +157,6 @@ def compare_reports(
         if previous.get(key) != current.get(key)
     )
     before = {c["name"]: c for c in previous.get("configurations") or []}
-    after = {c["name"]: c for c in current.get("configurations") or []}
     comparison.only_current = [name for name in after if name not in before]
     comparison.only_previous = [name for name in before if name not in after]
     for name, configuration in after.items():

@@ -65,6 +65,12 @@ def test_gate_metric_and_threshold_are_chosen_by_the_caller():
     assert compare_reports(current, previous, ["mrr@10"], threshold=0.05).regressions == []
 
 
+def test_a_gate_metric_the_run_does_not_measure_is_an_error_not_a_pass():
+    current = make_report().to_dict()
+    with pytest.raises(InputError, match=r"^gate metric bogus@7 is not measured by this run; "):
+        compare_reports(current, copy.deepcopy(current), gate_metrics=["ndcg@10", "bogus@7"])
+
+
 def test_improvements_and_unmatched_configurations_never_fail():
     current = make_report().to_dict()
     previous = copy.deepcopy(current)
