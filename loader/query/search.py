@@ -172,11 +172,24 @@ def _bad_request_reason(exc: opensearchpy.TransportError, limit: int = 300) -> s
     return reason if len(reason) <= limit else reason[: limit - 3] + "..."
 
 
-def _explained(exc: ClusterError, settings: Settings) -> ClusterError | QueryError:
+def _explained(
+    exc: ClusterError, settings: Settings, pipeline: str | None
+) -> ClusterError | QueryError:
     """``exc``, or a clearer error for OpenSearch's own 404 (configuration never applied) and
-    400 (a parameter the request's checks let through but the cluster cannot use)."""
+    400 (a parameter the request's checks let through but the cluster cannot use; a search
+    pipeline that was never applied, or was deleted, is the cluster's state, not the request's)."""
     cause = exc.__cause__
     alias = settings.index_name
+    if (
+        pipeline
+        and isinstance(cause, opensearchpy.RequestError)
+        and f"Pipeline {pipeline} is not defined" in _bad_request_reason(cause)
+    ):
+        return ClusterError(
+            f"search pipeline {pipeline!r} does not exist; run `loader apply` for index "
+            f"{alias!r} on {safe_url(settings.opensearch_url)}",
+            public_reason="the index's search pipelines are missing on OpenSearch (loader apply)",
+        )
     if isinstance(cause, opensearchpy.NotFoundError) and isinstance(cause.info, dict):
         # OpenSearch's own 404 (JSON): a missing alias, template or pipeline, so the
         # configuration was never applied. Another server's 404 page is not that.
@@ -209,11 +222,29 @@ def _retrieve(
                 index=alias, body={"id": template_id, "params": params}, params=url_params
             )
     except ClusterError as exc:
-        explained = _explained(exc, settings)
+        explained = _explained(exc, settings, pipeline)
         if explained is exc:
             raise
         raise explained from exc.__cause__
-    return hits_from_response(response)
+    return _own_tenant(hits_from_response(response), params["tenant"], template_id)
+
+
+def _own_tenant(hits: list[SearchHit], tenant: str, template_id: str) -> list[SearchHit]:
+    """The hits of ``tenant`` only, ranked again. The stored templates filter on the tenant, but
+    they are the cluster's state: without the security plugin anyone who reaches the cluster can
+    overwrite ``_scripts``, and a template that lost its filter must not show another tenant's
+    chunks."""
+    kept = [hit for hit in hits if hit.tenant == tenant]
+    if len(kept) < len(hits):
+        log.error(
+            "template %r returned %d chunks of other tenants, dropped; it does not filter on the "
+            "tenant: run `loader doctor`, then `loader apply`",
+            template_id,
+            len(hits) - len(kept),
+        )
+        for rank, hit in enumerate(kept, start=1):
+            hit.ranks["retrieval"] = rank
+    return kept
 
 
 def _fuse(rankings: list[list[SearchHit]], rank_constant: int) -> list[SearchHit]:

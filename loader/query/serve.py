@@ -25,7 +25,8 @@ has no authentication: the tenant is the body's.
 Statuses: bad requests get a 4xx with a message naming the field, never a 5xx. Malformed JSON, a
 missing or empty tenant, a wrong type (strict: ``"k": "5"``, ``"rerank": "false"``, a list or object
 ``question`` are refused, nothing is coerced), unknown fields (``query_vector``, ``size``), a number
-below 1, a malformed date (``2020-13-45``) or decay scale (``0d``) answer 422; a body over
+below 1, a malformed date (``2020-13-45``) or decay scale (``0d``), a body that is not UTF-8 answer
+422; a POST without a Content-Length, or any request with a Transfer-Encoding, 411; a body over
 ``MAX_BODY_BYTES`` or a question over ``MAX_QUESTION_CHARS`` characters 413; a search OpenSearch
 still refuses as a bad request 400. 503: the cluster cannot be reached or did not answer in time,
 or the request asks for a rerank and no cross-encoder can be loaded (``"rerank": false`` requests
@@ -55,6 +56,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from loader.cluster.client import cluster_errors, connect, safe_url
 from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
@@ -100,6 +102,8 @@ def _validation_message(errors: list[dict[str, Any]]) -> tuple[str, list[dict[st
         location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
         message = error.get("msg", "invalid")
         if error.get("type") == "json_invalid":
+            # pydantic's location is the offset of the fault in the body, not a field.
+            location = ""
             message = f"the body is not valid JSON ({error.get('ctx', {}).get('error', '')})"
         parts.append(f"{location}: {message}" if location else message)
         details.append({"field": location, "message": message, "type": error.get("type")})
@@ -125,10 +129,38 @@ async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
     return _error(422, message, details)
 
 
+_BODY_PARSE_FAILURE = "There was an error parsing the body"  # FastAPI's 400, raised from the cause
+
+
+def _unparsable_body(exc: Exception) -> str:
+    """Why a body never reached JSON validation: the one line FastAPI's "There was an error
+    parsing the body" hides."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "the body is not valid UTF-8"
+    if isinstance(exc, RecursionError):
+        return "the body is not valid JSON (nested too deeply)"
+    return f"the body is not valid JSON ({type(exc).__name__})"  # e.g. an integer of 5,000 digits
+
+
+async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+    """Starlette's own errors (404, 405, a body FastAPI cannot parse) in the API's error shape,
+    ``{"error": ...}``; a body that cannot be parsed is the caller's fault, like malformed JSON:
+    422."""
+    assert isinstance(exc, StarletteHTTPException)
+    if exc.detail == _BODY_PARSE_FAILURE and exc.__cause__ is not None:
+        message = _unparsable_body(exc.__cause__)
+        return _error(422, message, [{"field": "", "message": message, "type": "body_unparsable"}])
+    return _error(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
 async def _limit_body_size(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
     """Refuse a body before it is read: a declared length over the limit (413), or no length at
-    all (chunked) on a POST (411)."""
+    all on a POST (411). A Transfer-Encoding is refused whatever the Content-Length says: the
+    HTTP parser then reads the body as chunked, to any length, and the declared length means
+    nothing."""
     length = request.headers.get("content-length")
+    if "transfer-encoding" in request.headers:
+        return _error(411, "send a Content-Length header and no Transfer-Encoding")
     if request.method == "POST":
         if length is None or not length.isdigit():
             return _error(411, "send a Content-Length header")
@@ -303,6 +335,9 @@ def create_app(
     )
     app.middleware("http")(_limit_body_size)
     app.exception_handler(RequestValidationError)(_invalid_request)
+    app.exception_handler(StarletteHTTPException)(_http_error)
+    # /search/ is not /search: no redirect built from the client's Host header.
+    app.router.redirect_slashes = False
     app.get("/health", summary="Whether the cluster answers.")(service.health)
     if api_keys is None:
         _add_search_route(app, service)

@@ -5,11 +5,14 @@ cluster. Valid requests return ranked results; bad ones a 4xx with a message, ne
 
 from __future__ import annotations
 
+import http.client
 import json
+import socket
 from collections.abc import Iterator
 
 import pytest
 
+from loader.index.render import ConfigNames
 from loader.query.request import MAX_QUESTION_CHARS
 from loader.query.serve import MAX_BODY_BYTES, create_app
 from tests.conftest import cleanup_owned
@@ -172,6 +175,41 @@ def test_malformed_json_and_oversized_bodies(server):
     assert status == 413 and "larger than" in answer["error"]
 
 
+def test_bodies_no_parser_can_read_are_a_422_in_the_apis_shape(server):
+    invalid_utf8 = b'{"question": "refund \xff", "tenant": "A"}'
+    status, answer = server.request("POST", "/search", invalid_utf8)
+    assert (status, answer["error"]) == (422, "the body is not valid UTF-8"), answer
+    nested = '{"question": "refund", "tenant": "A", "pad": ' + "[" * 5000 + "]" * 5000 + "}"
+    status, answer = server.request("POST", "/search", nested)
+    assert status == 422 and answer["error"].startswith("the body is not valid JSON"), answer
+
+
+def test_a_transfer_encoding_is_refused_whatever_the_content_length_says(server):
+    # Content-Length 10 and a chunked body: the HTTP parser reads the chunks, to any length, so
+    # a declared small length would let a 21 MB body through to the JSON parser. The answer
+    # comes before the body is sent.
+    head = (
+        b"POST /search HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 10\r\nTransfer-Encoding: chunked\r\n\r\n"
+    )
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as connection:
+        connection.sendall(head + f"{MAX_BODY_BYTES:x}\r\n".encode() + b"x" * 1000)
+        response = http.client.HTTPResponse(connection)
+        response.begin()
+        assert response.status == 411
+        assert json.loads(response.read()) == {
+            "error": "send a Content-Length header and no Transfer-Encoding"
+        }
+
+
+def test_unknown_paths_and_methods_answer_in_the_apis_shape(server):
+    assert server.request("GET", "/nope") == (404, {"error": "Not Found"})
+    assert server.request("DELETE", "/search") == (405, {"error": "Method Not Allowed"})
+    # No redirect to "/search" built from the client's Host header.
+    status, _ = server.request("POST", "/search/", {"question": "refund", "tenant": "A"})
+    assert status == 404
+
+
 def test_openapi_describes_the_api(server):
     status, schema = server.request("GET", "/openapi.json")
     assert status == 200
@@ -245,6 +283,68 @@ def test_an_index_never_applied_is_a_502_without_the_url(settings, unique_name):
     assert json.loads(text) == {
         "error": "the index or its search templates are missing on OpenSearch (loader apply)"
     }
+
+
+def test_a_search_pipeline_missing_on_the_cluster_is_a_502_not_the_callers_fault(
+    client, settings, unique_name, embedder
+):
+    # The index and the hybrid template exist under a new alias, its search pipelines do not
+    # (deleted by hand, or an apply that stopped half-way): OpenSearch answers 400 "Pipeline ...
+    # is not defined", which is the server's state, not the request's.
+    index = next(iter(client.indices.get_alias(name=settings.index_name)))
+    client.indices.put_alias(index=index, name=unique_name)
+    hybrid = ConfigNames(settings.index_name).hybrid_template
+    stored = client.get_script(id=hybrid)["script"]
+    client.put_script(id=ConfigNames(unique_name).hybrid_template, body={"script": stored})
+    app = create_app(settings.replace(index_name=unique_name), embedder=embedder, load_models=False)
+    try:
+        with Server(app) as running:
+            for mode in ("hybrid-rrf", "hybrid-minmax"):
+                status, text = running.raw(
+                    "POST",
+                    "/search",
+                    {"question": "refund", "tenant": "A", "mode": mode, "rerank": False},
+                )
+                assert status == 502, text
+                assert json.loads(text) == {
+                    "error": "the index's search pipelines are missing on OpenSearch (loader apply)"
+                }
+    finally:
+        client.indices.delete_alias(index=index, name=unique_name)
+
+
+def test_a_template_that_lost_its_tenant_filter_still_shows_no_other_tenant(
+    client, settings, unique_name, embedder
+):
+    # Without the security plugin anyone who reaches the cluster can overwrite _scripts: here a
+    # bm25 template that matches every chunk of every tenant, under an alias of the corpus.
+    index = next(iter(client.indices.get_alias(name=settings.index_name)))
+    client.indices.put_alias(index=index, name=unique_name)
+    tampered = {
+        "lang": "mustache",
+        "source": '{"size": 50, "_source": {"excludes": ["embedding"]}, '
+        '"query": {"match_all": {}}}',
+    }
+    client.put_script(id=ConfigNames(unique_name).bm25_template, body={"script": tampered})
+    app = create_app(settings.replace(index_name=unique_name), embedder=embedder, load_models=False)
+    try:
+        with Server(app) as running:
+            status, body = running.request(
+                "POST",
+                "/search",
+                {"question": "refund", "tenant": "A", "mode": "bm25", "rerank": False, "k": 50},
+            )
+    finally:
+        client.indices.delete_alias(index=index, name=unique_name)
+    assert status == 200, body
+    assert body["hits"] and {hit["tenant"] for hit in body["hits"]} == {"A"}
+    assert [hit["ranks"]["retrieval"] for hit in body["hits"]] == list(
+        range(1, len(body["hits"]) + 1)
+    )
+    everything = client.search(
+        index=index, body={"size": 0, "aggs": {"t": {"terms": {"field": "tenant"}}}}
+    )
+    assert {b["key"] for b in everything["aggregations"]["t"]["buckets"]} >= {"A", "B"}
 
 
 def test_serve_starts_without_a_cross_encoder_and_serves_rerank_false(settings, embedder):
