@@ -156,7 +156,11 @@ def search(
 
 @click.command()
 @click.option(
-    "--host", default="127.0.0.1", show_default=True, help="Address to listen on (loopback only)."
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on; loopback by default, as without api_keys_file anyone who reaches "
+    "the port can search every tenant.",
 )
 @click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
 @settings_options

@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -352,8 +353,9 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
     """Serve ``create_app(settings)`` with uvicorn until interrupted.
 
     Raises:
-        ConfigError: fastapi or uvicorn is missing (``pip install 'loader[serve]'``), or
-            ``api_keys_file`` cannot be read or is malformed (before anything listens).
+        ConfigError: fastapi or uvicorn is missing (``pip install 'loader[serve]'``), the host and
+            port cannot be listened on, or ``api_keys_file`` cannot be read or is malformed
+            (before anything listens).
     """
     try:
         import uvicorn
@@ -361,4 +363,26 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
         raise ConfigError(
             f"loader serve needs uvicorn and fastapi: pip install 'loader[serve]' ({exc})"
         ) from exc
+    _check_can_listen(host, port)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+
+
+def _check_can_listen(host: str, port: int) -> None:
+    """Refuse a host and port nothing can listen on, before the models load: uvicorn would exit
+    with its own code 3, the CLI's code for the cluster.
+
+    Raises:
+        ConfigError: the address is in use, not this machine's, or not an address at all.
+    """
+    try:
+        family, kind, protocol, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM
+        )[0]
+        with socket.socket(family, kind, protocol) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+            probe.bind(address)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"cannot listen on {host}:{port} ({reason}); choose another --host or --port"
+        ) from None

@@ -5,6 +5,7 @@ over the library's request."""
 from __future__ import annotations
 
 import logging
+import socket
 import stat
 from pathlib import Path
 
@@ -234,3 +235,21 @@ def test_the_body_types_come_from_the_settings_and_the_request() -> None:
     schema = body_models.SearchRequest.model_json_schema()
     modes = [option for option in schema["properties"]["mode"]["anyOf"] if "enum" in option]
     assert modes[0]["enum"] == list(SEARCH_MODES)
+
+
+def test_serve_on_a_port_in_use_is_a_config_error_not_the_clusters_code() -> None:
+    from click.testing import CliRunner
+
+    from loader.cli import cli
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(ConfigError, match=rf"^cannot listen on 127\.0\.0\.1:{port} \("):
+            serve.run_server(Settings(), port=port)
+        result = CliRunner().invoke(cli, ["serve", "--port", str(port)])
+    assert result.exit_code == 2, result.output
+    assert "choose another --host or --port" in result.output
+    with pytest.raises(ConfigError, match=r"^cannot listen on 203\.0\.113\.7:"):
+        serve.run_server(Settings(), host="203.0.113.7")  # TEST-NET-3: no interface has it
