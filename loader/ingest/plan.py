@@ -67,6 +67,13 @@ class PushReport:
         return asdict(self)
 
 
+def kept_foreign_warning(owner: str, source: str) -> str:
+    return (
+        f"kept {source} of tenant {owner!r}, gone from the folder: only a push with "
+        f"--tenant {owner!r} deletes it"
+    )
+
+
 @dataclass
 class PlannedDocument:
     document: Document
@@ -200,6 +207,9 @@ class PushPlan:
     kept_chunks: int  # chunks the index keeps for unchanged documents
     known_vectors: dict[str, str]  # content hash -> a chunk id in scope holding its vector
     skipped: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
+    # Documents of tenants the push met only through front matter, gone from the folder and
+    # kept: (tenant, source). Only a push for that tenant deletes them.
+    kept_foreign: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def chunks(self) -> int:
@@ -219,6 +229,7 @@ class PushPlan:
             chunks=self.chunks,
             failed=len(self.skipped),
             skipped=list(self.skipped),
+            warnings=[kept_foreign_warning(owner, source) for owner, source in self.kept_foreign],
         )
 
     def lines(self) -> list[str]:
@@ -238,6 +249,11 @@ class PushPlan:
                 )
         for source in self.removed:
             lines.append(f"- delete {source} ({deleted.get(source, 0)} chunks)")
+        for owner, source in self.kept_foreign:
+            lines.append(
+                f"= keep {source} (tenant {owner!r}: only a push with --tenant {owner!r} "
+                "deletes it)"
+            )
         for item in self.skipped:
             lines.append(f"! skip {item['source']}: {item['reason']}")
         return lines
@@ -260,7 +276,10 @@ def plan_push(
     Per document: unchanged (same hash) -> nothing, not even chunking; new or changed -> chunk
     it and write its chunks; then every chunk in scope that no longer exists is deleted (stale
     positions, removed documents unless ``keep_removed``; never the chunks of a document that
-    could not be read now).
+    could not be read now). Removed documents are deleted only in the push's own tenant
+    (``tenant``, else the setting): a file whose front matter names another tenant writes that
+    tenant's document, but gives the push no say over the tenant's other documents, which
+    another team may have pushed from a folder of the same name.
     """
     planner = _Planner(settings, embedder, read_scope, collection, tenant, on_event)
     for item in items:
@@ -292,13 +311,17 @@ class _Planner:
         self.plan = PushPlan(collection, [], [], [], [], 0, [], [], 0, {})
         self.chunk_counts: dict[str, int] = {}  # doc_id -> chunks it keeps, per readable document
         self.skipped_sources: set[str] = set()
-        self.enter_scope(tenant or settings.tenant)
+        self.owner_of: dict[str, str] = {}  # doc_id -> the tenant whose scope it was read from
+        self.own_tenant = tenant or settings.tenant
+        self.enter_scope(self.own_tenant)
 
     def enter_scope(self, owner: str) -> None:
         """Read a tenant's chunks the first time the push meets the tenant."""
         if owner not in self.plan.tenants:
             self.plan.tenants.append(owner)
-            self.state.update(self.read_scope(owner))
+            scope = self.read_scope(owner)
+            self.state.update(scope)
+            self.owner_of.update(dict.fromkeys(scope, owner))
 
     def skip(self, source: str, reason: str) -> None:
         self.plan.skipped.append({"source": source, "reason": reason})
@@ -357,6 +380,10 @@ class _Planner:
                 keep = {chunk_id(doc_id, position) for position in range(self.chunk_counts[doc_id])}
             elif keep_removed or self.was_skipped(entry["source"]):
                 continue  # removed but kept on request, or unreadable now: never lose indexed text
+            elif self.owner_of[doc_id] != self.own_tenant:
+                plan.kept_foreign.append((self.owner_of[doc_id], entry["source"]))
+                self.notify(f"warning: {kept_foreign_warning(*plan.kept_foreign[-1])}")
+                continue
             else:
                 keep = set()
                 plan.removed.append(entry["source"])

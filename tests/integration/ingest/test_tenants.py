@@ -194,6 +194,41 @@ def test_front_matter_tenant_other_than_the_push_is_skipped(shared, client, embe
     }
 
 
+def test_a_front_matter_tenant_never_deletes_that_tenants_other_documents(
+    shared, client, embedder, tmp_path
+):
+    # globex pushes its "handbook" folder; acme's "handbook" folder holds a file copied from
+    # globex with its front matter. Acme's push writes that document for globex, and deletes
+    # none of globex's others (the same collection name, another team's folder).
+    theirs = write(
+        tmp_path / "globex" / "handbook",
+        {"policy.md": "# Policy\n\nGlobex policy.\n", "second.md": "# Second\n\nGlobex's.\n"},
+    )
+    push(theirs, shared, tenant="globex", client=client, embedder=embedder)
+    mine = write(
+        tmp_path / "acme" / "handbook",
+        {
+            "mine.md": "# Mine\n\nAcme text.\n",
+            "policy.md": "---\ntenant: globex\n---\n# Policy\n\nA copy, edited.\n",
+        },
+    )
+    acme = shared.replace(tenant="acme")  # LOADER_TENANT=acme, no --tenant
+    planned = push(mine, acme, client=client, embedder=embedder, dry_run=True).plan
+    assert "= keep second.md (tenant 'globex': only a push with --tenant 'globex' deletes it)" in (
+        planned
+    )
+    assert not any(line.startswith("- delete") for line in planned)
+    report = push(mine, acme, client=client, embedder=embedder)
+    assert report.deleted == 0 and sorted(report.tenants) == ["acme", "globex"]
+    assert report.warnings == [
+        "kept second.md of tenant 'globex', gone from the folder: only a push with --tenant "
+        "'globex' deletes it"
+    ]
+    globex = {c["source"]: c for c in tenant_chunks(client, shared.index_name, "globex").values()}
+    assert set(globex) == {"policy.md", "second.md"}
+    assert "A copy, edited." in globex["policy.md"]["content"]
+
+
 def test_an_index_of_the_old_id_scheme_is_refused_then_replaced(shared, client, embedder, tmp_path):
     """An index whose ids ignore the tenant is never pushed into: apply plans a new, empty
     version and says to push each tenant again."""

@@ -109,6 +109,25 @@ def test_files_under_an_unreadable_folder_keep_their_chunks(embedder):
     assert [source for _, source in second.deletions] == ["lockedness.md"]
 
 
+def test_front_matter_writes_another_tenants_document_but_never_deletes_its_others(embedder):
+    # globex pushed its own "kb" folder; acme's "kb" folder holds one file whose front matter
+    # names globex (copied from globex's folder, say).
+    globex, _ = plan([doc("policy.md", "Old."), doc("second.md", "Theirs.")], embedder,
+                     tenant="globex")  # fmt: skip
+    states = {"globex": as_state(globex)}
+    acme, calls = plan([doc("policy.md", "New.", tenant="globex")], embedder, states)
+    assert calls == ["default", "globex"]
+    assert acme.updated == ["policy.md"]  # the document the file names is written...
+    assert acme.removed == [] and acme.deletions == []  # ...and globex's second.md is not touched
+    assert acme.kept_foreign == [("globex", "second.md")]
+    assert acme.lines()[-1] == (
+        "= keep second.md (tenant 'globex': only a push with --tenant 'globex' deletes it)"
+    )
+    # A push for globex itself deletes it.
+    own, _ = plan([doc("policy.md", "New.")], embedder, states, tenant="globex")
+    assert own.removed == ["second.md"] and own.kept_foreign == []
+
+
 def test_each_tenant_is_read_once_and_only_its_scope_is_deleted(embedder):
     acme, _ = plan([doc("p.md", "Acme.")], embedder, tenant="acme")
     globex, _ = plan([doc("p.md", "Globex.")], embedder, tenant="globex")
