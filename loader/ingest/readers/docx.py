@@ -11,7 +11,8 @@
 - **Code**: paragraphs in a code style (``Source Code``, ``HTML Preformatted``, ...).
 - **Metadata**: the core properties' title, language (``lang``) and keywords (``tags``); the
   ``published`` date is the custom property of that name (pandoc writes front matter there),
-  else the creation date.
+  else the creation date. The core part is found by its content type (``_core_properties``):
+  python-docx misses the one LibreOffice relates, and then makes up its own.
 
 What it cannot read it says: text boxes, content controls and other body content python-docx
 does not expose are counted and logged as a warning naming the file.
@@ -196,21 +197,38 @@ def _custom_properties(document: Any) -> dict[str, str]:
     return {}
 
 
+def _core_properties(document: Any) -> Any | None:
+    """The package's own core properties (``docProps/core.xml``), or None when it has none.
+
+    ``document.core_properties`` looks the part up by its relationship type spelled exactly;
+    LibreOffice writes ``.../officedocument/2006/relationships/metadata/core-properties`` (in
+    lower case), so python-docx does not find it and invents defaults instead — the title "Word
+    Document", no language. The part is found here by what python-docx loaded it as, which
+    follows its content type, and nothing is invented when there is none.
+    """
+    from docx.opc.parts.coreprops import CorePropertiesPart
+
+    for rel in document.part.package.rels.values():
+        if not rel.is_external and isinstance(rel.target_part, CorePropertiesPart):
+            return rel.target_part.core_properties
+    return None
+
+
 def _metadata(document: Any) -> tuple[str, dict[str, Any]]:
-    core = document.core_properties
+    core = _core_properties(document)
     custom = _custom_properties(document)
     metadata: dict[str, Any] = {}
-    if core.language:
+    if core is not None and core.language:
         metadata["lang"] = core.language
-    if core.keywords:
+    if core is not None and core.keywords:
         metadata["tags"] = [tag.strip() for tag in re.split(r"[,;]", core.keywords) if tag.strip()]
     published = custom.get("published", "")
     try:
         metadata["published"] = dt.date.fromisoformat(published[:10]).isoformat()
     except ValueError:
-        if isinstance(core.created, dt.datetime):
+        if core is not None and isinstance(core.created, dt.datetime):
             metadata["published"] = core.created.date().isoformat()
-    return normalize_space(core.title or ""), metadata
+    return normalize_space(core.title or "") if core is not None else "", metadata
 
 
 def _unread(document: Any) -> int:

@@ -6,9 +6,10 @@ and drops running headers and footers; ``pdf_structure`` turns the lines into he
 paragraphs, lists and code.
 
 Headings come from the outline (bookmarks) when it agrees with the text: when at least half of
-its entries are lines on their page, those lines are the headings, at the outline's levels (an
-entry not found starts at the top of its page). Otherwise — no outline, or one that names
-nothing on the page — the headings are the ones the layout shows (``pdf_structure``).
+its entries are lines on their page, those lines are the headings, at the outline's levels. An
+entry whose title is no line (garbled CJK glyphs, right-to-left text in visual order) takes the
+heading the layout shows in its place, with the entry's title. Otherwise — no outline, or one
+that names nothing on the page — the headings are the ones the layout shows (``pdf_structure``).
 
 What the reader cannot do, it says: a PDF without any text (a scan) is refused with "no text
 layer, OCR not available"; pages without text in a PDF that has some are logged as a warning
@@ -31,7 +32,7 @@ from loader.ingest.readers.pdf_layout import (
     page_lines,
     reading_order,
 )
-from loader.ingest.readers.pdf_structure import StructureOutline
+from loader.ingest.readers.pdf_structure import Rank, StructureOutline, rank_of
 
 log = logging.getLogger(__name__)
 
@@ -116,9 +117,10 @@ def _outline_marks(
     structure: StructureOutline, outline: list[tuple[int, int, str]]
 ) -> dict[int, tuple[int, str]] | None:
     """Heading marks from the outline, or None when fewer than half its entries are lines of
-    their page (then the outline does not describe this text)."""
+    their page (then the outline does not describe this text). The entries that are no line of
+    their page are placed by ``_place_unmatched``."""
     marks: dict[int, tuple[int, str]] = {}
-    unmatched: list[tuple[int, int, str]] = []
+    found_at: list[int | None] = []  # per entry: the index of its line, None when not found
     title_index = structure.title_index()
     # Lines that look like headings first: a title line may repeat the first chapter's name.
     looks = [index for index in structure.headings() if index != title_index]
@@ -136,17 +138,92 @@ def _outline_marks(
             ),
             None,
         )
-        if found is None:
-            unmatched.append((page, level, title))
-        else:
+        found_at.append(found)
+        if found is not None:
             marks[found] = (1, f"{min(level, 6)}\x00{title}")
     if len(marks) < len(outline) / 2:
         return None
-    for page, level, title in unmatched:  # starts at the top of its page
-        at = next((i for i, item in enumerate(structure.items) if item.page > page), None)
-        if at is not None and at not in marks:
-            marks[at] = (0, f"{min(level, 6)}\x00{title}")
+    headings = structure.headings()
+    levels: dict[Rank, int] = {}  # the outline level of the found entries' heading styles
+    for (_, level, _), at in zip(outline, found_at, strict=True):
+        if at in headings:
+            levels.setdefault(rank_of(headings[at][1]), min(level, 6))
+    start = 0
+    while start < len(outline):
+        if found_at[start] is not None:
+            start += 1
+            continue
+        end = start
+        while end < len(outline) and found_at[end] is None:
+            end += 1
+        low = found_at[start - 1] if start else -1
+        high = found_at[end] if end < len(outline) else len(structure.items)
+        _place_unmatched(structure, outline[start:end], (low, high), levels, marks)
+        start = end
     return marks
+
+
+def _place_unmatched(
+    structure: StructureOutline,
+    run: list[tuple[int, int, str]],
+    between: tuple[int, int],
+    levels: dict[Rank, int],
+    marks: dict[int, tuple[int, str]],
+) -> None:
+    """Mark the headings of outline entries (``run``, consecutive) that are no line of their
+    page, between the lines of the found entries around them (item indexes ``between``).
+
+    Such an entry is usually a heading whose extracted text differs from its bookmark: glyphs
+    without a Unicode mapping (CJK in a fallback font), right-to-left words in visual order. The
+    layout sees those headings as it does without bookmarks, so the part falls back to it, not
+    the whole document (the outline's other entries are still right):
+
+    - as many layout headings on the run's pages there as the run has entries (those styled like
+      found entries first): paired in order, with the entries' levels and titles (the outline's
+      text is the author's, the page's may be garbled);
+    - other counts: pairing would be a guess, so the layout's headings there are kept as they
+      are, at the level found entries of their style have (else the run's highest);
+    - no layout heading there: each entry starts at the top of its page.
+
+    Putting an entry at the top of its page when the layout has its line would lose it whenever
+    that spot is taken (by the title line, by another entry), and its section would merge into
+    the one before.
+    """
+    items, headings = structure.items, structure.headings()
+    title_index = structure.title_index()
+    low, high = between
+    pages = range(min(entry[0] for entry in run) + 1, max(entry[0] for entry in run) + 2)
+    layout = [
+        index
+        for index in sorted(headings)
+        if low < index < high
+        and index != title_index
+        and index not in marks
+        and items[index].page in pages
+    ]
+    known = [index for index in layout if rank_of(headings[index][1]) in levels]
+    paired = next((found for found in (known, layout) if len(found) == len(run)), None)
+    if paired is not None:
+        for index, (_, level, title) in zip(paired, run, strict=True):
+            marks[index] = (headings[index][0], f"{min(level, 6)}\x00{title}")
+    elif layout:
+        highest = min(min(level, 6) for _, level, _ in run)
+        for index in known or layout:
+            count, style = headings[index]
+            text = normalize_space(" ".join(items[i].text for i in range(index, index + count)))
+            marks[index] = (count, f"{levels.get(rank_of(style), highest)}\x00{text}")
+    else:
+        for page, level, title in run:
+            at = next(
+                (
+                    index
+                    for index in range(low + 1, high)
+                    if items[index].page > page and index != title_index and index not in marks
+                ),
+                None,
+            )
+            if at is not None:
+                marks[at] = (0, f"{min(level, 6)}\x00{title}")
 
 
 def _events(pdf: Any, outline: list[tuple[int, int, str]], source: str) -> tuple[str | None, list]:

@@ -7,9 +7,10 @@ style — size, weight, font family — that most characters have):
   line above it (not a bold line inside a paragraph) and does not end like a sentence;
 - a body-style line numbered like ``2.3 Delivery zones`` that stands alone.
 
-Levels: a numbered heading's depth (``2.3`` is 2); otherwise the rank of its style, largest
-first. The largest style, when it is used once near the top of the first page, is the title: it
-is not a heading (the chunk prefix carries the title).
+Levels: a numbered heading's depth (``2.3`` is 2); otherwise the rank of its size and weight,
+largest first (``heading_ranks``: the font family does not make a level). The largest style, when
+it is used once near the top of the first page, is the title: it is not a heading (the chunk
+prefix carries the title).
 
 Example::
 
@@ -23,6 +24,7 @@ import functools
 import re
 import statistics
 from collections import Counter
+from collections.abc import Iterable
 
 from loader.documents import Block
 from loader.ingest.readers.common import Heading, normalize_space
@@ -36,6 +38,22 @@ _BULLET = re.compile(r"^([\u2022\u25e6\u25aa\u25cf\u2013\u2014\u2023\u2043\uf0b7
 _ORDERED = re.compile(r"^(\d{1,3}[.)]|[a-z][.)])\s+(.*)$")
 _SENTENCE_END = re.compile(r"[.,;:]$")
 Style = tuple[float, bool, str]
+Rank = tuple[float, bool]  # a heading style without its family: what makes a heading level
+
+
+def rank_of(style: Style) -> Rank:
+    """The (size, bold) of a style. The family is left out: a heading set partly or wholly in a
+    fallback font (CJK or emoji glyphs its font lacks) is no other level, and its wrapped lines
+    stay one heading."""
+    return style[0], style[1]
+
+
+def heading_ranks(styles: Iterable[Style]) -> dict[Rank, int]:
+    """The level (1, 2, ...) of each heading style's rank: larger first, bold before regular at
+    one size. The order is total, so it does not depend on the order ``styles`` come in (a set of
+    styles iterates in an order that changes with ``PYTHONHASHSEED``)."""
+    ranks = sorted({rank_of(style) for style in styles}, key=lambda rank: (-rank[0], not rank[1]))
+    return {rank: level for level, rank in enumerate(ranks, start=1)}
 
 
 def _is_list_start(text: str) -> bool:
@@ -92,7 +110,7 @@ class StructureOutline:
 
     def headings(self) -> dict[int, tuple[int, Style]]:
         """Item index -> (line count, style) of each heading; a heading wrapped on several lines
-        of one style counts once, at its first line."""
+        of one size and weight (whatever their fonts) counts once, at its first line."""
         return dict(self._headings)
 
     def _find_headings(self) -> dict[int, tuple[int, Style]]:
@@ -107,7 +125,7 @@ class StructureOutline:
                     if not (
                         isinstance(after, Segment)
                         and after.page == first.page
-                        and after.style() == first.style()
+                        and rank_of(after.style()) == rank_of(first.style())
                         and 0 < after.top - self.items[index + count - 1].top <= 1.5 * first.size
                     ):
                         break
@@ -123,12 +141,12 @@ class StructureOutline:
         of the first page."""
         if not headings:
             return None
-        styles = Counter(style for _, style in headings.values())
-        largest = max(styles, key=lambda style: style[0])
+        ranks = Counter(rank_of(style) for _, style in headings.values())
+        largest = max(ranks)  # by size, then bold: a total order
         first = min(headings)
         segment = self.items[first]
-        unique = styles[largest] == 1 and headings[first][1] == largest
-        others = [style[0] for style in styles if style != largest]
+        unique = ranks[largest] == 1 and rank_of(headings[first][1]) == largest
+        others = [rank[0] for rank in ranks if rank != largest]
         bigger = not others or largest[0] > max(others)
         return first if unique and bigger and segment.page == 1 else None
 
@@ -140,10 +158,7 @@ class StructureOutline:
         """The layout title (or None) and the document's events in reading order."""
         headings = self.headings()
         title_index = self._title(headings)
-        ranks = sorted(
-            {style for i, (_, style) in headings.items() if i != title_index},
-            key=lambda style: (-style[0], not style[1]),
-        )
+        levels = heading_ranks(style for i, (_, style) in headings.items() if i != title_index)
         title = None
         marks: dict[int, tuple[int, str]] = {}  # first line -> (line count, heading text or "")
         for index, (count, style) in headings.items():
@@ -155,7 +170,7 @@ class StructureOutline:
                 marks[index] = (count, "")
                 continue
             numbered = _NUMBERED.match(text)
-            level = numbered.group(1).count(".") + 1 if numbered else ranks.index(style) + 1
+            level = numbered.group(1).count(".") + 1 if numbered else levels[rank_of(style)]
             marks[index] = (count, f"{min(level, 6)}\x00{text}")
         return title, self.blocks(marks)
 

@@ -107,3 +107,45 @@ def test_a_zip_that_is_no_word_document(tmp_path: Path) -> None:
         archive.writestr("hello.txt", "not a Word part")
     with pytest.raises(InputError, match=r"^sheet\.docx: (not a Word document|unreadable Word)"):
         read_document(path, tmp_path, 1_000_000)
+
+
+def test_libreoffice_word_files_keep_their_own_properties(libreoffice_files) -> None:
+    """LibreOffice relates docProps/core.xml with a type python-docx does not recognise (it
+    spells ``officedocument``); the file's own title and language are read all the same."""
+    import zipfile
+
+    titled = libreoffice_files.titled_docx
+    with zipfile.ZipFile(titled) as package:
+        assert b"/officedocument/2006/relationships/metadata/core" in package.read("_rels/.rels")
+    doc = read_document(titled, titled.parent, 1_000_000)
+    assert doc.title == "Règles du café"
+    assert doc.metadata == {"lang": "fr-FR", "tags": ["café", "règles"]}
+    assert [s.heading_path for s in doc.sections] == [(), ("Ouverture",)]
+
+    untitled = libreoffice_files.untitled_docx
+    doc = read_document(untitled, untitled.parent, 1_000_000)
+    assert doc.title == "Untitled notes"  # no core title, Title paragraph or Heading 1
+    assert [s.heading_path for s in doc.sections] == [(), ("Closing",)]
+
+
+def test_a_package_without_core_properties_gets_no_invented_title(tmp_path: Path) -> None:
+    """python-docx makes up core properties (title "Word Document") for a package without
+    docProps/core.xml; the reader takes none of them."""
+    import zipfile
+
+    document = docx.Document()
+    document.add_paragraph("Notes kept without any document properties.")
+    saved = tmp_path / "saved.docx"
+    document.save(str(saved))
+    path = tmp_path / "shift-notes.docx"
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(path, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "docProps/core.xml":
+                continue
+            if item.filename == "_rels/.rels":
+                data = re.sub(rb"<Relationship [^>]*core-properties[^>]*/>", b"", data)
+            target.writestr(item, data)
+    doc = read_document(path, tmp_path, 1_000_000)
+    assert doc.title == "Shift notes"
+    assert doc.metadata == {}

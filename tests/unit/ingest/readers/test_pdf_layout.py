@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from loader.documents import Block
 from loader.ingest.readers.common import Heading
 from loader.ingest.readers.pdf_layout import (
@@ -12,7 +14,7 @@ from loader.ingest.readers.pdf_layout import (
     page_lines,
     reading_order,
 )
-from loader.ingest.readers.pdf_structure import StructureOutline
+from loader.ingest.readers.pdf_structure import StructureOutline, heading_ranks
 
 BODY = "ABCDEF+DejaVuSerif"
 BOLD = "ABCDEF+DejaVuSans-Bold"
@@ -141,3 +143,59 @@ def test_lists_code_and_paragraphs():
         Block("code", "```\nadb logcat -d -s QuickBite:V\n```", 1),
         Block("paragraph", "Send the file to support.", 1),
     ]
+
+
+def test_heading_ranks_are_a_total_order_without_the_family():
+    styles = [
+        (14.0, True, "DejaVuSans"),
+        (16.0, False, "DejaVuSerif"),
+        (14.0, True, "DejaVuSerif"),
+        (16.0, True, "DejaVuSans"),
+        (14.0, False, "DejaVuSans"),
+    ]
+    expected = {(16.0, True): 1, (16.0, False): 2, (14.0, True): 3, (14.0, False): 4}
+    for order in itertools.permutations(styles):
+        assert heading_ranks(order) == expected
+
+
+def test_headings_in_two_font_families_are_one_level_and_one_heading():
+    """A CJK heading set in a fallback font is the level of its neighbours, and a heading whose
+    wrapped line is in another family stays one heading."""
+    _, events = structure(
+        ("Opening procedures", 100, 16, BOLD),
+        ("Unlock the front door at seven and switch on the grinder first.", 126, 12, BODY),
+        ("日本語のセクション", 152, 16, SERIF_BOLD),
+        ("Clean the espresso machine every evening before closing.", 178, 12, BODY),
+        ("Closing time and the steps", 204, 16, BOLD),
+        ("に従ってください", 222, 16, SERIF_BOLD),
+        ("Lock the door and switch off the lights before you leave.", 248, 12, BODY),
+    )
+    heads = [(e.level, e.text) for e in events if isinstance(e, Heading)]
+    assert heads == [
+        (1, "Opening procedures"),
+        (1, "日本語のセクション"),
+        (1, "Closing time and the steps に従ってください"),
+    ]
+
+
+def test_an_unmatched_bookmark_takes_the_layout_heading_styled_like_the_matched_ones():
+    """The outline names "Rückerstattung", the page shows "Refunds" (another text layer): that
+    heading, styled like the matched entries', takes the entry; the smaller one stays text."""
+    from loader.ingest.readers.pdf import _outline_marks
+
+    lines = [
+        ("Orders", 100, 16, BOLD),
+        ("Orders are packed at the hub and handed to the courier.", 126, 12, BODY),
+        ("Refunds", 152, 16, BOLD),
+        ("Refunds reach the original payment method within days.", 178, 12, BODY),
+        ("Card refunds", 204, 14, BOLD),
+        ("A card refund takes five to seven working days to arrive.", 230, 12, BODY),
+        ("Couriers", 256, 16, BOLD),
+        ("Couriers pick the orders up at the hub counter.", 282, 12, BODY),
+    ]
+    placed = [w for text, top, size, font in lines for w in words(text, 72, top, size, font)]
+    outline = StructureOutline([reading_order(page_lines(placed))])
+    entries = [(0, 1, "Orders"), (0, 1, "Rückerstattung"), (0, 1, "Couriers")]  # page, level
+    marks = _outline_marks(outline, entries)
+    heads = [(e.level, e.text) for e in outline.blocks(marks) if isinstance(e, Heading)]
+    assert heads == [(1, "Orders"), (1, "Rückerstattung"), (1, "Couriers")]

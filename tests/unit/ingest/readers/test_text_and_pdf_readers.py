@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,6 +13,8 @@ from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from loader.errors import InputError
 from loader.ingest.readers import read_document
+from tests.paths import REPO
+from tests.unit.ingest.readers.conftest import HANDBOOK_PATHS
 
 
 def test_text_paragraphs_and_title(tmp_path: Path) -> None:
@@ -131,3 +136,55 @@ def test_a_scan_without_text_layer_and_an_encrypted_pdf_are_refused(tmp_path: Pa
         writer.write(handle)
     with pytest.raises(InputError, match=r"^locked\.pdf: encrypted PDF \(needs a password\)$"):
         read_document(tmp_path / "locked.pdf", tmp_path, 1_000_000)
+
+
+_READ = """
+import sys
+from pathlib import Path
+from loader.ingest.readers import read_document
+path = Path(sys.argv[1])
+print(repr(read_document(path, path.parent, 10_000_000)))
+"""
+
+
+def test_a_pdf_without_bookmarks_reads_the_same_whatever_the_hash_seed(libreoffice_files):
+    """Heading levels come from the styles in the layout; two styles of one size and weight (a
+    heading in another font family) once ranked in a set's order, which PYTHONHASHSEED changes:
+    the document's hash changed, and an unchanged file was embedded again on every push."""
+    path = libreoffice_files.handbook_layout_pdf
+    reads = {
+        seed: subprocess.run(
+            [sys.executable, "-c", _READ, str(path)],
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=120,
+        ).stdout  # fmt: skip
+        for seed in ("0", "1", "2")
+    }
+    assert len(set(reads.values())) == 1
+    document = read_document(path, path.parent, 10_000_000)
+    assert reads["0"] == repr(document) + "\n"
+    # pdfplumber gives right-to-left words in visual order: the layout's Hebrew heading is
+    # reversed (with the bookmarks, the outline's own title is used).
+    paths = [(p[0][::-1],) if p == ("עברית",) else p for p in HANDBOOK_PATHS]
+    assert document.title == "Café handbook"
+    assert [section.heading_path for section in document.sections] == paths
+
+
+def test_bookmarks_that_do_not_match_the_text_keep_their_headings(libreoffice_files):
+    """The Hebrew bookmark names a line pdfplumber reads reversed: the layout's heading there
+    takes the bookmark's title and level, and its section does not merge into the one before."""
+    from pypdf import PdfReader
+
+    path = libreoffice_files.handbook_pdf
+    outline = PdfReader(path).outline  # top-level entries, and a list of each one's children
+    assert "עברית" in [item.title for item in outline if not isinstance(item, list)]
+    document = read_document(path, path.parent, 10_000_000)
+    assert document.title == "Café handbook"
+    assert [section.heading_path for section in document.sections] == HANDBOOK_PATHS
+    assert [[b.text for b in section.blocks] for section in document.sections][0] == [
+        "Welcome to the café handbook. It covers opening the café and the espresso machine."
+    ]
