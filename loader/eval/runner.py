@@ -347,6 +347,20 @@ class EvalRun:
             self.comparison.check()
 
 
+def _check_writable(request: EvalRequest) -> None:
+    """Create the outputs' folders now: a folder that cannot be made fails before minutes of
+    pushing and searching, not after them."""
+    folders = {("--out-dir", Path(request.out_dir)), ("--out-dir", Path(request.out_dir) / "runs")}
+    if request.output:
+        folders.add(("--output", Path(request.output).parent))
+    for option, folder in sorted(folders, key=lambda pair: str(pair[1])):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            reason = exc.strerror or str(exc)
+            raise ConfigError(f"{option} {folder}: cannot create the folder ({reason})") from None
+
+
 def run_eval(
     request: EvalRequest,
     settings: Settings,
@@ -360,10 +374,12 @@ def run_eval(
     gate is not applied here: call ``check()`` on the result once its outputs are shown.
 
     Raises:
-        ConfigError, InputError: bad options, dataset or previous results (before any search).
+        ConfigError, InputError: bad options, dataset, previous results or an output folder that
+            cannot be created (before any search).
         ClusterError, ModelError: as raised by ``evaluate``.
     """
     previous = load_results(request.previous) if request.previous else None
+    _check_writable(request)
     task = load_task(
         request.dataset,
         split=request.split,

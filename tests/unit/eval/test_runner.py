@@ -54,6 +54,19 @@ def test_cli_eval_missing_previous_results_fails_before_searching(tmp_path):
     assert f"Error: results file {tmp_path / 'old.json'} does not exist" in result.output
 
 
+@pytest.mark.parametrize("option", ["--out-dir", "--output"])
+def test_cli_eval_an_output_folder_that_cannot_be_made_fails_before_searching(tmp_path, option):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder", encoding="utf-8")
+    target = blocker / "x" if option == "--out-dir" else blocker / "x" / "results.json"
+    result = CliRunner().invoke(
+        cli,
+        ["eval", str(FIXTURES / "tiny-beir"), "--url", "http://127.0.0.1:9", option, str(target)],
+    )
+    assert result.exit_code == 2, result.output  # not 3: no connection was tried
+    assert f"Error: {option} {blocker / 'x'}: cannot create the folder (" in result.output
+
+
 def test_cli_eval_questions_file_needs_docs(tmp_path):
     result = CliRunner().invoke(
         cli, ["eval", str(FIXTURES / "questions.jsonl"), "--out-dir", str(tmp_path)]
