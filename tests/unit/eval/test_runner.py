@@ -61,8 +61,9 @@ def test_cli_eval_an_output_folder_that_cannot_be_made_fails_before_searching(tm
     target = blocker / "x" if option == "--out-dir" else blocker / "x" / "results.json"
     result = CliRunner().invoke(
         cli,
-        ["eval", str(FIXTURES / "tiny-beir"), "--url", "http://127.0.0.1:9", option, str(target)],
-    )
+        ["eval", str(FIXTURES / "tiny-beir"), "--url", "http://127.0.0.1:9", "--out-dir",
+         str(tmp_path / "out"), option, str(target)],
+    )  # fmt: skip
     assert result.exit_code == 2, result.output  # not 3: no connection was tried
     assert f"Error: {option} {blocker / 'x'}: cannot create the folder (" in result.output
 
