@@ -89,9 +89,10 @@ def _load_cross_encoder(name: str, path: str, max_tokens: int, device: str) -> A
     try:
         model = CrossEncoder(path, max_length=max_tokens, device=device)
     except Exception as exc:  # the library raises many kinds; all mean "cannot load"
+        reason = " ".join(str(exc).split())  # one line: the library's own runs over several
         raise ModelError(
-            f"cannot load reranker model {name!r} ({path}): {exc}; there is no model hub here, so "
-            "set reranker_model (LOADER_RERANKER_MODEL) to a local CrossEncoder folder"
+            f"cannot load reranker model {name!r} ({path}): {reason}; there is no model hub here, "
+            "so set reranker_model (LOADER_RERANKER_MODEL) to a local CrossEncoder folder"
         ) from exc
     num_labels = int(getattr(model.config, "num_labels", 1))
     if num_labels != 1:

@@ -168,6 +168,7 @@ def test_clear_errors(invoke, tmp_path, settings):
         f"Error: cannot load reranker model {missing_model!r} ({missing_model}): "
     )
     assert result.output.count("\n") == 1
+    assert "\\n" not in result.output  # the library's lines joined, not escaped
 
     result = invoke("   ", "--tenant", "A", "--no-rerank")
     assert (result.exit_code, result.output) == (
