@@ -168,7 +168,10 @@ def test_clear_errors(invoke, tmp_path, settings):
         f"Error: cannot load reranker model {missing_model!r} ({missing_model}): "
     )
     assert result.output.count("\n") == 1
-    assert "\\n" not in result.output  # the library's lines joined, not escaped
+    # A hub name offline: the library's message runs over lines, joined here, not escaped.
+    result = invoke("refund", "--tenant", "A", env={"LOADER_RERANKER_MODEL": "acme/no-such-model"})
+    assert result.exit_code == 6 and result.output.count("\n") == 1
+    assert "\\n" not in result.output, result.output
 
     result = invoke("   ", "--tenant", "A", "--no-rerank")
     assert (result.exit_code, result.output) == (
