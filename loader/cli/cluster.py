@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from loader.cli.common import config_option, handle_errors, settings_options
+from loader.cli.common import config_option, echo_json, handle_errors, settings_options
 from loader.resolve import resolve_settings
 from loader.settings import (
     Settings,
@@ -20,13 +18,11 @@ from loader.terminal import printable
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def settings_command(config_path: str | None, as_json: bool) -> None:
     """Show every setting, its value and where the value came from (secrets masked)."""
-    with handle_errors():
+    with handle_errors(as_json=as_json):
         settings, sources = resolve_settings(config_path=config_path)
     values = settings.public_items()
     if as_json:
-        click.echo(
-            json.dumps({k: {"value": v, "source": sources[k]} for k, v in values.items()}, indent=2)
-        )
+        echo_json({k: {"value": v, "source": sources[k]} for k, v in values.items()}, indent=2)
         return
     helps = setting_help()
     for name, value in values.items():

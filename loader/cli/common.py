@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -59,7 +60,7 @@ def settings_options(func: Callable) -> Callable:
             # pypdf warns about damaged PDFs without naming the file; push reports each one.
             logging.getLogger("pypdf").setLevel(logging.ERROR)
         secrets: list[str] = []
-        with handle_errors(debug, secrets):
+        with handle_errors(debug, secrets, as_json=bool(kwargs.get("as_json"))):
             settings, _ = resolve_settings(
                 config_path=config_path,
                 overrides={"opensearch_url": opensearch_url, "index_name": index_name},
@@ -104,14 +105,33 @@ def _mask_secrets_in_logs(secrets: list[str]) -> None:
             handler.addFilter(_SECRET_FILTER)
 
 
+class _JsonOutput:
+    """Whether the running command has printed its JSON document (``echo_json``)."""
+
+    written = False
+
+
+def echo_json(data: Any, **dumps: Any) -> None:
+    """Print a command's ``--json`` document on stdout (``json.dumps`` options in ``dumps``)."""
+    click.echo(json.dumps(data, **dumps))
+    _JsonOutput.written = True
+
+
 @contextlib.contextmanager
-def handle_errors(debug: bool = False, secrets: Sequence[str] = ()) -> Iterator[None]:
+def handle_errors(
+    debug: bool = False, secrets: Sequence[str] = (), as_json: bool = False
+) -> Iterator[None]:
     """Turn any error into one line on stderr and an exit code, never a traceback (unless
     ``debug``): a LoaderError gets its class's exit code, anything else exit code 1.
 
     ``secrets`` (read when the error happens) are masked in the line: the package's own messages
-    never hold one, but the text of an unexpected exception may.
+    never hold one, but the text of an unexpected exception may. With ``as_json`` (the command's
+    ``--json``), an error that comes before the command printed its JSON document is also one on
+    stdout, ``{"error": ..., "exit_code": ...}`` (as ``loader chat --json`` reports a turn's), so
+    a script reading stdout gets JSON whatever happened; an error after it (the eval gate, a
+    failed doctor check) is already in that document.
     """
+    _JsonOutput.written = False
     try:
         yield
     except (click.exceptions.ClickException, click.exceptions.Exit, click.exceptions.Abort):
@@ -123,13 +143,21 @@ def handle_errors(debug: bool = False, secrets: Sequence[str] = ()) -> Iterator[
             raise
         # Whole secrets only: a piece of one may be a word of the message.
         long_enough = [secret for secret in secrets if len(secret) >= 3]
-        error = click.ClickException(printable(scrub_secrets(str(exc), long_enough, pieces=False)))
-        error.exit_code = exc.exit_code
-        raise error from exc
+        message = printable(scrub_secrets(str(exc), long_enough, pieces=False))
+        raise _failure(message, exc.exit_code, as_json) from exc
     except Exception as exc:
         if debug:
             raise
         text = printable(scrub_secrets(" ".join(str(exc).split()), list(secrets)))
-        raise click.ClickException(
-            f"unexpected {type(exc).__name__}: {text}; run with --debug for the traceback"
-        ) from exc
+        message = f"unexpected {type(exc).__name__}: {text}; run with --debug for the traceback"
+        raise _failure(message, 1, as_json) from exc
+
+
+def _failure(message: str, exit_code: int, as_json: bool) -> click.ClickException:
+    """The one line on stderr and the exit code; with ``as_json`` and no JSON printed yet, the
+    error as the command's JSON document too."""
+    if as_json and not _JsonOutput.written:
+        echo_json({"error": message, "exit_code": exit_code}, ensure_ascii=False)
+    error = click.ClickException(message)
+    error.exit_code = exit_code
+    return error

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from loader.cli.common import settings_options
+from loader.cli.common import echo_json, settings_options
 from loader.settings import Settings
 from loader.terminal import printable
 
@@ -25,7 +23,7 @@ def doctor(settings: Settings, as_json: bool) -> None:
 
     report = run_doctor(settings)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        echo_json(report.to_dict(), indent=2)
     else:
         for line in report.lines():
             click.echo(printable(line))

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
 import click
 
-from loader.cli.common import settings_options
+from loader.cli.common import echo_json, settings_options
 from loader.eval.configs import RERANK_CHOICES
 from loader.settings import (
     CHUNK_STRATEGIES,
@@ -170,7 +169,7 @@ def eval_command(
         on_event=None if silent else lambda line: click.echo(printable(line), err=True),
     )
     if as_json:
-        click.echo(json.dumps(run.to_dict(), indent=2))
+        echo_json(run.to_dict(), indent=2)
     else:
         click.echo(printable_lines(render_table(run.report.to_dict())))
         if run.comparison is not None:
@@ -206,7 +205,7 @@ def _tune(
         path, _after, diff = toml_change(result, config_path)
     if as_json:
         payload = {**result.to_dict(), "diff": diff, "written": bool(tune["write"] and diff)}
-        click.echo(json.dumps(payload, indent=2))
+        echo_json(payload, indent=2)
         return
     click.echo(printable_lines(render_tune(result)))
     click.echo("")

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from loader.cli.common import settings_options
+from loader.cli.common import echo_json, settings_options
 from loader.settings import SEARCH_MODES, Settings
 from loader.terminal import printable
 
@@ -83,7 +81,7 @@ def explain(
     )
     report = run_explain(request, settings, expect=expect)
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2, ensure_ascii=False))
+        echo_json(report.to_dict(), indent=2, ensure_ascii=False)
         return
     for line in format_report(report):
         click.echo(printable(line))

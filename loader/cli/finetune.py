@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 import click
 
-from loader.cli.common import settings_options
+from loader.cli.common import echo_json, settings_options
 from loader.settings import Settings
 from loader.terminal import printable
 
@@ -97,7 +96,7 @@ def fine_tune_command(
         "seconds": round(result.seconds, 1),
     }
     if as_json:
-        click.echo(json.dumps(summary, indent=2))
+        echo_json(summary, indent=2)
         return
     click.echo(
         printable(

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 import click
 
-from loader.cli.common import settings_options
+from loader.cli.common import echo_json, settings_options
 from loader.settings import (
     Settings,
 )
@@ -27,7 +25,7 @@ def apply(settings: Settings, dry_run: bool, delete_old: bool, as_json: bool) ->
 
     plan = apply_config(settings, dry_run=dry_run, delete_old=delete_old)
     if as_json:
-        click.echo(json.dumps({**plan.to_dict(), "dry_run": dry_run}, indent=2))
+        echo_json({**plan.to_dict(), "dry_run": dry_run}, indent=2)
         return
     for line in plan.lines():
         click.echo(printable(line))

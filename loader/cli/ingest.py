@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 import click
 
-from loader.cli.common import settings_options
+from loader.cli.common import echo_json, settings_options
 from loader.errors import PartialFailure
 from loader.settings import (
     CHUNK_STRATEGIES,
@@ -97,7 +96,7 @@ def push(
         on_event=None if as_json else lambda line: click.echo(printable(line), err=True),
     )
     if as_json:
-        click.echo(json.dumps(report.to_dict(), indent=2))
+        echo_json(report.to_dict(), indent=2)
     elif dry_run and not quiet:
         for line in report.plan or []:
             click.echo(printable(line))

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from loader.cli.common import handle_errors, settings_options
+from loader.cli.common import echo_json, handle_errors, settings_options
 from loader.query.request import EXPANSIONS
 from loader.settings import (
     REWRITE_CHOICES,
@@ -148,7 +147,7 @@ def search(
     )
     result = run_search(request, settings)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, ensure_ascii=False))
+        echo_json(result.to_dict(), indent=2, ensure_ascii=False)
         return
     for line in format_result(result):
         click.echo(printable(line))

@@ -40,3 +40,22 @@ def test_push_of_a_missing_folder_is_one_line(tmp_path):
     assert result.output == (
         f"Error: {missing} is not a folder; `loader push` takes a folder of documents\n"
     )
+
+
+@pytest.mark.parametrize(
+    "args, exit_code",
+    [
+        (["search", "refund", "--no-rerank", "--json", "--url", "http://127.0.0.1:9"], 3),
+        (["apply", "--dry-run", "--json", "--url", "http://127.0.0.1:9"], 3),
+        (["search", "refund", "--no-rerank", "--json", "--k", "3", "--candidates", "0"], 2),
+        (["settings", "--json", "--config", "/nonexistent/loader.toml"], 2),
+    ],
+)
+def test_json_commands_print_their_error_as_json_on_stdout(args, exit_code):
+    import json
+
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == exit_code, result.output
+    error = json.loads(result.stdout)
+    assert error == {"error": error["error"], "exit_code": exit_code}
+    assert result.stderr == f"Error: {error['error']}\n"
