@@ -84,7 +84,11 @@ def _valid_iso_date(match: re.Match[str]) -> bool:
         datetime.date(parts["year"], parts.get("month", 1), parts.get("day", 1))
     except ValueError:
         return False
-    return all(parts.get(name, 0) <= limit for name, limit in _TIME_LIMITS.items())
+    zone_minutes = 60 * parts.get("zone_hour", 0) + parts.get("zone_minute", 0)
+    # The server's offsets reach +-18:00 exactly: +18:01 passes both parts' limits but not it.
+    return zone_minutes <= 18 * 60 and all(
+        parts.get(name, 0) <= limit for name, limit in _TIME_LIMITS.items()
+    )
 
 
 def check_date(name: str, value: object) -> str:

@@ -95,6 +95,8 @@ def test_date_objects_pass_as_iso_text() -> None:
         "2024-05-01T10:60",
         "2024-05-01T10:30:61",
         "2024-05-01T10:30:00+19:00",  # OpenSearch: 400
+        "2024-05-01T10:00+18:01",  # OpenSearch: 400 (offsets reach 18:00 exactly)
+        "2024-05-01T10:00-1859",
         "2024-05-01 10:30",  # OpenSearch: 400 (strict_date_optional_time wants the T)
         "2024-05-01\n",
         "٢٠٢٤-٠٥-٠١",  # Arabic-Indic digits
