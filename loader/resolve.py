@@ -7,7 +7,8 @@
 4. explicit overrides (CLI flags).
 
 ``resolve_settings`` returns the frozen ``Settings`` and, for ``loader settings``, where each value
-came from. Every value is checked against its type and its choices, naming where it came from.
+came from. Every value is checked against its type, its choices, its bounds and its own check
+(``loader.settings.check_setting``), naming where it came from.
 
 Example::
 
@@ -19,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import fields
@@ -26,16 +28,28 @@ from pathlib import Path
 from typing import Any, get_type_hints
 
 from loader.errors import ConfigError
-from loader.settings import Settings, check_choice
+from loader.settings import Settings, check_setting
 from loader.text import first_surrogate
 
 CONFIG_FILE_NAME = "loader.toml"
 
 
-def _coerce(name: str, value: Any, kind: type, origin: str) -> Any:
-    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
-        return value
+def _coerce(name: str, value: Any, kind: type, origin: str, hide: bool = False) -> Any:
+    """``value`` as a setting of type ``kind``: itself, or parsed from text (the environment).
+    With ``hide`` (a value that may hold a credential) a refused value is named by its type only.
+
+    A TOML value of another type is refused rather than converted, since Python's conversion is not
+    what was written: a boolean is no number (``top_k = true`` would be 1), and an array, table,
+    date, float or boolean is no string (``index_name = ["a"]`` would be ``"['a']"``). Only an
+    integer is taken for a string setting, as its digits (``tenant = 42``).
+    """
     try:
+        if isinstance(value, bool) and kind is not bool:
+            raise TypeError(value)
+        if isinstance(value, kind):
+            return value
+        if kind is str and not isinstance(value, int):
+            raise TypeError(value)
         if kind is bool:
             if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
                 return True
@@ -46,8 +60,9 @@ def _coerce(name: str, value: Any, kind: type, origin: str) -> Any:
             raise ValueError(value)
         return kind(value)
     except (TypeError, ValueError):
+        shown = f"a {type(value).__name__}" if hide else repr(value)
         raise ConfigError(
-            f"setting {name!r} from {origin} must be of type {kind.__name__}, got {value!r}"
+            f"setting {name!r} from {origin} must be of type {kind.__name__}, got {shown}"
         ) from None
 
 
@@ -60,6 +75,61 @@ def _check_unicode(name: str, value: Any, origin: str) -> None:
         )
 
 
+# What a path that is not a regular file is, for the message.
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _read_config(config_path: str | Path | None) -> tuple[Path, dict[str, Any]]:
+    """The config file and its settings: ``config_path``, else ``loader.toml`` in the working
+    directory, which may be absent (no settings).
+
+    Whatever sits at the path must be a readable regular file of UTF-8 TOML: a directory, a
+    dangling symbolic link or a device such as ``/dev/null`` is refused, not taken as "no file",
+    since the defaults would then be used without a word (another index, another cluster).
+
+    Raises:
+        ConfigError: naming the file and what it is, or why it cannot be read.
+    """
+    path = Path(config_path) if config_path else Path(CONFIG_FILE_NAME)
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        if path.is_symlink():
+            raise ConfigError(
+                f"config file {path} is a dangling symbolic link (to {os.readlink(path)})"
+            ) from None
+        if config_path:
+            raise ConfigError(f"config file {path} does not exist") from None
+        return path, {}
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = next((name for is_kind, name in _FILE_KINDS if is_kind(mode)), "a special file")
+        raise ConfigError(f"config file {path} is {kind}, not a regular file; give a TOML file")
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"config file {path} is not UTF-8 text (byte {data[exc.start]:#04x} on line {line}); "
+            "save it as UTF-8"
+        ) from None
+    try:
+        return path, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+
+
 def resolve_settings(
     config_path: str | Path | None = None,
     env: Mapping[str, str] | None = None,
@@ -69,7 +139,8 @@ def resolve_settings(
 
     Args:
         config_path: a TOML file; ``None`` reads ``loader.toml`` from the working directory if it
-            exists. A named file that does not exist is an error.
+            exists. A named file that does not exist is an error, and so is either path when it
+            is not a readable regular file of UTF-8 TOML (``_read_config``).
         env: the environment to read (default ``os.environ``).
         overrides: values from CLI flags; ``None`` values are ignored.
 
@@ -85,21 +156,17 @@ def resolve_settings(
     def take(name: str, value: Any, origin: str) -> None:
         if name not in known:
             raise ConfigError(f"unknown setting {name!r} in {origin}; see `loader settings`")
-        values[name] = _coerce(name, value, types[name], origin)
-        check_choice(name, values[name], origin)
-        _check_unicode(name, values[name], origin)
+        # A secret, or the URL's user info, must not reach the message (secret_values is not
+        # known yet to mask it).
+        hide = known[name].metadata["secret"] or name == "opensearch_url"
+        values[name] = _coerce(name, value, types[name], origin, hide)
+        _check_unicode(name, values[name], origin)  # first: the other messages show the value
+        check_setting(name, values[name], origin)
         sources[name] = origin
 
-    path = Path(config_path) if config_path else Path(CONFIG_FILE_NAME)
-    if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"cannot read config file {path}: {exc}") from exc
-        for name, value in data.items():
-            take(name, value, str(path))
-    elif config_path:
-        raise ConfigError(f"config file {path} does not exist")
+    path, data = _read_config(config_path)
+    for name, value in data.items():
+        take(name, value, str(path))
 
     for name, f in known.items():
         for var in (*f.metadata["env"], f"LOADER_{name.upper()}"):

@@ -4,6 +4,9 @@ environment, flags).
 
 Consumers ask the registry rather than keep their own lists: ``settings_in_scope("chunking")``
 (the settings that decide the chunks), ``setting_choices("search_mode")``, ``secret_values``.
+A setting may declare its choices, bounds (``minimum``, ``maximum``, ``above``) or a check of its
+own (``index_name``, ``tenant``); ``check_setting`` applies them, both in ``loader.resolve`` (naming
+where a value came from) and whenever ``Settings`` is built, so a ``replace`` cannot skip them.
 
 Example::
 
@@ -13,14 +16,17 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import dataclasses
+import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from loader.errors import ConfigError
-from loader.redact import redact_url, split_url
+from loader.redact import UrlParts, redact_url, split_url
 
 # What a setting decides, so that each consumer can ask the registry rather than keep its own list
 # (which settings need their own index in an eval sweep, which ones a document's hash covers...).
@@ -57,6 +63,57 @@ REWRITE_CHOICES = ("off", "llm", "concat")
 REWRITE_MODES = ("standalone", "decompose", "multi-query", "hyde")
 
 
+# OpenSearch's rules for index and alias names: characters it refuses, and the longest name.
+INDEX_NAME_FORBIDDEN = '\\/*?"<>|,#:'
+MAX_INDEX_NAME_BYTES = 255
+# The alias's indices are named <alias>-v<N> (loader.index.render.ConfigNames): the alias leaves
+# room for that suffix (up to five digits of version) within the limit.
+VERSION_SUFFIX_ROOM = len("-v99999")
+
+
+def index_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be the alias (and the stem of its versioned indices ``<name>-v<N>``)
+    by OpenSearch's rules, or ``None``. A wildcard or a comma would make every request on it
+    address other indices as well.
+
+    Example::
+
+        index_name_problem("audit-*")   # "is not a valid index name (it holds '*')"
+        index_name_problem("docs")      # None
+    """
+    forbidden = sorted({c for c in name if c in INDEX_NAME_FORBIDDEN or c.isspace()})
+    longest = MAX_INDEX_NAME_BYTES - VERSION_SUFFIX_ROOM
+    if not name:
+        reason = "it is empty"
+    elif name in (".", ".."):
+        reason = f"it is {name!r}"
+    elif name[0] in "_-+":
+        reason = f"it starts with {name[0]!r}"
+    elif forbidden:
+        reason = f"it holds {', '.join(map(repr, forbidden))}"
+    elif name != name.lower():
+        reason = "it holds uppercase letters"
+    elif len(name.encode()) > longest:
+        reason = (
+            f"it is {len(name.encode())} bytes long; at most {longest} leave room for its "
+            f"versions' suffix -v<N> within OpenSearch's {MAX_INDEX_NAME_BYTES}"
+        )
+    else:
+        return None
+    return f"is not a valid index name ({reason})"
+
+
+def tenant_problem(tenant: str) -> str | None:
+    """What is wrong with a blank or space-padded tenant, or ``None``: push would file chunks
+    under it that no search finds (a search refuses a blank tenant, and a padded one is not the
+    name anyone types)."""
+    if not tenant.strip():
+        return "must not be empty or blank"
+    if tenant != tenant.strip():
+        return "must not start or end with whitespace"
+    return None
+
+
 def _setting(
     scope: str,
     default: Any,
@@ -64,9 +121,33 @@ def _setting(
     env: tuple[str, ...] = (),
     secret: bool = False,
     choices: tuple[str, ...] = (),
+    minimum: float | None = None,
+    maximum: float | None = None,
+    above: float | None = None,
+    check: Callable[[str], str | None] | None = None,
 ) -> Any:
+    """A field of ``Settings``.
+
+    Args:
+        minimum, maximum: inclusive bounds of a number; ``above``: an exclusive lower bound, on
+            its own. Only where a value outside is certainly wrong (and not already checked by
+            its consumer, as the chunking settings and ``push_workers`` are).
+        check: for a text setting, a function saying what is wrong with a value (``"must not be
+            empty or blank"``), or returning ``None``; e.g. ``index_name_problem``.
+    """
     assert scope in SCOPES, scope
-    metadata = {"help": help, "env": env, "secret": secret, "scope": scope, "choices": choices}
+    assert above is None or minimum is maximum is None, "above is an exclusive minimum, alone"
+    metadata = {
+        "help": help,
+        "env": env,
+        "secret": secret,
+        "scope": scope,
+        "choices": choices,
+        "minimum": minimum,
+        "maximum": maximum,
+        "above": above,
+        "check": check,
+    }
     return field(default=default, metadata=metadata)
 
 
@@ -98,7 +179,7 @@ class Settings:
         "Turn TLS certificate verification off. Only for throw-away test clusters.",
     )
     request_timeout: float = _setting(
-        "connection", 30.0, "Seconds to wait for one OpenSearch request."
+        "connection", 30.0, "Seconds to wait for one OpenSearch request.", above=0
     )
     opensearch_image: str = _setting(
         "connection",
@@ -106,7 +187,13 @@ class Settings:
         "Docker image used by `loader up` and the tests (built by opensearch/build-image.sh).",
         env=("OPENSEARCH_IMAGE",),
     )
-    local_port: int = _setting("connection", 9200, "Host port `loader up` publishes OpenSearch on.")
+    local_port: int = _setting(
+        "connection",
+        9200,
+        "Host port `loader up` publishes OpenSearch on.",
+        minimum=1,
+        maximum=65535,
+    )
     api_keys_file: str = _setting(
         "connection",
         "",
@@ -116,18 +203,22 @@ class Settings:
 
     # --- index -------------------------------------------------------------------------------
     index_name: str = _setting(
-        "target", "chunks", "Alias that applications search; versions live in <alias>-v<N>."
+        "target",
+        "chunks",
+        "Alias that applications search; versions live in <alias>-v<N>. An OpenSearch index "
+        'name: lowercase, none of \\ / * ? " < > | , # : or spaces, not starting with _ - +.',
+        check=index_name_problem,
     )
-    number_of_shards: int = _setting("index", 1, "Primary shards of the chunk index.")
-    number_of_replicas: int = _setting("operations", 0, "Replicas per shard.")
+    number_of_shards: int = _setting("index", 1, "Primary shards of the chunk index.", minimum=1)
+    number_of_replicas: int = _setting("operations", 0, "Replicas per shard.", minimum=0)
     text_analyzer: str = _setting("index", "english", "Analyzer of the BM25 text fields.")
     vector_engine: str = _setting(
         "index", "lucene", "k-NN engine (lucene; faiss needs a distribution with native libraries)."
     )
     space_type: str = _setting("index", "cosinesimil", "Vector similarity of the knn_vector field.")
-    hnsw_m: int = _setting("index", 16, "HNSW graph degree (m).")
-    hnsw_ef_construction: int = _setting("index", 128, "HNSW ef_construction.")
-    hnsw_ef_search: int = _setting("query", 100, "HNSW ef_search at query time.")
+    hnsw_m: int = _setting("index", 16, "HNSW graph degree (m).", minimum=2)
+    hnsw_ef_construction: int = _setting("index", 128, "HNSW ef_construction.", minimum=1)
+    hnsw_ef_search: int = _setting("query", 100, "HNSW ef_search at query time.", minimum=1)
 
     # --- embedding ---------------------------------------------------------------------------
     embedding_model: str = _setting(
@@ -165,7 +256,7 @@ class Settings:
         "embedding; false embeds them as written. Only questions change, so the index stays: "
         "`loader eval --sweep query_instruction=true,false` compares both on one index.",
     )
-    embedding_batch_size: int = _setting("runtime", 64, "Texts per embedding batch.")
+    embedding_batch_size: int = _setting("runtime", 64, "Texts per embedding batch.", minimum=1)
     device: str = _setting("runtime", "cpu", "Torch device for the models.")
     push_workers: int = _setting(
         "runtime",
@@ -223,7 +314,7 @@ class Settings:
         "of base64) is split here even when the tokenizer counts it as a few tokens.",
     )
     max_file_bytes: int = _setting(
-        "ingest", 10_000_000, "Files larger than this are skipped by push."
+        "ingest", 10_000_000, "Files larger than this are skipped by push.", minimum=1
     )
     follow_symlinks: bool = _setting(
         "ingest",
@@ -235,12 +326,14 @@ class Settings:
         "target",
         "default",
         "Tenant of pushed files whose front matter names none, and of searches without --tenant.",
+        check=tenant_problem,
     )
     bulk_batch_size: int = _setting(
         "runtime",
         500,
         "Actions per bulk request of push (also capped at 8 MiB). Smaller batches spread a push "
         "over more, lighter requests: less to resend after a 429 and less pressure per request.",
+        minimum=1,
     )
     bulk_load: bool = _setting(
         "operations",
@@ -254,23 +347,33 @@ class Settings:
     search_mode: str = _setting(
         "query", "hybrid-rrf", "Retrieval mode of a search.", choices=SEARCH_MODES
     )
-    candidates: int = _setting("query", 50, "Candidates retrieved before the rerank.")
-    top_k: int = _setting("query", 5, "Results kept after the rerank.")
-    rrf_rank_constant: int = _setting("pipeline", 60, "RRF rank constant k in 1/(k + rank).")
+    candidates: int = _setting("query", 50, "Candidates retrieved before the rerank.", minimum=1)
+    top_k: int = _setting("query", 5, "Results kept after the rerank.", minimum=1)
+    rrf_rank_constant: int = _setting(
+        "pipeline", 60, "RRF rank constant k in 1/(k + rank).", minimum=1
+    )
     bm25_weight: float = _setting(
-        "pipeline", 0.3, "Min-max fusion weight of BM25; the vector side gets 1 - this."
+        "pipeline",
+        0.3,
+        "Min-max fusion weight of BM25; the vector side gets 1 - this.",
+        minimum=0,
+        maximum=1,
     )
     rrf_bm25_weight: float = _setting(
         "pipeline",
         0.5,
         "RRF fusion weight of BM25; the vector side gets 1 - this (0.5: plain RRF). On SciFact "
         "0.5-0.6 was best even with bge-small, whose vector side beats BM25 alone.",
+        minimum=0,
+        maximum=1,
     )
     exact_weight: float = _setting(
         "pipeline",
         0.6,
         "Both fusions' weight of the hybrid templates' exact-identifier sub-query; BM25 and vector "
         "share the rest. Above 0.5 a chunk holding the question's identifiers always ranks first.",
+        minimum=0,
+        maximum=1,
     )
     exact_match: bool = _setting(
         "query",
@@ -337,6 +440,12 @@ class Settings:
         "connection", "", "rewrite=llm: file holding the bearer token (instead of rewrite_api_key)."
     )
 
+    def __post_init__(self) -> None:
+        # Cheap (no I/O), and every way a Settings is made passes here: resolve_settings, a
+        # replace by a flag or an eval sweep, a test.
+        for f in fields(self):
+            check_setting(f.name, getattr(self, f.name))
+
     def public_items(self) -> dict[str, Any]:
         """All settings, with secret values masked: safe to print or log."""
         masked = {}
@@ -358,7 +467,8 @@ _FIELDS = {f.name: f for f in fields(Settings)}
 
 
 def secret_values(settings: Settings) -> list[str]:
-    """Every secret ``settings`` hold: secret settings and the URL's user info and password."""
+    """Every secret ``settings`` hold: secret settings, the URL's user info and password, and the
+    ``Authorization: Basic`` tokens of the credentials (``_basic_auth_tokens``)."""
     parts = split_url(settings.opensearch_url)
     values = [getattr(settings, f.name) for f in fields(settings) if f.metadata["secret"]]
     if settings.rewrite_api_key_file:
@@ -369,7 +479,32 @@ def secret_values(settings: Settings) -> list[str]:
         values.append(parts.password or "")
         if ":" not in parts.userinfo:
             values.append(parts.username or "")
+    values.extend(_basic_auth_tokens(settings, parts))
     return [value for value in values if isinstance(value, str) and value]
+
+
+def _basic_auth_tokens(settings: Settings, parts: UrlParts) -> list[str]:
+    """The base64 of ``user:password`` that an ``Authorization: Basic`` header carries, for the
+    pair ``loader.cluster.client.connect`` sends (``opensearch_user`` / ``opensearch_password``,
+    each falling back to the URL's) and for the URL's own pair: a proxy's error page that echoes
+    the header would otherwise show the credentials, merely encoded.
+
+    urllib3 encodes the pair as Latin-1, other clients as UTF-8: both forms are masked.
+    """
+    sent = (
+        settings.opensearch_user or parts.username,
+        settings.opensearch_password or parts.password,
+    )
+    pairs = [sent, (parts.username, parts.password)]
+    tokens = []
+    for user, password in pairs:
+        if not user:  # no user, no header
+            continue
+        credentials = f"{user}:{password or ''}"
+        for encoding in ("latin-1", "utf-8"):
+            with contextlib.suppress(UnicodeEncodeError):
+                tokens.append(base64.b64encode(credentials.encode(encoding)).decode("ascii"))
+    return list(dict.fromkeys(tokens))
 
 
 def rewrite_api_key(settings: Settings) -> str:
@@ -392,11 +527,16 @@ def rewrite_api_key(settings: Settings) -> str:
 
 
 def setting_help() -> dict[str, str]:
-    """Each setting's help, with its choices where it has some."""
+    """Each setting's help, with its choices and bounds where it has some."""
     helps = {}
     for f in fields(Settings):
         choices = f.metadata["choices"]
-        helps[f.name] = f.metadata["help"] + (f" One of: {', '.join(choices)}." if choices else "")
+        bounds = _bounds_text(f)
+        helps[f.name] = (
+            f.metadata["help"]
+            + (f" One of: {', '.join(choices)}." if choices else "")
+            + (f" {bounds[0].upper()}{bounds[1:]}." if bounds else "")
+        )
     return helps
 
 
@@ -418,10 +558,67 @@ def settings_in_scope(*scopes: str) -> tuple[str, ...]:
     return tuple(f.name for f in fields(Settings) if f.metadata["scope"] in scopes)
 
 
-def check_choice(name: str, value: Any, origin: str) -> None:
+def check_choice(name: str, value: Any, origin: str | None) -> None:
     """Refuse a value that is not among the setting's choices."""
     choices = setting_choices(name)
     if choices and value not in choices:
         raise ConfigError(
-            f"setting {name!r} from {origin} must be one of {', '.join(choices)}, got {value!r}"
+            f"{_named(name, origin)} must be one of {', '.join(choices)}, got {value!r}"
         )
+
+
+def check_setting(name: str, value: Any, origin: str | None = None) -> None:
+    """Refuse a value outside the setting's choices or bounds, a float that is not finite, or a
+    value its own ``check`` refuses. The type is ``loader.resolve``'s to check: a value of another
+    type is left to it.
+
+    Args:
+        origin: where the value came from (a file, ``$LOADER_X``, ``override``), for the message;
+            ``None`` when ``Settings`` is built directly.
+
+    Raises:
+        ConfigError: e.g. "setting 'hnsw_m' from loader.toml must be at least 2, got -3".
+
+    Example::
+
+        check_setting("top_k", 0, "$LOADER_TOP_K")   # ConfigError: ... must be at least 1, got 0
+    """
+    check_choice(name, value, origin)
+    f = _FIELDS[name]
+    check = f.metadata["check"]
+    problem = None
+    if isinstance(value, float) and not math.isfinite(value):
+        problem = "must be a finite number"
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        problem = f"must be {_bounds_text(f)}" if _out_of_bounds(f, value) else None
+    elif isinstance(value, str) and check:
+        problem = check(value)
+    if problem:
+        raise ConfigError(f"{_named(name, origin)} {problem}, got {value!r}")
+
+
+def _named(name: str, origin: str | None) -> str:
+    return f"setting {name!r}" + (f" from {origin}" if origin else "")
+
+
+def _out_of_bounds(f: dataclasses.Field, value: float) -> bool:
+    minimum, maximum, above = f.metadata["minimum"], f.metadata["maximum"], f.metadata["above"]
+    return (
+        (minimum is not None and value < minimum)
+        or (maximum is not None and value > maximum)
+        or (above is not None and value <= above)
+    )
+
+
+def _bounds_text(f: dataclasses.Field) -> str:
+    """``between 0 and 1``, ``at least 2``, ``greater than 0`` ... or ``''``."""
+    minimum, maximum, above = f.metadata["minimum"], f.metadata["maximum"], f.metadata["above"]
+    if minimum is not None and maximum is not None:
+        return f"between {minimum} and {maximum}"
+    if minimum is not None:
+        return f"at least {minimum}"
+    if above is not None:
+        return f"greater than {above}"
+    if maximum is not None:
+        return f"at most {maximum}"
+    return ""

@@ -3,7 +3,8 @@
 A password in ``OPENSEARCH_URL`` may hold every URL-reserved character, raw or percent-encoded. It
 is parsed by one function (``loader.redact.split_url``) and masked everywhere: ``redact_url``,
 ``safe_url``, ``Settings`` and its repr, ``loader settings`` (text and JSON), error messages and
-log lines. Neither the password nor any piece of it (split at the reserved characters) may appear.
+log lines. Neither the password nor any piece of it (split at the reserved characters) may appear,
+nor the base64 of ``user:password`` that an echoed ``Authorization: Basic`` header shows.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import base64
 import json
 import logging
 import re
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import quote
 
 import pytest
@@ -48,6 +51,17 @@ def assert_secret_free(*texts: str, secrets: tuple[str, ...] = (PASSWORD, OTHER_
 
 def url_with(password: str, rest: str = "127.0.0.1:9200/prefix") -> str:
     return f"http://{USER}:{password}@{rest}"
+
+
+def header_token(settings: Settings) -> str:
+    """The base64 credentials of the Authorization header the client really sends."""
+    header = connect(settings).transport.connection_pool.connection.headers["authorization"]
+    assert header.startswith("Basic ")
+    return header.removeprefix("Basic ")
+
+
+def token_of(user: str, password: str) -> str:
+    return base64.b64encode(f"{user}:{password}".encode()).decode()
 
 
 PASSWORD_FORMS = pytest.mark.parametrize("written", [PASSWORD, ENCODED], ids=["raw", "encoded"])
@@ -179,7 +193,13 @@ def test_settings_repr_and_public_items_mask_both_passwords(written):
 
 def test_secret_values_and_scrub_secrets():
     settings = Settings(opensearch_url=url_with(ENCODED), opensearch_password=OTHER_PASSWORD)
-    assert set(secret_values(settings)) == {OTHER_PASSWORD, ENCODED, PASSWORD}
+    assert set(secret_values(settings)) == {
+        OTHER_PASSWORD,
+        ENCODED,
+        PASSWORD,
+        token_of(USER, OTHER_PASSWORD),  # the Authorization header sent
+        token_of(USER, PASSWORD),  # the URL's own pair
+    }
     leaky = f"failed: {PASSWORD} / {ENCODED} / {PASSWORD[8:20]} / {OTHER_PASSWORD[:6]} ok"
     scrubbed = scrub_secrets(leaky, secret_values(settings))
     assert_secret_free(scrubbed)
@@ -262,3 +282,85 @@ def test_an_unexpected_error_is_one_scrubbed_line(monkeypatch, tmp_path, caplog)
     assert_secret_free(caplog.text)
     debug = CliRunner().invoke(cli, ["apply", "--debug"], env=cli_env(url_with(ENCODED)))
     assert isinstance(debug.exception, ValueError)  # --debug: the exception, for the traceback
+
+
+# A password whose Authorization header a proxy echoed: `loader apply --dry-run` printed
+# "Proxy error. Basic YWRtaW46cEBzczp3L3JkJTQwIic=", which is base64 of admin:<this>.
+ECHOED_PASSWORD = "p@ss:w/rd%40\"'"
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        Settings(opensearch_user=USER, opensearch_password=ECHOED_PASSWORD),
+        Settings(opensearch_url=url_with(quote(ECHOED_PASSWORD, safe=""))),
+        Settings(opensearch_url=url_with("old"), opensearch_password=ECHOED_PASSWORD),
+        Settings(opensearch_url=url_with(quote(ECHOED_PASSWORD)), opensearch_user="other"),
+    ],
+    ids=["settings", "url", "url-user-settings-password", "settings-user-url-password"],
+)
+def test_the_basic_auth_token_sent_is_masked(settings):
+    token = header_token(settings)
+    assert base64.b64decode(token).decode().endswith(":" + ECHOED_PASSWORD)
+    assert token in secret_values(settings)
+    for pieces in (True, False):
+        scrubbed = scrub_secrets(f"Proxy error. Basic {token}.", secret_values(settings), pieces)
+        assert scrubbed == "Proxy error. Basic ****."
+
+
+def test_the_urls_own_credentials_are_masked_when_the_settings_win():
+    url = url_with(quote(ECHOED_PASSWORD))
+    settings = Settings(opensearch_url=url, opensearch_password="other-pw")
+    assert header_token(settings) == token_of(USER, "other-pw")
+    assert token_of(USER, ECHOED_PASSWORD) in secret_values(settings)
+    assert token_of(USER, ECHOED_PASSWORD) == "YWRtaW46cEBzczp3L3JkJTQwIic="  # the echoed one
+
+
+def test_a_non_ascii_password_is_masked_as_latin1_and_utf8():
+    """urllib3 encodes the header as Latin-1; a proxy or another client may use UTF-8."""
+    settings = Settings(opensearch_user=USER, opensearch_password="pässwörd")
+    latin1 = base64.b64encode(f"{USER}:pässwörd".encode("latin-1")).decode()
+    assert header_token(settings) == latin1
+    assert {latin1, token_of(USER, "pässwörd")} <= set(secret_values(settings))
+
+
+def test_no_user_no_token():
+    assert secret_values(Settings()) == []
+    assert secret_values(Settings(opensearch_password="only-pw")) == ["only-pw"]
+
+
+def test_a_proxy_page_echoing_the_header_is_masked(tmp_path, monkeypatch):
+    """End to end: a loopback 'proxy' answers every request 502 with its Authorization header."""
+
+    class EchoHandler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = f"Proxy error. {self.headers.get('Authorization')}".encode()
+            self.send_response(502)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_HEAD = do_PUT = do_POST = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), EchoHandler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.chdir(tmp_path)
+    env = {
+        "OPENSEARCH_URL": f"http://127.0.0.1:{server.server_address[1]}",
+        "OPENSEARCH_USER": USER,
+        "OPENSEARCH_PASSWORD": ECHOED_PASSWORD,
+    }
+    try:
+        result = CliRunner().invoke(cli, ["apply", "--dry-run"], env=env)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert result.exit_code == 3, result.output
+    assert "(Proxy error. Basic ****)" in result.stderr
+    assert token_of(USER, ECHOED_PASSWORD) not in result.output
+    assert ECHOED_PASSWORD not in result.output

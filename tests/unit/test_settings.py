@@ -1,7 +1,11 @@
 from __future__ import annotations
 
-import pytest
+import os
 
+import pytest
+from click.testing import CliRunner
+
+from loader.cli import cli
 from loader.errors import ConfigError
 from loader.resolve import resolve_settings
 from loader.settings import Settings
@@ -57,3 +61,115 @@ def test_secrets_are_masked():
     settings = Settings(opensearch_password="hunter2")
     assert "hunter2" not in repr(settings)
     assert settings.public_items()["opensearch_password"] == "****"
+
+
+def write_config(tmp_path, text: str):
+    config = tmp_path / "loader.toml"
+    config.write_text(text, encoding="utf-8")
+    return config
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("top_k = true", "'top_k' from {} must be of type int, got True"),
+        ("request_timeout = true", "'request_timeout' from {} must be of type float, got True"),
+        ('index_name = ["a"]', "'index_name' from {} must be of type str, got ['a']"),
+        ("tenant = {a = 1}", "'tenant' from {} must be of type str, got {{'a': 1}}"),
+        ("tenant = true", "'tenant' from {} must be of type str, got True"),
+        ("tenant = 1.5", "'tenant' from {} must be of type str, got 1.5"),
+        (
+            "tenant = 1979-05-27",
+            "'tenant' from {} must be of type str, got datetime.date(1979, 5, 27)",
+        ),
+        ("top_k = 5.0", "'top_k' from {} must be of type int, got 5.0"),
+    ],
+)
+def test_a_toml_value_of_another_type_is_refused_not_converted(line, message, tmp_path):
+    config = write_config(tmp_path, line + "\n")
+    with pytest.raises(ConfigError) as raised:
+        resolve_settings(config, env={})
+    assert str(raised.value) == "setting " + message.format(config)
+
+
+@pytest.mark.parametrize(
+    ("line", "shown"),
+    [
+        ('opensearch_password = ["hunter2-pw"]', "a list"),
+        ("rewrite_api_key = 12345.678", "a float"),
+        ('opensearch_url = {url = "http://u:hunter2-pw@h"}', "a dict"),
+    ],
+)
+def test_a_refused_credential_is_named_by_its_type_only(line, shown, tmp_path):
+    config = write_config(tmp_path, line + "\n")
+    with pytest.raises(ConfigError) as raised:
+        resolve_settings(config, env={})
+    name = line.split(" ")[0]
+    assert str(raised.value) == f"setting {name!r} from {config} must be of type str, got {shown}"
+
+
+def test_numbers_still_convert_where_nothing_is_lost(tmp_path):
+    config = write_config(tmp_path, "tenant = 42\nrequest_timeout = 5\n")
+    settings, _ = resolve_settings(config, env={"LOADER_TOP_K": " 7 "})
+    assert (settings.tenant, settings.request_timeout, settings.top_k) == ("42", 5.0, 7)
+
+
+def test_a_config_file_that_is_not_utf8_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loader.toml").write_bytes(b'# settings\nindex_name = "caf\xe9"\n')
+    with pytest.raises(ConfigError) as raised:
+        resolve_settings(None, env={})
+    assert str(raised.value) == (
+        "config file loader.toml is not UTF-8 text (byte 0xe9 on line 2); save it as UTF-8"
+    )
+    result = CliRunner().invoke(cli, ["settings"])
+    assert (result.exit_code, result.output) == (2, f"Error: {raised.value}\n")
+
+
+def make_directory(path):
+    path.mkdir()
+
+
+def make_dangling_link(path):
+    path.symlink_to(path.parent / "gone.toml")
+
+
+def make_fifo(path):
+    os.mkfifo(path)
+
+
+@pytest.mark.parametrize(
+    ("make", "what"),
+    [
+        (make_directory, "is a directory, not a regular file; give a TOML file"),
+        (make_fifo, "is a named pipe, not a regular file; give a TOML file"),
+        (make_dangling_link, "is a dangling symbolic link (to {gone})"),
+    ],
+)
+def test_a_loader_toml_that_is_no_regular_file_is_an_error(make, what, tmp_path, monkeypatch):
+    """Not silently "no loader.toml": the defaults would apply and push to another index."""
+    monkeypatch.chdir(tmp_path)
+    make(tmp_path / "loader.toml")
+    message = f"config file loader.toml {what.format(gone=tmp_path / 'gone.toml')}"
+    with pytest.raises(ConfigError) as raised:
+        resolve_settings(None, env={})
+    assert str(raised.value) == message
+    with pytest.raises(ConfigError) as named:
+        resolve_settings(tmp_path / "loader.toml", env={})
+    assert str(named.value) == message.replace("loader.toml", str(tmp_path / "loader.toml"), 1)
+
+
+def test_config_dev_null_says_what_it_is(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as raised:
+        resolve_settings("/dev/null", env={})
+    message = "config file /dev/null is a character device, not a regular file; give a TOML file"
+    assert str(raised.value) == message
+    result = CliRunner().invoke(cli, ["settings", "--config", "/dev/null"])
+    assert (result.exit_code, result.output) == (2, f"Error: {message}\n")
+
+
+def test_no_loader_toml_means_the_defaults(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    settings, sources = resolve_settings(None, env={})
+    assert settings == Settings() and set(sources.values()) == {"default"}
