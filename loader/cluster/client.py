@@ -16,8 +16,8 @@ import opensearchpy
 from opensearchpy import OpenSearch
 
 from loader.errors import AuthenticationError, ClusterError, ClusterUnavailableError, ConfigError
-from loader.redact import parse_url, split_url
-from loader.settings import Settings
+from loader.redact import parse_url, scrub_secrets, split_url
+from loader.settings import Settings, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +86,9 @@ def translate_error(exc: Exception, settings: Settings, doing: str) -> ClusterEr
     """The ``ClusterError`` for an opensearch-py exception: a message for the CLI that names the
     cluster (credentials removed) and the fix, and a public reason for HTTP clients."""
     where = safe_url(settings.opensearch_url)
+    # The server's own text is masked before it is cut short: a page echoing the request's
+    # Authorization header, cut in the middle of the token, would show part of it.
+    secrets = secret_values(settings)
     if isinstance(exc, opensearchpy.AuthenticationException):
         return AuthenticationError(
             f"{where} rejected the credentials while {doing}; "
@@ -93,7 +96,7 @@ def translate_error(exc: Exception, settings: Settings, doing: str) -> ClusterEr
         )
     if isinstance(exc, opensearchpy.AuthorizationException):
         return AuthenticationError(
-            f"{where} refused {doing}: the user lacks permission ({_reason(exc)})"
+            f"{where} refused {doing}: the user lacks permission ({_reason(exc, secrets)})"
         )
     if isinstance(exc, opensearchpy.ConnectionError):
         return _connection_error(exc, settings, where, doing)
@@ -103,7 +106,7 @@ def translate_error(exc: Exception, settings: Settings, doing: str) -> ClusterEr
             f"{where} answered something that is not OpenSearch's JSON while {doing}; "
             "check that OPENSEARCH_URL points at an OpenSearch cluster"
         )
-    return _answer_error(exc, where, doing)
+    return _answer_error(exc, where, doing, secrets)
 
 
 def _connection_error(
@@ -129,7 +132,9 @@ def _connection_error(
     )
 
 
-def _answer_error(exc: opensearchpy.TransportError, where: str, doing: str) -> ClusterError:
+def _answer_error(
+    exc: opensearchpy.TransportError, where: str, doing: str, secrets: list[str]
+) -> ClusterError:
     """An error answer: OpenSearch's own (JSON), or a page from something else."""
     page = exc.error if exc.info is None else exc.info  # the raw body when not JSON
     if isinstance(page, str) and page.strip() and not isinstance(exc.info, dict):
@@ -137,10 +142,10 @@ def _answer_error(exc: opensearchpy.TransportError, where: str, doing: str) -> C
         # else (another web server, or a proxy that cannot reach the cluster).
         return ClusterError(
             f"{where} answered {exc.status_code} with a page that is not OpenSearch's JSON "
-            f"({_page_text(page)}) while {doing}; check that OPENSEARCH_URL points at an "
+            f"({_page_text(page, secrets)}) while {doing}; check that OPENSEARCH_URL points at an "
             "OpenSearch cluster (or that the proxy in front of it can reach it)"
         )
-    message = f"{where} answered {exc.status_code} while {doing}: {_reason(exc)}"
+    message = f"{where} answered {exc.status_code} while {doing}: {_reason(exc, secrets)}"
     if exc.status_code == 429:
         return ClusterUnavailableError(
             message, public_reason="OpenSearch is overloaded (429); try again later"
@@ -158,20 +163,21 @@ def _answer_error(exc: opensearchpy.TransportError, where: str, doing: str) -> C
     )
 
 
-def _page_text(page: object, limit: int = 80) -> str:
-    """The first words of a non-JSON error page, tags removed."""
-    text = " ".join(_TAGS.sub(" ", str(page)).split())
+def _page_text(page: object, secrets: list[str], limit: int = 80) -> str:
+    """The first words of a non-JSON error page, tags removed, ``secrets`` masked."""
+    text = scrub_secrets(" ".join(_TAGS.sub(" ", str(page)).split()), secrets)
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _reason(exc: opensearchpy.TransportError) -> str:
-    """The server's own reason, kept rather than swallowed."""
+def _reason(exc: opensearchpy.TransportError, secrets: list[str]) -> str:
+    """The server's own reason, kept rather than swallowed, ``secrets`` masked."""
     info = exc.info
+    reason = str(exc.error)
     if isinstance(info, dict):
         error = info.get("error")
         if isinstance(error, dict):
             root = (error.get("root_cause") or [error])[0]
-            return f"{root.get('type', '')}: {root.get('reason', '')}".strip(": ")
-        if error:
-            return str(error)
-    return str(exc.error)
+            reason = f"{root.get('type', '')}: {root.get('reason', '')}".strip(": ")
+        elif error:
+            reason = str(error)
+    return scrub_secrets(reason, secrets)
