@@ -44,8 +44,8 @@ def connect(settings: Settings) -> OpenSearch:
     URL's user info (percent-decoded); the client is given the URL without them.
 
     Raises:
-        ConfigError: ``opensearch_url`` is malformed (one line, its password masked) or
-            ``ca_certs`` is not a file.
+        ConfigError: ``opensearch_url`` is malformed (one line, its password masked),
+            ``ca_certs`` is not a file, or the credentials are not Latin-1 (never shown).
     """
     parts = parse_url(settings.opensearch_url)
     if settings.ca_certs and not Path(settings.ca_certs).is_file():
@@ -63,6 +63,15 @@ def connect(settings: Settings) -> OpenSearch:
     user = settings.opensearch_user or parts.username
     password = settings.opensearch_password or parts.password
     if user:
+        try:
+            # What urllib3 encodes the Basic header in: it would fail at the first request, with
+            # a message showing the character and where it sits in the password.
+            f"{user}:{password or ''}".encode("latin-1")
+        except UnicodeEncodeError:
+            raise ConfigError(
+                "the OpenSearch user or password holds a character HTTP Basic authentication "
+                "cannot carry (only Latin-1 letters); choose credentials without it"
+            ) from None
         kwargs["http_auth"] = (user, password or "")
     if parts.scheme == "https":
         kwargs["use_ssl"] = True

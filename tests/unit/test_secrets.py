@@ -367,3 +367,15 @@ def test_a_proxy_page_echoing_the_header_is_masked(tmp_path, monkeypatch, preamb
     token = token_of(USER, ECHOED_PASSWORD)
     assert not any(token[:n] in result.output for n in range(8, len(token) + 1))
     assert ECHOED_PASSWORD not in result.output
+
+
+def test_a_password_basic_auth_cannot_carry_is_a_config_error_that_shows_none_of_it():
+    result = CliRunner().invoke(
+        cli,
+        ["apply", "--dry-run", "--url", "http://127.0.0.1:9"],
+        env={"OPENSEARCH_USER": "admin", "OPENSEARCH_PASSWORD": "p€ss-wörd-秘密"},
+    )
+    assert result.exit_code == 2, result.output
+    assert "cannot carry (only Latin-1 letters)" in result.stderr
+    for piece in ("€", "秘", "position", "p€ss"):
+        assert piece not in result.output
