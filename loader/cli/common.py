@@ -15,10 +15,18 @@ import click
 from loader.errors import LoaderError
 from loader.redact import parse_url, scrub_secrets
 from loader.resolve import resolve_settings
-from loader.settings import (
-    secret_values,
-)
+from loader.settings import secret_values, tenant_problem
 from loader.terminal import printable
+
+
+def check_tenant_option(_ctx: click.Context, _param: click.Parameter, value: str | None) -> Any:
+    """A ``--tenant`` value, refused as the ``tenant`` setting is when empty, blank or padded:
+    an empty one would silently mean the setting's tenant, a padded one a tenant no one types."""
+    problem = None if value is None else tenant_problem(value)
+    if problem:
+        raise click.BadParameter(problem, param_hint="'--tenant'")
+    return value
+
 
 config_option = click.option(
     "--config",

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from loader.cli.common import echo_json, settings_options
+from loader.cli.common import check_tenant_option, echo_json, settings_options
 from loader.errors import PartialFailure
 from loader.settings import (
     CHUNK_STRATEGIES,
@@ -20,6 +20,7 @@ from loader.terminal import printable
 @click.option(
     "--tenant",
     default=None,
+    callback=check_tenant_option,
     help="The one tenant of this push: only its chunks of the collection are read, updated or "
     "deleted (default: each file's front matter, else the tenant setting).",
 )

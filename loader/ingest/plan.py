@@ -29,7 +29,7 @@ from loader.errors import ConfigError, InputError, LoaderError
 from loader.ingest.chunking import chunk_document, chunking_config
 from loader.ingest.readers import Skipped
 from loader.models.embedding import Embedder
-from loader.settings import Settings, settings_in_scope
+from loader.settings import Settings, settings_in_scope, tenant_problem
 from loader.text import check_document
 
 # Bump when the chunkers cut the same document differently, so every document is re-chunked.
@@ -143,12 +143,12 @@ def identify(
     ``tenant`` setting.
 
     Raises:
-        InputError: the push names a tenant and the document's front matter names another, or
-            the document holds text no UTF-8 can carry (``loader.text``).
+        InputError: the push names a tenant and the document's front matter names another, the
+            front matter's tenant is no usable name, or the document holds text no UTF-8 can
+            carry (``loader.text``).
     """
     check_document(document)  # before the id and the hash, which encode it
-    named = document.metadata.get("tenant")
-    named = None if named in (None, "") else str(named)
+    named = front_matter_tenant(document.metadata.get("tenant"))
     if tenant and named and named != tenant:
         raise InputError(
             f"its front matter names tenant {named!r} but this push is for tenant {tenant!r}; "
@@ -157,6 +157,26 @@ def identify(
     owner = tenant or named or settings.tenant
     document.metadata["tenant"] = owner
     return document_id(owner, collection, document.source), document_hash(document, settings)
+
+
+def front_matter_tenant(named: Any) -> str | None:
+    """The tenant a document's front matter names, or None (no ``tenant:``, or an empty one).
+
+    Raises:
+        InputError: a value that is no name (a list, a mapping, true, a date: YAML's ``tenant:
+            [a, b]`` would otherwise become the tenant ``"['a', 'b']"``), or one the ``tenant``
+            setting refuses (blank, padded).
+    """
+    if named is None or named == "":
+        return None
+    if isinstance(named, bool) or not isinstance(named, str | int):
+        raise InputError(
+            f"its front matter's tenant must be a name, got {type(named).__name__} {named!r:.60}"
+        )
+    problem = tenant_problem(str(named))
+    if problem:
+        raise InputError(f"its front matter's tenant {str(named)!r:.60} {problem}")
+    return str(named)
 
 
 def document_id(tenant: str, collection: str, source: str) -> str:
@@ -281,6 +301,8 @@ def plan_push(
     tenant's document, but gives the push no say over the tenant's other documents, which
     another team may have pushed from a folder of the same name.
     """
+    if tenant is not None and tenant_problem(tenant):
+        raise ConfigError(f"tenant {tenant!r:.60} {tenant_problem(tenant)}")
     planner = _Planner(settings, embedder, read_scope, collection, tenant, on_event)
     for item in items:
         planner.take(item)

@@ -31,7 +31,7 @@ from typing import Any
 from loader.errors import ConfigError
 from loader.query.conversation import check_history
 from loader.query.identifiers import exact_terms
-from loader.settings import SEARCH_MODES, Settings
+from loader.settings import SEARCH_MODES, Settings, tenant_problem
 from loader.text import first_surrogate, require_unicode
 
 EXPANSIONS = ("parent", "window")
@@ -284,6 +284,8 @@ class SearchRequest:
                 "tenant is required: every search is scoped to one tenant (--tenant, or the "
                 "tenant setting)"
             )
+        if tenant_problem(self.tenant):  # padded: no push files chunks under it
+            raise ConfigError(f"tenant {_shown(self.tenant)} {tenant_problem(self.tenant)}")
         if self.mode not in SEARCH_MODES:
             raise ConfigError(f"mode {self.mode!r} is not one of {', '.join(SEARCH_MODES)}")
 

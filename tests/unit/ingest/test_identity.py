@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime
+
 import pytest
 
 from loader.documents import Document, Section
@@ -43,6 +45,29 @@ def test_front_matter_naming_another_tenant_than_the_push_is_refused():
         InputError, match="names tenant 'globex' but this push is for tenant 'acme'"
     ):
         identify(doc(tenant="globex"), "kb", Settings(), "acme")
+
+
+@pytest.mark.parametrize(
+    "named, message",
+    [
+        (["a", "b"], r"must be a name, got list \['a', 'b'\]"),  # YAML tenant: [a, b]
+        ({"a": 1}, "must be a name, got dict"),
+        (True, "must be a name, got bool"),  # YAML tenant: yes
+        (datetime.date(2024, 5, 1), "must be a name, got date"),
+        ("  ", "'  ' must not be empty or blank"),
+        ("acme ", "'acme ' must not start or end with whitespace"),
+    ],
+)
+def test_a_front_matter_tenant_that_is_no_usable_name_is_refused(named, message):
+    with pytest.raises(InputError, match=r"^its front matter's tenant " + message):
+        identify(doc(tenant=named), "kb", Settings(), None)
+
+
+def test_a_front_matter_tenant_may_be_a_number_or_empty():
+    numbered, empty = doc(tenant=42), doc(tenant="")
+    identify(numbered, "kb", Settings(), None)
+    identify(empty, "kb", Settings(tenant="fallback"), None)
+    assert (numbered.metadata["tenant"], empty.metadata["tenant"]) == ("42", "fallback")
 
 
 def test_scope_query_filters_on_tenant_and_collection():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from loader.documents import Block, Document, Section
+from loader.errors import ConfigError
 from loader.ingest.plan import chunk_id, plan_push
 from loader.ingest.readers import Skipped
 from loader.models.embedding import embedder_for
@@ -91,6 +92,13 @@ def test_unchanged_changed_removed_and_unreadable(embedder):
 
     kept, _ = plan(items, embedder, state, keep_removed=True)
     assert kept.removed == [] and kept.deletions == []
+
+
+@pytest.mark.parametrize("tenant", ["", " ", "acme "])
+def test_a_push_for_a_blank_or_padded_tenant_is_refused(embedder, tenant):
+    # `push --tenant ''` once silently meant the setting's tenant; ' ' filed unsearchable chunks.
+    with pytest.raises(ConfigError, match=r"^tenant '"):
+        plan([doc("a.md", "Alpha.")], embedder, tenant=tenant)
 
 
 def test_files_under_an_unreadable_folder_keep_their_chunks(embedder):

@@ -219,3 +219,17 @@ def test_the_searched_question_is_stripped_and_cut() -> None:
     assert long.truncated and len(long.searched) <= MAX_QUESTION_CHARS
     assert long.question == "word " * 1000  # the request keeps what it was given
     assert SearchRequest.from_settings(SETTINGS, "q", tenant="A", k=80, candidates=50).depth == 80
+
+
+@pytest.mark.parametrize(
+    "tenant, message",
+    [
+        ("", r"^tenant is required"),
+        ("  ", r"^tenant is required"),
+        (" acme", r"^tenant ' acme' must not start or end with whitespace"),
+    ],
+)
+def test_a_blank_or_padded_tenant_is_refused(tenant: str, message: str) -> None:
+    # No push files chunks under a padded tenant: a search for one would find nothing, silently.
+    with pytest.raises(ConfigError, match=message):
+        SearchRequest.from_settings(SETTINGS, "refund", tenant=tenant)
