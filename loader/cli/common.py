@@ -15,7 +15,7 @@ import click
 from loader.errors import LoaderError
 from loader.redact import parse_url, scrub_secrets
 from loader.resolve import resolve_settings
-from loader.settings import secret_values, tenant_problem
+from loader.settings import index_name_problem, secret_values, tenant_problem
 from loader.terminal import printable
 
 
@@ -25,6 +25,15 @@ def check_tenant_option(_ctx: click.Context, _param: click.Parameter, value: str
     problem = None if value is None else tenant_problem(value)
     if problem:
         raise click.BadParameter(problem, param_hint="'--tenant'")
+    return value
+
+
+def check_index_prefix_option(_ctx: click.Context, _param: click.Parameter, value: str) -> Any:
+    """An ``--index-prefix`` that can start index names (``<prefix>-<dataset>-<strategy>``),
+    checked before any work rather than at the first index it names."""
+    problem = index_name_problem(value)
+    if problem:
+        raise click.BadParameter(f"{value!r:.60} {problem}", param_hint="'--index-prefix'")
     return value
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from loader.cli.common import echo_json, settings_options
+from loader.cli.common import check_index_prefix_option, echo_json, settings_options
 from loader.eval.configs import RERANK_CHOICES
 from loader.settings import (
     CHUNK_STRATEGIES,
@@ -69,6 +69,7 @@ from loader.terminal import printable, printable_lines
 @click.option(
     "--index-prefix",
     default="eval",
+    callback=check_index_prefix_option,
     show_default=True,
     help="First part of the eval indices' aliases (<prefix>-<dataset>-<strategy>).",
 )

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from loader.cli.common import echo_json, settings_options
+from loader.cli.common import check_index_prefix_option, echo_json, settings_options
 from loader.settings import Settings
 from loader.terminal import printable
 
@@ -38,6 +38,7 @@ from loader.terminal import printable
 @click.option(
     "--index-prefix",
     default="eval",
+    callback=check_index_prefix_option,
     show_default=True,
     help="Prefix of the eval index the examples are mined from (reused when it exists).",
 )

@@ -95,3 +95,14 @@ def test_eval_run_json_and_gate():
     assert compared.to_dict()["comparison"]["passed"] is False
     with pytest.raises(RegressionError, match="structure:bm25 ndcg@10 0.6500 -> 0.6000"):
         compared.check()
+
+
+@pytest.mark.parametrize("command", ["eval", "fine-tune"])
+@pytest.mark.parametrize("prefix", ["", "Eval", "ev*l", "_eval", "ev al"])
+def test_cli_an_index_prefix_no_index_can_start_with_is_refused_up_front(tmp_path, command, prefix):
+    args = [command, str(FIXTURES / "tiny-beir"), "--index-prefix", prefix]
+    args += ["--out", str(tmp_path / "model")] if command == "fine-tune" else []
+    result = CliRunner().invoke(cli, [*args, "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 2, result.output
+    assert "Invalid value for '--index-prefix'" in result.output
+    assert "is not a valid index name" in result.output
