@@ -7,6 +7,7 @@ import contextlib
 import functools
 import json
 import logging
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -139,7 +140,8 @@ def handle_errors(
     debug: bool = False, secrets: Sequence[str] = (), as_json: bool = False
 ) -> Iterator[None]:
     """Turn any error into one line on stderr and an exit code, never a traceback (unless
-    ``debug``): a LoaderError gets its class's exit code, anything else exit code 1.
+    ``debug``, which prints it first): a LoaderError gets its class's exit code, anything else
+    exit code 1, with or without ``debug``.
 
     ``secrets`` (read when the error happens) are masked in the line: the package's own messages
     never hold one, but the text of an unexpected exception may. With ``as_json`` (the command's
@@ -157,17 +159,24 @@ def handle_errors(
         if not str(exc):  # already reported item by item (PartialFailure): just the exit code
             raise click.exceptions.Exit(exc.exit_code) from exc
         if debug:
-            raise
+            _print_traceback(secrets)
         # Whole secrets only: a piece of one may be a word of the message.
         long_enough = [secret for secret in secrets if len(secret) >= 3]
         message = printable(scrub_secrets(str(exc), long_enough, pieces=False))
         raise _failure(message, exc.exit_code, as_json) from exc
     except Exception as exc:
         if debug:
-            raise
+            _print_traceback(secrets)
         text = printable(scrub_secrets(" ".join(str(exc).split()), list(secrets)))
         message = f"unexpected {type(exc).__name__}: {text}; run with --debug for the traceback"
         raise _failure(message, 1, as_json) from exc
+
+
+def _print_traceback(secrets: Sequence[str]) -> None:
+    """``--debug``: the exception's whole chain on stderr, its secrets masked as an unexpected
+    error's are (the server's text in it may echo a credential), before the usual line; the exit
+    code stays the error's own."""
+    click.echo(scrub_secrets(traceback.format_exc(), list(secrets)).rstrip("\n"), err=True)
 
 
 def _failure(message: str, exit_code: int, as_json: bool) -> click.ClickException:

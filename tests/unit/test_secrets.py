@@ -281,7 +281,10 @@ def test_an_unexpected_error_is_one_scrubbed_line(monkeypatch, tmp_path, caplog)
     assert "connecting with ****" in caplog.text
     assert_secret_free(caplog.text)
     debug = CliRunner().invoke(cli, ["apply", "--debug"], env=cli_env(url_with(ENCODED)))
-    assert isinstance(debug.exception, ValueError)  # --debug: the exception, for the traceback
+    # --debug: the traceback first, its secrets masked too, and the same exit code.
+    assert debug.exit_code == 1 and "Traceback (most recent call last)" in debug.stderr
+    assert "ValueError: Port could not be cast to integer value as" in debug.stderr
+    assert_secret_free(debug.output)
 
 
 # A password whose Authorization header a proxy echoed: `loader apply --dry-run` printed
