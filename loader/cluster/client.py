@@ -36,9 +36,11 @@ def safe_url(url: str) -> str:
     return split_url(url).without_credentials()
 
 
-def connect(settings: Settings) -> OpenSearch:
+def connect(settings: Settings, *, connections: int = 10) -> OpenSearch:
     """A client for the configured cluster. TLS certificates are verified unless
-    ``insecure_skip_tls_verify`` is set by name.
+    ``insecure_skip_tls_verify`` is set by name. ``connections``: how many requests may be in
+    flight at once without opening a connection each time (urllib3's pool size; serve's
+    worker threads all share one client).
 
     Credentials come from ``opensearch_user`` / ``opensearch_password`` when set, else from the
     URL's user info (percent-decoded); the client is given the URL without them.
@@ -59,6 +61,7 @@ def connect(settings: Settings) -> OpenSearch:
         "timeout": settings.request_timeout,
         "max_retries": 0,
         "retry_on_timeout": False,
+        "pool_maxsize": connections,
     }
     user = settings.opensearch_user or parts.username
     password = settings.opensearch_password or parts.password

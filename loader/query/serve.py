@@ -74,6 +74,9 @@ DEFAULT_HOST = "127.0.0.1"  # loopback unless asked: without API keys there is n
 DEFAULT_PORT = 8000
 # A search body is small; anything larger is refused before it is parsed.
 MAX_BODY_BYTES = 64 * 1024
+# Searches run in the worker threads of Starlette's thread pool (anyio's default: 40), all on one
+# client: a connection pool as large, or urllib3 discards connections under load (and says so).
+SEARCH_THREADS = 40
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"description": "OpenSearch refused the search as a bad request."},
@@ -186,7 +189,7 @@ class SearchService:
     def start(self, load_models: bool) -> None:
         """Connect, and with ``load_models`` load (and warm up) the models."""
         settings = self.settings
-        self.client = self.client or connect(settings)
+        self.client = self.client or connect(settings, connections=SEARCH_THREADS)
         if not load_models:
             return
         if self.embedder is None:

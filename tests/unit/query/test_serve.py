@@ -253,3 +253,18 @@ def test_serve_on_a_port_in_use_is_a_config_error_not_the_clusters_code() -> Non
     assert "choose another --host or --port" in result.output
     with pytest.raises(ConfigError, match=r"^cannot listen on 203\.0\.113\.7:"):
         serve.run_server(Settings(), host="203.0.113.7")  # TEST-NET-3: no interface has it
+
+
+def test_the_client_has_a_connection_per_search_thread() -> None:
+    # Under 40 concurrent searches a pool of urllib3's default 10 discarded connections.
+    import anyio
+    import anyio.to_thread
+
+    async def threads() -> float:
+        return anyio.to_thread.current_default_thread_limiter().total_tokens
+
+    assert anyio.run(threads) == serve.SEARCH_THREADS
+    service = serve.SearchService(Settings(), None, None, None)
+    service.start(load_models=False)  # connects; no request is sent
+    (connection,) = service.client.transport.connection_pool.connections
+    assert connection.pool.pool.maxsize == serve.SEARCH_THREADS
