@@ -248,7 +248,9 @@ def _gutters(segments: list[Segment]) -> list[tuple[float, float]]:
 
 def _joins(group: _Group, line: list[Segment]) -> bool:
     """Whether a line continues a group: the group has two parts or more, the line keeps a gutter
-    open, and a lone short segment follows closely (a wrapped cell, not the next paragraph)."""
+    open, and a lone segment is a wrapped cell, not the next paragraph or code block: it stays in
+    one part, is monospaced only where the group has monospaced cells, and follows closely or
+    fills its part."""
     if not group.lines:
         return False
     gutters = _gutters(group.segments + line)
@@ -261,8 +263,12 @@ def _joins(group: _Group, line: list[Segment]) -> bool:
     ):
         return False  # lines under each other: one column, however short the lines
     if len(line) >= 2:
-        return True
+        return True  # a row, even one of code cells only
     segment = line[0]
+    if any(segment.x0 < x0 and segment.x1 > x1 for x0, x1 in _gutters(group.segments)):
+        return False  # it spans a gap between the group's columns: no cell wraps over it
+    if segment.mono and not any(s.mono for s in group.segments):
+        return False  # code under a table, however close: its indentation would make a column
     previous = group.lines[-1][0]
     close = segment.top - previous.top <= 1.6 * segment.size
     part = _parts(group.segments, gutters)

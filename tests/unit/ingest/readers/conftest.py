@@ -2,9 +2,10 @@
 
 LibreOffice writes what these readers must cope with, and what no hand-made file shows: PDFs
 whose bookmarks name headings the extracted text spells differently (Hebrew comes out in visual
-order), headings of one size and weight in two font families, and ``.docx`` packages whose
-core-properties relationship python-docx does not recognise. Two conversions in all (one to PDF,
-one to ``.docx``); ``scripts/setup.sh`` installs ``pandoc`` and ``soffice``.
+order), headings of one size and weight in two font families, a borderless table with a code block
+right under it, and ``.docx`` packages whose core-properties relationship python-docx does not
+recognise. Two conversions in all (one to PDF, one to ``.docx``); ``scripts/setup.sh`` installs
+``pandoc`` and ``soffice``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,19 @@ Unlock the front door at seven. Switch on the grinder and let it warm up for ten
 
 Count the float and record it in the ledger before the first customer arrives.
 
+# Espresso machine
+
+| Setting | Value | Notes |
+| --- | --- | --- |
+| Boiler pressure | 1.2 bar | check daily |
+| Shot time | 25–30 s | taste test |
+
+```python
+def dial_in(grams_in, grams_out):
+    ratio = grams_out / grams_in
+    return round(ratio, 1)
+```
+
 # Emoji policy
 
 Use emoji on the menu board only, never in text that customers read.
@@ -49,6 +63,7 @@ HANDBOOK_PATHS = [
     (),
     ("Opening procedures",),
     ("Opening procedures", "Cash register"),
+    ("Espresso machine",),
     ("Emoji policy",),
     ("עברית",),
     ("Closing time",),

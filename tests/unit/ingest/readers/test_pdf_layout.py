@@ -19,6 +19,7 @@ from loader.ingest.readers.pdf_structure import StructureOutline, heading_ranks
 BODY = "ABCDEF+DejaVuSerif"
 BOLD = "ABCDEF+DejaVuSans-Bold"
 SERIF_BOLD = "ABCDEF+DejaVuSerif-Bold"
+MONO = "ABCDEF+DejaVuSansMono"
 CHAR = 6.0  # the width of a character in these words
 
 
@@ -64,6 +65,49 @@ def test_a_borderless_table_keeps_its_rows_and_header():
         ["Card", "5 to 7 working days"],
     ]
     assert texts(items[1:]) == ["Refunds reach the original payment method, as the table shows."]
+
+
+def settings_table(top: float) -> list[Word]:
+    """A borderless table of three columns, its rows 18 points apart from ``top``."""
+    rows = [
+        ("Setting", "Value", "Notes"),
+        ("Pressure", "1.2 bar", "daily"),
+        ("Shot", "25 s", "taste"),
+    ]
+    return [
+        w
+        for i, row in enumerate(rows)
+        for x, cell in zip((72, 200, 330), row, strict=True)
+        for w in words(cell, x, top + 18 * i)
+    ]
+
+
+SETTINGS = [
+    ["Setting", "Value", "Notes"],
+    ["Pressure", "1.2 bar", "daily"],
+    ["Shot", "25 s", "taste"],
+]
+
+
+def test_a_code_block_right_under_a_borderless_table_is_no_row_of_it():
+    """Code follows the last row more closely than the rows follow each other, and its first line
+    fits the first column: set in a monospaced font the cells are not, it is no wrapped cell."""
+    page = settings_table(100)
+    page += words("import os", 72, 152, 11, MONO)
+    page += words("def home():", 72, 165, 11, MONO)
+    page += words("return os.getcwd()", 98, 178, 11, MONO)  # indented: no column edge
+    items = reading_order(page_lines(page))
+    assert isinstance(items[0], TableRegion) and items[0].rows == SETTINGS
+    assert texts(items[1:]) == ["import os", "def home():", "return os.getcwd()"]
+
+
+def test_a_short_line_across_the_columns_of_a_borderless_table_is_no_row_of_it():
+    """A line right under a table that reaches over a gap between its columns is no wrapped cell,
+    even though it leaves the last gap open."""
+    page = settings_table(100) + words("Prices change twice a year.", 72, 152)
+    items = reading_order(page_lines(page))
+    assert isinstance(items[0], TableRegion) and items[0].rows == SETTINGS
+    assert texts(items[1:]) == ["Prices change twice a year."]
 
 
 def test_running_headers_footers_and_page_numbers_are_dropped():
@@ -129,7 +173,7 @@ def test_lists_code_and_paragraphs():
         ("1. Check that you have a working internet connection.", 124, 12, BODY),
         ("2. Update the app to the latest version from your app", 140, 12, BODY),
         ("store.", 154, 12, BODY),
-        ("adb logcat -d -s QuickBite:V", 180, 11, "ABCDEF+DejaVuSansMono"),
+        ("adb logcat -d -s QuickBite:V", 180, 11, MONO),
         ("Send the file to support.", 204, 12, BODY),
     )
     assert events == [

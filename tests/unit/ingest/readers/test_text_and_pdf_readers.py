@@ -188,3 +188,23 @@ def test_bookmarks_that_do_not_match_the_text_keep_their_headings(libreoffice_fi
     assert [[b.text for b in section.blocks] for section in document.sections][0] == [
         "Welcome to the café handbook. It covers opening the café and the espresso machine."
     ]
+
+
+def test_a_borderless_table_ends_where_the_code_block_under_it_starts(libreoffice_files):
+    """LibreOffice sets the code block right under the table, closer than the table's rows: its
+    lines once joined the table as a row, their indentation making a column of its own."""
+    path = libreoffice_files.handbook_pdf
+    document = read_document(path, path.parent, 10_000_000)
+    section = next(s for s in document.sections if s.heading_path == ("Espresso machine",))
+    assert [(b.kind, b.text) for b in section.blocks] == [
+        (
+            "table",
+            "| Setting | Value | Notes |\n| --- | --- | --- |\n"
+            "| Boiler pressure | 1.2 bar | check daily |\n| Shot time | 25–30 s | taste test |",
+        ),
+        (
+            "code",
+            "```\ndef dial_in(grams_in, grams_out):\n    ratio = grams_out / grams_in\n"
+            "    return round(ratio, 1)\n```",
+        ),
+    ]
