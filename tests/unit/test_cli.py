@@ -59,13 +59,3 @@ def test_json_commands_print_their_error_as_json_on_stdout(args, exit_code):
     error = json.loads(result.stdout)
     assert error == {"error": error["error"], "exit_code": exit_code}
     assert result.stderr == f"Error: {error['error']}\n"
-
-
-def test_settings_command_stops_at_a_malformed_url_like_every_command(monkeypatch, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(
-        cli, ["settings"], env={"OPENSEARCH_URL": "http://admin:hunter22@127.0.0.1:99999"}
-    )
-    assert result.exit_code == 2, result.output
-    assert result.stderr.startswith("Error: opensearch_url 'http://admin:****@127.0.0.1:99999'")
-    assert "hunter22" not in result.output
