@@ -101,13 +101,15 @@ def test_json_prints_the_full_result(invoke, settings, client, embedder):
 
 
 def _tenants(result) -> set[str] | None:
-    """Tenants of the printed hits, or None for a refusal with a one-line error."""
+    """Tenants of the printed hits, or None for a refusal: a one-line error on stderr and, as
+    the command was given --json, the same error as JSON on stdout."""
     if result.exit_code != 0:
         assert result.exit_code == 2, result.output
-        (line,) = result.output.splitlines()
+        (line,) = result.stderr.splitlines()
         assert line.startswith("Error: ")
+        assert json.loads(result.stdout) == {"error": line[len("Error: ") :], "exit_code": 2}
         return None
-    return {hit["tenant"] for hit in json.loads(result.output)["hits"]}
+    return {hit["tenant"] for hit in json.loads(result.stdout)["hits"]}
 
 
 def test_tenant_isolation_and_injection_through_the_cli(invoke):
