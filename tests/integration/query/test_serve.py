@@ -285,57 +285,61 @@ def test_an_index_never_applied_is_a_502_without_the_url(settings, unique_name):
     }
 
 
-def test_a_search_pipeline_missing_on_the_cluster_is_a_502_not_the_callers_fault(
-    client, settings, unique_name, embedder
-):
-    # The index and the hybrid template exist under a new alias, its search pipelines do not
-    # (deleted by hand, or an apply that stopped half-way): OpenSearch answers 400 "Pipeline ...
-    # is not defined", which is the server's state, not the request's.
+@pytest.fixture
+def corpus_alias(client, settings, unique_name) -> Iterator[tuple[str, str]]:
+    """A second alias of the corpus's index, with none of its pipelines or templates: what a
+    test stores there is all the cluster has for it. Yields (alias, index)."""
     index = next(iter(client.indices.get_alias(name=settings.index_name)))
     client.indices.put_alias(index=index, name=unique_name)
-    hybrid = ConfigNames(settings.index_name).hybrid_template
-    stored = client.get_script(id=hybrid)["script"]
-    client.put_script(id=ConfigNames(unique_name).hybrid_template, body={"script": stored})
-    app = create_app(settings.replace(index_name=unique_name), embedder=embedder, load_models=False)
     try:
-        with Server(app) as running:
-            for mode in ("hybrid-rrf", "hybrid-minmax"):
-                status, text = running.raw(
-                    "POST",
-                    "/search",
-                    {"question": "refund", "tenant": "A", "mode": mode, "rerank": False},
-                )
-                assert status == 502, text
-                assert json.loads(text) == {
-                    "error": "the index's search pipelines are missing on OpenSearch (loader apply)"
-                }
+        yield unique_name, index
     finally:
         client.indices.delete_alias(index=index, name=unique_name)
 
 
+def test_a_search_pipeline_missing_on_the_cluster_is_a_502_not_the_callers_fault(
+    client, settings, corpus_alias, embedder
+):
+    # The index and the hybrid template exist under a new alias, its search pipelines do not
+    # (deleted by hand, or an apply that stopped half-way): OpenSearch answers 400 "Pipeline ...
+    # is not defined", which is the server's state, not the request's.
+    alias, _ = corpus_alias
+    hybrid = ConfigNames(settings.index_name).hybrid_template
+    stored = client.get_script(id=hybrid)["script"]
+    client.put_script(id=ConfigNames(alias).hybrid_template, body={"script": stored})
+    app = create_app(settings.replace(index_name=alias), embedder=embedder, load_models=False)
+    with Server(app) as running:
+        for mode in ("hybrid-rrf", "hybrid-minmax"):
+            status, text = running.raw(
+                "POST",
+                "/search",
+                {"question": "refund", "tenant": "A", "mode": mode, "rerank": False},
+            )
+            assert status == 502, text
+            assert json.loads(text) == {
+                "error": "the index's search pipelines are missing on OpenSearch (loader apply)"
+            }
+
+
 def test_a_template_that_lost_its_tenant_filter_still_shows_no_other_tenant(
-    client, settings, unique_name, embedder
+    client, settings, corpus_alias, embedder
 ):
     # Without the security plugin anyone who reaches the cluster can overwrite _scripts: here a
     # bm25 template that matches every chunk of every tenant, under an alias of the corpus.
-    index = next(iter(client.indices.get_alias(name=settings.index_name)))
-    client.indices.put_alias(index=index, name=unique_name)
+    alias, index = corpus_alias
     tampered = {
         "lang": "mustache",
         "source": '{"size": 50, "_source": {"excludes": ["embedding"]}, '
         '"query": {"match_all": {}}}',
     }
-    client.put_script(id=ConfigNames(unique_name).bm25_template, body={"script": tampered})
-    app = create_app(settings.replace(index_name=unique_name), embedder=embedder, load_models=False)
-    try:
-        with Server(app) as running:
-            status, body = running.request(
-                "POST",
-                "/search",
-                {"question": "refund", "tenant": "A", "mode": "bm25", "rerank": False, "k": 50},
-            )
-    finally:
-        client.indices.delete_alias(index=index, name=unique_name)
+    client.put_script(id=ConfigNames(alias).bm25_template, body={"script": tampered})
+    app = create_app(settings.replace(index_name=alias), embedder=embedder, load_models=False)
+    with Server(app) as running:
+        status, body = running.request(
+            "POST",
+            "/search",
+            {"question": "refund", "tenant": "A", "mode": "bm25", "rerank": False, "k": 50},
+        )
     assert status == 200, body
     assert body["hits"] and {hit["tenant"] for hit in body["hits"]} == {"A"}
     assert [hit["ranks"]["retrieval"] for hit in body["hits"]] == list(
