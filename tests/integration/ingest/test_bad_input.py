@@ -216,6 +216,46 @@ def test_a_file_that_turns_bad_keeps_its_indexed_chunks(settings, client, corpus
     assert indexed(client, settings.index_name) == before  # not one chunk lost or changed
 
 
+# Root reads through chmod 000; without these two capabilities it cannot, as any other user.
+WITHOUT_DAC = ["--bounding-set", "-dac_override,-dac_read_search"]
+WITHOUT_DAC += ["--inh-caps", "-dac_override,-dac_read_search", "--"]
+
+
+@pytest.mark.skipif(not shutil.which("setpriv"), reason="needs setpriv (util-linux)")
+def test_a_folder_that_cannot_be_entered_keeps_its_files_chunks(settings, client, tmp_path):
+    """A real chmod 000 on a folder, the push run as a process without root's DAC override:
+    the folder is reported, and the chunks of the files in it stay (a push used to delete them)."""
+    folder = tmp_path / "kb"
+    (folder / "locked" / "deep").mkdir(parents=True)
+    (folder / "locked" / "inner.md").write_text("# Inner\n\nKept while locked.\n")
+    (folder / "locked" / "deep" / "deeper.md").write_text("# Deeper\n\nKept too.\n")
+    (folder / "lockedness.md").write_text("# Sibling\n\nA name that starts alike.\n")
+    command = ["setpriv", *WITHOUT_DAC, sys.executable, "-m", "loader", "push", str(folder)]
+    command += ["--index", settings.index_name, "--tenant", "T"]
+    env = {**os.environ, "OPENSEARCH_URL": settings.opensearch_url, "HF_HUB_OFFLINE": "1"}
+
+    def push() -> subprocess.CompletedProcess:
+        return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    first = push()
+    assert first.returncode == 0, first.stderr
+    before = indexed(client, settings.index_name)
+    assert {c["source"] for c in before.values()} == {
+        "locked/inner.md", "locked/deep/deeper.md", "lockedness.md"
+    }  # fmt: skip
+    (folder / "lockedness.md").unlink()
+    (folder / "locked").chmod(0)
+    try:
+        second = push()
+    finally:
+        (folder / "locked").chmod(0o755)
+    assert second.returncode == PartialFailure.exit_code, second.stderr
+    assert second.stderr.splitlines() == ["skipped locked: permission denied"]
+    assert second.stdout.startswith("kb: 0 added, 0 updated, 0 unchanged, 1 deleted, 1 failed")
+    after = indexed(client, settings.index_name)
+    assert {cid: c for cid, c in before.items() if c["source"] != "lockedness.md"} == after
+
+
 def test_a_file_name_cannot_forge_report_lines(settings, client, tmp_path):
     """A newline in a file name is printed escaped: every line is one the push meant."""
     folder = tmp_path / "kb"
