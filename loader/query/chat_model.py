@@ -13,10 +13,13 @@ conversation, and reads the reply:
   answer, whose embedding the vector side searches (HyDE: an answer looks more like the passage
   sought than a question does).
 
-Any failure (HTTP error, timeout, refused connection, a reply that is not a chat completion or
-holds no query) gives ``failed_rewrite``: the message searched as it is, with a warning. The API
-key is sent as a bearer token and never logged, put in a warning or shown in a repr: text from
-the endpoint (which may echo the request) is scrubbed of it before it is logged.
+Any failure (HTTP error, timeout, refused connection, a redirect, a reply that is not a chat
+completion, holds no query or holds the API key) gives ``failed_rewrite``: the message searched as
+it is, with a warning. ``timeout`` bounds each wait and the answer's body as a whole (an endpoint
+that trickled its answer held the search for as long as it liked). The API key is sent as a
+bearer token, to the configured URL only (redirects are not followed: the key would go along),
+and never logged, put in a warning, shown in a repr or searched: text from the endpoint (which
+may echo the request) is scrubbed of it before it is logged, and a reply holding it is refused.
 
 Example::
 
@@ -30,6 +33,7 @@ import http.client
 import json
 import logging
 import re
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -71,6 +75,8 @@ LATEST_HEADER = "Latest message:"
 TURN_CHARS = 1000
 # Bytes of a reply read; a chat completion of a few queries is far smaller.
 MAX_REPLY_BYTES = 1_000_000
+# Characters of an error answer put in the warning (after the key is masked in more of it).
+ERROR_DETAIL_CHARS = 300
 _LABEL = re.compile(r"^\s*(query|passage)\s*:\s*", re.IGNORECASE)
 
 
@@ -82,7 +88,8 @@ class OpenAICompatibleRewriter:
             requests go to ``{base_url}/chat/completions``.
         model: model name sent in the request.
         api_key: sent as a bearer token; never logged nor put in a warning or message.
-        timeout: seconds to wait for the endpoint (connecting, then each read).
+        timeout: seconds to wait for the endpoint (connecting, each read) and for the whole
+            answer's body.
         max_queries: most queries to return (decompose, multi-query).
         history_turns: most earlier turns sent along (the latest ones).
         mode: one of ``MODE_PROMPTS``.
@@ -148,10 +155,12 @@ class OpenAICompatibleRewriter:
         try:
             reply = self._complete(self.messages(history, message))
         except urllib.error.HTTPError as exc:
-            detail = exc.read(300).decode("utf-8", "replace") if exc.fp else ""
-            return self._failed(
-                message, f"HTTP {exc.code}", f"HTTP {exc.code} {exc.reason}: {detail}"
-            )
+            # Read more than is shown: the key is masked first, so a cut never splits it.
+            detail = exc.read(10 * ERROR_DETAIL_CHARS).decode("utf-8", "replace") if exc.fp else ""
+            reason = f"HTTP {exc.code}"
+            if exc.code < 400:
+                reason += " (redirects are not followed)"
+            return self._failed(message, reason, f"HTTP {exc.code} {exc.reason}: {detail}")
         except (OSError, http.client.HTTPException) as exc:  # URLError, timeouts, resets
             reason = getattr(exc, "reason", exc)
             if isinstance(reason, TimeoutError):
@@ -159,11 +168,15 @@ class OpenAICompatibleRewriter:
             return self._failed(
                 message, "cannot reach the rewriter", f"{type(exc).__name__}: {exc}"
             )
-        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            # ValueError: not JSON (or not UTF-8); the others: JSON of another shape.
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError, RecursionError) as exc:
+            # ValueError: not JSON (or not UTF-8); RecursionError: JSON nested too deeply for the
+            # parser; the others: JSON of another shape.
             return self._failed(
                 message, "the reply is not a chat completion", f"{type(exc).__name__}: {exc}"
             )
+        if self._api_key and self._api_key in reply:
+            # An endpoint echoing the request: its "queries" would show and search the key.
+            return self._failed(message, "the reply holds the API key", "")
         rewrite = self._parse(reply)
         if not rewrite.queries:
             return self._failed(message, "the reply held no query", repr(reply[:200]))
@@ -179,8 +192,9 @@ class OpenAICompatibleRewriter:
         request = urllib.request.Request(
             self.url, data=body.encode("utf-8"), headers=headers, method="POST"
         )
-        with urllib.request.urlopen(request, timeout=self.timeout) as response:
-            reply = json.loads(response.read(MAX_REPLY_BYTES).decode("utf-8"))
+        deadline = time.monotonic() + self.timeout
+        with _OPENER.open(request, timeout=self.timeout) as response:
+            reply = json.loads(_read_until(response, deadline).decode("utf-8"))
         content = reply["choices"][0]["message"]["content"]
         if not isinstance(content, str):
             raise TypeError(f"message content is {type(content).__name__}, not text")
@@ -205,9 +219,42 @@ class OpenAICompatibleRewriter:
         log.warning(
             "query rewrite through %s failed (%s); searching the message as it is",
             redact_url(self.url),
-            scrub_secrets(detail, [self._api_key]) if self._api_key else detail,
+            (scrub_secrets(detail, [self._api_key]) if self._api_key else detail)[
+                :ERROR_DETAIL_CHARS
+            ],
         )
         return failed_rewrite(message, f"query rewrite failed ({reason})")
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """A 3xx is an answer, not a new address: following it would send the key to that host."""
+
+    def redirect_request(self, *_args: object, **_kwargs: object) -> None:
+        return None  # urllib then raises the 3xx as an HTTPError
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
+def _read_until(response: http.client.HTTPResponse, deadline: float) -> bytes:
+    """The answer's body, at most ``MAX_REPLY_BYTES``, read until ``deadline`` (a monotonic
+    time). Each read returns what has arrived and waits at most the socket's timeout for more, so
+    a body trickled in byte by byte is given up one wait after the deadline at the latest.
+
+    Raises:
+        TimeoutError: the deadline passed before the body was complete.
+    """
+    parts, size = [], 0
+    while size < MAX_REPLY_BYTES:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the answer did not arrive within the timeout")
+        part = response.read1(MAX_REPLY_BYTES - size)  # what has arrived, not a full buffer
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts)
 
 
 def _hyde_parts(reply: str) -> tuple[str, str]:

@@ -49,6 +49,8 @@ class ChatServer:
         self.status = 200
         self.reply: bytes = b""
         self.delay = 0.0
+        self.trickle = 0.0  # seconds between the reply's bytes
+        self.headers: dict[str, str] = {}  # sent with the reply (a redirect's Location)
         self.requests: list[dict[str, Any]] = []
         server = self
 
@@ -66,8 +68,17 @@ class ChatServer:
                 self.send_response(server.status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(server.reply)))
+                for name, value in server.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(server.reply)
+                if not server.trickle:
+                    self.wfile.write(server.reply)
+                for byte in server.reply if server.trickle else b"":
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(server.trickle)
+
+            do_GET = do_POST  # what a followed 302 would become
 
             def log_message(self, *args: Any) -> None:  # keep test output quiet
                 pass
@@ -189,6 +200,64 @@ def test_timeout_falls_back(chat_server: ChatServer, caplog: pytest.LogCaptureFi
     assert rewrite.warnings == ("query rewrite failed (no answer within 0.2 s); searched the "
                                 "message as it is",)  # fmt: skip
     assert "failed" in caplog.text and API_KEY not in caplog.text
+
+
+def test_an_answer_trickled_in_is_given_up_at_the_timeout(chat_server: ChatServer) -> None:
+    # Each byte arrives well within the timeout; the whole answer would take 4 s.
+    chat_server.answer("refund time for UPI orders")
+    chat_server.trickle = 4.0 / len(chat_server.reply)
+    rewriter = OpenAICompatibleRewriter(chat_server.base_url, "m", timeout=0.5)
+    started = time.monotonic()
+    rewrite = rewriter.rewrite(HISTORY, "msg")
+    assert time.monotonic() - started < 1.5  # the deadline, plus at most one wait
+    assert rewrite.warnings == ("query rewrite failed (no answer within 0.5 s); searched the "
+                                "message as it is",)  # fmt: skip
+
+
+def test_a_redirect_is_not_followed_so_the_key_goes_nowhere_else(chat_server: ChatServer) -> None:
+    elsewhere = ChatServer()
+    try:
+        elsewhere.answer("REWRITTEN")
+        chat_server.status, chat_server.reply = 302, b""
+        chat_server.headers = {"Location": elsewhere.base_url + "/chat/completions"}
+        rewriter = OpenAICompatibleRewriter(chat_server.base_url, "m", api_key=API_KEY)
+        rewrite = rewriter.rewrite(HISTORY, "msg")
+    finally:
+        elsewhere.close()
+    assert elsewhere.requests == []
+    assert rewrite.queries == ["msg"]
+    assert rewrite.warnings == ("query rewrite failed (HTTP 302 (redirects are not followed)); "
+                                "searched the message as it is",)  # fmt: skip
+
+
+def test_a_reply_that_echoes_the_key_is_refused(chat_server: ChatServer) -> None:
+    chat_server.answer(f"refunds Bearer {API_KEY}")
+    rewrite = OpenAICompatibleRewriter(chat_server.base_url, "m", api_key=API_KEY).rewrite(
+        HISTORY, "msg"
+    )
+    assert rewrite.queries == ["msg"] and API_KEY not in repr(rewrite)
+    assert rewrite.warnings == ("query rewrite failed (the reply holds the API key); searched "
+                                "the message as it is",)  # fmt: skip
+
+
+def test_json_nested_too_deeply_for_the_parser_falls_back(chat_server: ChatServer) -> None:
+    chat_server.reply = b"[" * 200_000 + b"]" * 200_000
+    rewrite = OpenAICompatibleRewriter(chat_server.base_url, "m").rewrite(HISTORY, "msg")
+    assert rewrite.queries == ["msg"]
+    assert rewrite.warnings == ("query rewrite failed (the reply is not a chat completion); "
+                                "searched the message as it is",)  # fmt: skip
+
+
+def test_an_error_page_is_masked_before_it_is_cut(
+    chat_server: ChatServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    chat_server.status = 500
+    chat_server.reply = ("x" * 265 + f" Authorization: Bearer {API_KEY}").encode()  # across 300
+    rewriter = OpenAICompatibleRewriter(chat_server.base_url, "m", api_key=API_KEY)
+    with caplog.at_level(logging.WARNING, logger="loader.query.rewrite"):
+        rewriter.rewrite(HISTORY, "msg")
+    assert "HTTP 500" in caplog.text
+    assert not any(API_KEY[:n] in caplog.text for n in range(8, len(API_KEY) + 1))
 
 
 def test_refused_connection_falls_back(caplog: pytest.LogCaptureFixture) -> None:
