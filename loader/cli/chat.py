@@ -11,7 +11,7 @@ import click
 
 from loader.cli.common import settings_options
 from loader.cli.query import rewrite_options
-from loader.errors import LoaderError
+from loader.errors import ConfigError, LoaderError
 from loader.redact import scrub_secrets
 from loader.settings import REWRITE_CHOICES, REWRITE_MODES, SEARCH_MODES, Settings, secret_values
 from loader.terminal import printable
@@ -28,8 +28,9 @@ HELP = [
 QUIT = (":quit", ":q", ":exit")
 
 
-def _input_lines(interactive: bool) -> Iterator[str]:
-    """The lines typed (a prompt and line editing on a terminal), until end of input."""
+def _input_lines(interactive: bool) -> Iterator[str | None]:
+    """The lines typed (a prompt and line editing on a terminal), until end of input; ``None``
+    for a piped line that is not UTF-8."""
     if interactive:
         import readline  # noqa: F401 (line editing and recall for input())
 
@@ -41,8 +42,13 @@ def _input_lines(interactive: bool) -> Iterator[str]:
                 return
     if sys.stdin is None:  # started with standard input closed (`<&-`): nothing to read
         return
-    for line in sys.stdin:
-        yield line.rstrip("\r\n")
+    # Bytes, decoded line by line: one line that is not UTF-8 is refused, not the session ended
+    # (or, in another locale, carried on as text no JSON line can hold).
+    for raw in sys.stdin.buffer:
+        try:
+            yield raw.decode("utf-8").rstrip("\r\n")
+        except UnicodeDecodeError:
+            yield None
 
 
 class _Output:
@@ -73,8 +79,6 @@ def _command(session: Any, line: str) -> tuple[str, str, list[str]]:
     Raises:
         ConfigError: an unknown command, a missing or bad argument.
     """
-    from loader.errors import ConfigError
-
     name, _, argument = line.strip().partition(" ")
     argument = argument.strip()
     setters = {
@@ -156,6 +160,9 @@ def chat(
         )
     turn = 0
     for line in _input_lines(interactive):
+        if line is None:
+            output.error(ConfigError("a line that is not UTF-8 text was skipped"))
+            continue
         if not line.strip():
             continue
         if line.strip() in QUIT:

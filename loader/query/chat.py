@@ -21,10 +21,11 @@ from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
 from loader.query.conversation import MAX_HISTORY_TURNS, check_history
-from loader.query.request import SearchRequest
+from loader.query.request import MAX_CANDIDATES, SearchRequest, truncate_question
 from loader.query.rewrite import rewriter_from_settings
 from loader.query.search import search
-from loader.settings import REWRITE_CHOICES, REWRITE_MODES, SEARCH_MODES, Settings
+from loader.settings import REWRITE_CHOICES, REWRITE_MODES, SEARCH_MODES, Settings, tenant_problem
+from loader.text import first_surrogate
 
 if TYPE_CHECKING:
     from loader.query.result import SearchResult
@@ -78,7 +79,8 @@ class ChatSession:
 
             self.client = connect(self.settings)
         result = search(request, self.settings, client=self.client)
-        self.history.append({"role": "user", "content": message})
+        # As searched: a longer turn would make every later request's history too long.
+        self.history.append({"role": "user", "content": truncate_question(message)})
         del self.history[:-MAX_HISTORY_TURNS]  # the latest turns; older ones no longer matter
         return result
 
@@ -90,9 +92,13 @@ class ChatSession:
         return f"search mode {mode}"
 
     def set_k(self, text: str) -> str:
-        """Show ``text`` (a whole number from 1) results per turn from now on."""
-        if not text.isdigit() or int(text) < 1:
-            raise ConfigError(f"k must be a positive whole number, got {text!r}")
+        """Show ``text`` (a whole number from 1 to ``MAX_CANDIDATES``) results per turn from
+        now on: checked now, not at the next turn."""
+        # isdigit alone lets "²" through, which int() refuses.
+        if not (text.isascii() and text.isdigit()) or int(text) < 1:
+            raise ConfigError(f"k must be a positive whole number, got {text!r:.40}")
+        if int(text) > MAX_CANDIDATES:
+            raise ConfigError(f"k must be at most {MAX_CANDIDATES}, got {text}")
         self.k = int(text)
         return f"k {self.k}"
 
@@ -100,6 +106,10 @@ class ChatSession:
         """Search ``tenant`` from now on."""
         if not tenant.strip():
             raise ConfigError("tenant is required: give the tenant to search")
+        if first_surrogate(tenant) is not None:
+            raise ConfigError("tenant is not valid UTF-8 text")
+        if tenant_problem(tenant.strip()):
+            raise ConfigError(f"tenant {tenant.strip()!r:.60} {tenant_problem(tenant.strip())}")
         self.tenant = tenant.strip()
         return f"tenant {self.tenant!r}"
 

@@ -101,8 +101,10 @@ def load_history(path: str | Path) -> tuple[dict[str, str], ...]:
         raise ConfigError(f"history file {path} does not exist") from None
     except OSError as exc:
         raise ConfigError(f"history file {path} cannot be read ({exc.strerror})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        reason = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        reason = {UnicodeDecodeError: "not UTF-8 text", RecursionError: "nested too deeply"}.get(
+            type(exc), getattr(exc, "msg", "")
+        )
         raise ConfigError(f"history file {path} is not valid JSON ({reason})") from None
     try:
         return check_history(data)

@@ -22,9 +22,10 @@ from loader.query.conversation import (
     load_history,
     needs_context,
 )
-from loader.query.request import SearchRequest
+from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.result import format_result
 from loader.query.rewrite import Rewrite
+from loader.settings import Settings
 from tests.unit.query.fakes import CORPUS, SETTINGS, FakeClient, FakeEmbedder, FakeReranker, run
 
 HISTORY = [
@@ -70,6 +71,7 @@ def test_load_history_names_the_file(tmp_path: Path) -> None:
         "missing.json": None,
         "broken.json": "[{",
         "latin1.json": b"\xff\xfe",
+        "deep.json": "[" * 100_000 + "]" * 100_000,  # past the JSON parser's recursion limit
         "shape.json": json.dumps({"role": "user"}),
         "turn.json": json.dumps([{"role": "user"}]),
     }
@@ -77,6 +79,7 @@ def test_load_history_names_the_file(tmp_path: Path) -> None:
         "missing.json": "history file {} does not exist",
         "broken.json": "history file {} is not valid JSON (Expecting",
         "latin1.json": "history file {} is not valid JSON (not UTF-8 text)",
+        "deep.json": "history file {} is not valid JSON (nested too deeply)",
         "shape.json": "history file {}: history must be a list",
         "turn.json": "history file {}: history[0].content must be a string, got None",
     }
@@ -219,6 +222,34 @@ def test_chat_commands_without_a_search(monkeypatch: pytest.MonkeyPatch) -> None
     ):
         assert line in out, line
     assert "sk-chat-unit-SECRET" not in out
+
+
+def test_chat_refuses_bad_arguments_when_given_and_goes_on() -> None:
+    script = b":k \xc2\xb2\n:k 99999\n:tenant ab\xffcd\n:tenant  acme \n:tenant a\n:k 2\n:q\n"
+    result = CliRunner().invoke(cli, ["chat", "--json"], input=script)
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in result.stdout.splitlines()]  # every one valid JSON
+    errors = [line["error"] for line in lines if "error" in line]
+    assert errors == [
+        "k must be a positive whole number, got '²'",  # "²".isdigit() is true; int() refuses it
+        "k must be at most 10000, got 99999",
+        "a line that is not UTF-8 text was skipped",
+    ]
+    done = [line["lines"] for line in lines if "command" in line]
+    assert done == [["tenant 'acme'"], ["tenant 'a'"], ["k 2"]]
+
+
+def test_chat_keeps_a_long_turn_as_it_was_searched(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 12,000-character line once went into the history whole: every later turn then failed
+    # ("history[0].content has 12000 characters").
+    from loader.query import chat as chat_module
+
+    monkeypatch.setattr(chat_module, "search", lambda request, settings, client: request)
+    session = chat_module.ChatSession(Settings(), tenant="A", client=object())
+    session.ask("refund " * 2000)
+    session.ask("and for UPI?")
+    assert len(session.history[0]["content"]) <= MAX_QUESTION_CHARS
+    assert session.history[1]["content"] == "and for UPI?"
 
 
 def test_chat_with_standard_input_closed_ends_at_once() -> None:
