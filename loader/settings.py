@@ -453,6 +453,8 @@ class Settings:
             value = getattr(self, f.name)
             masked[f.name] = "****" if f.metadata["secret"] and value else value
         masked["opensearch_url"] = redact_url(self.opensearch_url)
+        if self.rewrite_url:  # the chat model's endpoint may carry credentials of its own
+            masked["rewrite_url"] = redact_url(self.rewrite_url)
         return masked
 
     def replace(self, **changes: Any) -> Settings:
@@ -480,6 +482,9 @@ def secret_values(settings: Settings) -> list[str]:
         if ":" not in parts.userinfo:
             values.append(parts.username or "")
     values.extend(_basic_auth_tokens(settings, parts))
+    rewrite_parts = split_url(settings.rewrite_url)  # the chat model's, if it has credentials
+    if settings.rewrite_url and rewrite_parts.userinfo is not None:
+        values += [rewrite_parts.password or "", rewrite_parts.userinfo]
     return [value for value in values if isinstance(value, str) and value]
 
 

@@ -382,3 +382,13 @@ def test_a_password_basic_auth_cannot_carry_is_a_config_error_that_shows_none_of
     assert "cannot carry (only Latin-1 letters)" in result.stderr
     for piece in ("€", "秘", "position", "p€ss"):
         assert piece not in result.output
+
+
+def test_the_rewriters_url_credentials_are_masked_like_the_clusters(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    env = {"LOADER_REWRITE_URL": "http://bob:hunter2pass@127.0.0.1:9/v1"}
+    for args in (["settings"], ["settings", "--json"]):
+        result = CliRunner().invoke(cli, args, env=env)
+        assert result.exit_code == 0, result.output
+        assert "hunter2pass" not in result.output and "bob:****@127.0.0.1:9" in result.output
+    assert "hunter2pass" in secret_values(Settings(rewrite_url=env["LOADER_REWRITE_URL"]))
