@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import opensearchpy
 from opensearchpy import OpenSearch
 
 from loader.cluster.client import cluster_errors, connect, safe_url
@@ -213,14 +214,34 @@ def _execute(client: OpenSearch, settings: Settings, alias: str, change: Change)
     elif kind == "reindex":
         _reindex(client, settings, payload["source"], payload["dest"])
     elif kind == "alias":
-        actions = []
-        if payload.get("remove"):
-            actions.append({"remove": {"index": payload["remove"], "alias": alias}})
-        actions.append({"add": {"index": payload["add"], "alias": alias}})
-        # One call: OpenSearch applies all actions atomically, so searches never see no alias.
-        client.indices.update_aliases(body={"actions": actions})
+        _move_alias(client, alias, payload)
     else:  # pragma: no cover - plan_changes makes only the kinds above
         raise ConfigError(f"unknown change {change.line()}")
+
+
+def _move_alias(client: OpenSearch, alias: str, payload: Mapping[str, str]) -> None:
+    """Point ``alias`` at ``payload["add"]``, off ``payload["remove"]`` when given, in one call:
+    OpenSearch applies all actions atomically, so searches never see no alias.
+
+    Raises:
+        ClusterError: the alias no longer points at the index to remove: another apply moved it
+            meanwhile (``must_exist`` fails the whole call rather than leave the alias on two
+            indices).
+    """
+    actions: list[dict[str, Any]] = []
+    if payload.get("remove"):
+        actions.append({"remove": {"index": payload["remove"], "alias": alias, "must_exist": True}})
+    actions.append({"add": {"index": payload["add"], "alias": alias}})
+    try:
+        client.indices.update_aliases(body={"actions": actions})
+    except opensearchpy.NotFoundError as exc:
+        if not payload.get("remove"):
+            raise
+        raise ClusterError(
+            f"alias {alias!r} no longer points at {payload['remove']!r}, so it was not moved "
+            f"to {payload['add']!r}: another `loader apply` ran at the same time; run "
+            "`loader apply` again (then `--delete-old` removes the unused version)"
+        ) from exc
 
 
 def _reindex(client: OpenSearch, settings: Settings, source: str, dest: str) -> None:

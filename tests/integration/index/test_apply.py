@@ -12,7 +12,8 @@ from click.testing import CliRunner
 
 from loader.cli import cli
 from loader.cluster.client import connect
-from loader.errors import IncompatibleIndexError
+from loader.errors import ClusterError, IncompatibleIndexError
+from loader.index import apply as apply_module
 from loader.index.apply import apply_config, check_index_compatible
 from loader.index.render import INDEX_FILE, config_names, packaged_file
 
@@ -212,6 +213,23 @@ def test_incompatible_change_swaps_to_a_new_version_while_searches_answer(client
     assert [change.line() for change in cleanup.pending] == [f"- delete index {v1} (old version)"]
     assert not client.indices.exists(index=v1)
     assert client.count(index=alias)["count"] == 6
+
+
+def test_an_alias_another_apply_moved_meanwhile_is_left_where_it_is(client, settings):
+    """Two applies planned the same swap from v1; the second finds the alias on v2 already. Its
+    swap must fail whole, not remove nothing and add: the alias on two indices (seen in a race
+    of two `loader apply` runs: every push then failed, searches returned chunks twice)."""
+    alias = settings.index_name
+    names = config_names(alias)
+    v1, v2, v3 = (names.version_index(n) for n in (1, 2, 3))
+    apply_config(settings, dimension=DIMENSION, client=client)
+    body = {"settings": {"index": {"number_of_replicas": 0}}}
+    client.indices.create(index=v2, body=body)
+    client.indices.create(index=v3, body=body)
+    apply_module._move_alias(client, alias, {"remove": v1, "add": v2})  # the first apply
+    with pytest.raises(ClusterError, match=rf"alias '{alias}' no longer points at '{v1}'"):
+        apply_module._move_alias(client, alias, {"remove": v1, "add": v3})  # the second
+    assert client.indices.get_alias(name=alias) == {v2: {"aliases": {alias: {}}}}
 
 
 def test_dimension_mismatch_is_refused_and_apply_makes_a_new_version(client, settings):
