@@ -46,7 +46,9 @@ ML_PLUGIN = "opensearch-ml"
 # Engines each server major version refuses for new indices (nmslib: deprecated in 2.19, blocked
 # in 3.0).
 REFUSED_ENGINES = {3: ("nmslib",)}
-INDEX_KINDS = ("index", "mapping", "index settings", "reindex", "alias")
+# What apply would change on the index itself; "bulk-load settings": a push killed while the
+# index was relaxed for bulk loading (refresh off) left them so.
+INDEX_KINDS = ("index", "mapping", "index settings", "bulk-load settings", "reindex", "alias")
 APPLY_FIX = "run `loader apply` (see `loader apply --dry-run` for the plan)"
 
 

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from loader.cli import cli
 from loader.doctor.checks import run_doctor
+from loader.index import bulk_load
 from loader.index.apply import apply_config
 from loader.index.render import render_config
 from loader.ingest.sync import push
@@ -60,6 +61,16 @@ def test_all_green_on_a_fresh_apply(settings, client, embedder):
     )
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["healthy"] is True
+
+
+def test_finds_an_index_a_killed_bulk_load_push_left_relaxed(settings, client, embedder):
+    # What `loader push --bulk-load` killed with SIGKILL leaves: the record and refresh off.
+    bulk_load.relax(client, settings)
+    failed = _failed(_doctor(settings, client, embedder))
+    assert "update bulk-load settings" in failed.pop("index drift")
+    assert failed == {}
+    apply_config(settings, dimension=embedder.dimension, client=client)  # the fix it names
+    assert _failed(_doctor(settings, client, embedder)) == {}
 
 
 def test_finds_a_deleted_pipeline(settings, client, embedder):
