@@ -27,6 +27,8 @@ import itertools
 import logging
 import multiprocessing
 import os
+import threading
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
@@ -80,7 +82,7 @@ def embed_passages(
         max_workers=processes,
         mp_context=multiprocessing.get_context("spawn"),
         initializer=_start_worker,
-        initargs=(_model_settings(settings), threads),
+        initargs=(_model_settings(settings), threads, os.getpid()),
     )
     try:
         submit = _submitter(pool, texts)
@@ -172,10 +174,27 @@ _worker_embedder: Embedder | None = None
 _worker_failure: LoaderError | None = None
 
 
-def _start_worker(settings: Settings, threads: int) -> None:
+# How often a worker looks whether the push that started it is still there.
+PARENT_POLL_SECONDS = 1.0
+
+
+def exit_with_parent(parent: int) -> None:
+    """End this process soon after ``parent`` (its pid) dies. A push killed with SIGKILL never
+    shuts its pool down: its workers, re-parented, would go on holding a model and the cores."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_SECONDS)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
+def _start_worker(settings: Settings, threads: int, parent: int) -> None:
     """Load the model once per worker. A failure is kept and raised by every task: an exception
     escaping an initializer only breaks the pool, and its message would be lost."""
     global _worker_embedder, _worker_failure
+    exit_with_parent(parent)
     try:
         if settings.embedding_backend == "torch":
             import torch

@@ -7,6 +7,8 @@ one for the failing model, no more."""
 from __future__ import annotations
 
 import multiprocessing
+import subprocess
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +22,7 @@ from loader.errors import ConfigError, ModelError
 from loader.ingest.workers import embed_passages, plan_tasks, run_bounded
 from loader.models.embedding import embedder_for
 from loader.settings import Settings
-from tests.paths import SAMPLE_DOCS
+from tests.paths import REPO, SAMPLE_DOCS
 
 PARAGRAPHS = [
     paragraph
@@ -154,3 +156,41 @@ def test_a_failing_task_raises_in_the_caller():
 def test_a_workers_share_of_the_cores_reaches_onnxruntime(settings):
     session = embedder_for(settings, threads=1).model.session
     assert session.get_session_options().intra_op_num_threads == 1
+
+
+ORPHAN_SCRIPT = """
+import multiprocessing, os, sys, time
+from loader.ingest import workers
+
+def child(parent):
+    workers.exit_with_parent(parent)
+    time.sleep(60)
+
+if __name__ == "__main__":
+    process = multiprocessing.get_context("spawn").Process(target=child, args=(os.getpid(),))
+    process.start()
+    print(process.pid, flush=True)
+    time.sleep(1.5)  # the child is up and watching
+    os.kill(os.getpid(), 9)  # what SIGKILL of a push does: no shutdown, no cleanup
+"""
+
+
+def test_a_worker_ends_soon_after_the_push_that_started_it_is_killed(tmp_path):
+    script = tmp_path / "orphan.py"
+    script.write_text(ORPHAN_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, cwd=REPO
+    )
+    child = int(done.stdout.split()[0])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and _alive(child):
+        time.sleep(0.2)
+    assert not _alive(child), f"worker {child} outlived its parent"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().split(") ")[-1][0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
