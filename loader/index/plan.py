@@ -327,15 +327,24 @@ def _alias_change(alias: str, current_target: str | None, final_target: str) -> 
 def _old_versions(
     alias: str, versions: Mapping[int, str], final_target: str, delete_old: bool
 ) -> tuple[list[Change], list[str]]:
-    """Older versions: deleted only when asked, else reported."""
+    """Versions the alias does not point at: deleted only when asked, else reported. Older
+    ones are what a swap left; a newer one is what an apply that did not finish left (killed
+    during its reindex, or beaten by another apply): nothing will ever point at it."""
     changes: list[Change] = []
     notes: list[str] = []
     final_version = version_of(alias, final_target)
     for version, index in sorted(versions.items()):
         if index == final_target:
             continue
-        if delete_old and final_version is not None and version < final_version:
-            changes.append(Change(STEP_OLD_INDEX, "index", index, "delete", "(old version)"))
+        newer = final_version is not None and version > final_version
+        if delete_old and final_version is not None:
+            detail = "(left by an apply that did not finish)" if newer else "(old version)"
+            changes.append(Change(STEP_OLD_INDEX, "index", index, "delete", detail))
+        elif newer:
+            notes.append(
+                f"kept {index}, newer than {final_target} but not behind the alias (left by an "
+                "apply that did not finish); `loader apply --delete-old` deletes it"
+            )
         else:
             notes.append(f"kept {index}; `loader apply --delete-old` deletes older versions")
     return changes, notes

@@ -216,6 +216,22 @@ def test_old_versions_are_deleted_only_with_the_flag(desired):
     assert deleted.summary() == "0 to create, 0 to update, 1 to delete, 8 unchanged"
 
 
+def test_a_newer_version_an_unfinished_apply_left_is_named_and_deleted_with_the_flag(desired):
+    # Killed during its reindex, or beaten by another apply: kb-v3 exists, the alias is on v2.
+    state = state_in_sync(desired, version=2)
+    state.versions[3] = "kb-v3"
+    kept = plan_changes(desired, state)
+    assert not kept.has_changes
+    assert kept.notes == [
+        "kept kb-v3, newer than kb-v2 but not behind the alias (left by an apply that did not "
+        "finish); `loader apply --delete-old` deletes it"
+    ]
+    deleted = plan_changes(desired, state, delete_old=True)
+    assert [change.line() for change in deleted.pending] == [
+        "- delete index kb-v3 (left by an apply that did not finish)"
+    ]
+
+
 def test_missing_alias_points_at_a_fitting_existing_version(desired):
     state = state_in_sync(desired)
     state.alias_targets = []
