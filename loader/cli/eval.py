@@ -91,13 +91,15 @@ from loader.terminal import printable, printable_lines
     "previous",
     type=click.Path(dir_okay=False),
     default=None,
-    help="Earlier results JSON: print the deltas; exit 10 when a gated metric dropped.",
+    help="Earlier results JSON: print the deltas; exit 10 when a gated metric dropped, 7 when "
+    "no gated metric could be compared.",
 )
 @click.option(
     "--gate-metric",
     "gate_metrics",
     multiple=True,
-    help="Metric the --compare gate checks; repeat (default: ndcg@10, recall@10, recall@100).",
+    help="Metric the --compare gate checks; repeat (default: ndcg@10, recall@10, recall@100). "
+    "--tune: the first is the objective (default: ndcg@10).",
 )
 @click.option(
     "--threshold",

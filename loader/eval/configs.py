@@ -84,18 +84,24 @@ class EvalConfig:
         return None if self.sweep_setting is None else {self.sweep_setting: self.sweep_value}
 
 
-def parse_sweep(text: str, base: Settings | None = None) -> Sweep:
-    """Parse ``--sweep name=v1,v2,...`` into typed values.
+def parse_sweep(text: str, base: Settings | None = None, option: str = "--sweep") -> Sweep:
+    """Parse ``--sweep name=v1,v2,...`` into typed values, each checked against ``base``.
+
+    Every value is checked before anything runs (``check_values``): a value out of the
+    setting's bounds, or a chunking value that makes no chunking configuration with the other
+    settings, would otherwise fail only when its row is reached -- after the earlier rows ran.
 
     Args:
         text: e.g. ``chunk_target_tokens=120,180,240`` or ``bm25_weight=0.2,0.3``.
-        base: settings whose field types the values take (default ``Settings()``).
+        base: the settings each value replaces one of (default ``Settings()``).
+        option: the option named in messages (``--space`` for ``--tune``).
 
     Returns:
         The sweep.
 
     Raises:
-        ConfigError: unknown or unsweepable setting, no values, or a value of the wrong type.
+        ConfigError: unknown or unsweepable setting, no values, a value of the wrong type, or
+            a value the setting (or the chunking configuration) refuses.
 
     Example::
 
@@ -104,25 +110,26 @@ def parse_sweep(text: str, base: Settings | None = None) -> Sweep:
     name, sep, raw_values = text.partition("=")
     name = name.strip()
     if not sep or not name:
-        raise ConfigError(f"--sweep {text!r}: expected SETTING=VALUE1,VALUE2,...")
+        raise ConfigError(f"{option} {text!r}: expected SETTING=VALUE1,VALUE2,...")
     types = get_type_hints(Settings)
     if name not in types:
-        raise ConfigError(f"--sweep {text!r}: unknown setting {name!r}; see `loader settings`")
+        raise ConfigError(f"{option} {text!r}: unknown setting {name!r}; see `loader settings`")
     if name in UNSWEEPABLE_SETTINGS:
         hint = {"chunk_strategy": " (use --strategy)", "search_mode": " (use --mode)"}
-        raise ConfigError(f"--sweep: {name} cannot be swept{hint.get(name, '')}")
+        raise ConfigError(f"{option}: {name} cannot be swept{hint.get(name, '')}")
     parts = [part.strip() for part in raw_values.split(",") if part.strip()]
     if not parts:
-        raise ConfigError(f"--sweep {text!r}: give at least one value after '='")
+        raise ConfigError(f"{option} {text!r}: give at least one value after '='")
     values: list[Any] = []
     for part in parts:
-        value = _typed_value(name, part, types[name])
+        value = _typed_value(name, part, types[name], option)
         if value not in values:
             values.append(value)
+    check_values(name, values, base or Settings(), option)
     return Sweep(name, tuple(values))
 
 
-def _typed_value(name: str, text: str, kind: type) -> Any:
+def _typed_value(name: str, text: str, kind: type, option: str = "--sweep") -> Any:
     """One swept value as the setting's type: ``"120"`` -> ``120``, ``"on"`` -> ``True``."""
     try:
         if kind is bool:
@@ -131,7 +138,50 @@ def _typed_value(name: str, text: str, kind: type) -> Any:
             return text.lower() in ("true", "1", "yes", "on")
         return kind(text)
     except ValueError:
-        raise ConfigError(f"--sweep {name}: {text!r} is not a valid {kind.__name__}") from None
+        raise ConfigError(f"{option} {name}: {text!r} is not a valid {kind.__name__}") from None
+
+
+def check_values(name: str, values: Sequence[Any], base: Settings, option: str = "--sweep") -> None:
+    """Refuse, before anything runs, a value ``name`` cannot take in ``base``.
+
+    Each value replaces the setting in ``base`` (``Settings`` checks its bounds and choices);
+    a chunking setting's value must also make a chunking configuration with the other chunking
+    settings (``loader.ingest.chunking.chunking_config``: a target above the model's limit, an
+    overlap not below the target ...).
+
+    Raises:
+        ConfigError: naming ``option``, the setting and the value, with the setting's reason.
+
+    Example::
+
+        check_values("rrf_rank_constant", [20, 0], Settings())
+        # ConfigError: --sweep rrf_rank_constant=0: setting 'rrf_rank_constant' must be ...
+    """
+    from loader.ingest.chunking import chunking_config
+
+    for value in values:
+        try:
+            settings = base.replace(**{name: value})
+            if name in CHUNKING_SETTINGS:
+                chunking_config(settings, _model_text_tokens(settings))
+        except ConfigError as exc:
+            raise ConfigError(f"{option} {name}={value}: {exc}") from None
+
+
+CHUNKING_SETTINGS = frozenset(settings_in_scope("chunking"))
+# The model's limit when the registry does not know it: only the chunking settings' own
+# consistency is checked up front then (the push checks the limit once the model is loaded).
+_UNKNOWN_MODEL_TOKENS = 1_000_000
+
+
+def _model_text_tokens(settings: Settings) -> int:
+    """The most text tokens the embedding model reads, as far as the registry knows without
+    loading it: its positions less [CLS] and [SEP] (the passage instruction, when there is one,
+    takes a few more: the push's own check is exact)."""
+    from loader.models.registry import known_spec
+
+    spec = known_spec(settings.embedding_model)
+    return spec.max_tokens - 2 if spec else _UNKNOWN_MODEL_TOKENS
 
 
 def plan_configurations(

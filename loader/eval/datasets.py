@@ -95,7 +95,9 @@ def _corpus_path(folder: Path) -> Path:
 def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     """Read a BEIR qrels TSV (``query-id, corpus-id, score`` with a header line).
 
-    Graded scores are kept as they are; a repeated pair keeps its last score.
+    The first line is the header unless its last column is a number (then it is a judgment:
+    some qrels files have no header). Graded scores are kept as they are; a repeated pair keeps
+    its last score.
     """
     path = Path(path)
     if not path.is_file():
@@ -105,8 +107,10 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         with path.open(encoding="utf-8") as lines:
             for number, line in enumerate(lines, start=1):
                 fields = line.rstrip("\n\r").split("\t")
-                if number == 1 and not _is_int(fields[-1]):
-                    continue  # the header line
+                if number == 1 and not _is_number(fields[-1]):
+                    # The header line ("score"); a first line whose score is a number is a
+                    # judgment, checked like any other (a float score is refused, not skipped).
+                    continue
                 if not line.strip():
                     continue
                 if len(fields) != 3 or not _is_int(fields[2]):
@@ -119,6 +123,14 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read {path}: {exc}") from exc
     return qrels
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _is_int(text: str) -> bool:
@@ -152,8 +164,10 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
         raise InputError(f"BEIR folder {folder} does not exist")
     corpus_path = _corpus_path(folder)
     corpus: dict[str, dict[str, str]] = {}
+    first_line: dict[str, int] = {}
     for number, record in _read_jsonl(corpus_path):
         doc_id = _required(record, "_id", corpus_path, number)
+        _refuse_repeat(doc_id, "document", corpus_path, number, first_line)
         corpus[doc_id] = {
             "title": str(record.get("title") or ""),
             "text": str(record.get("text") or ""),
@@ -165,9 +179,12 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
     if not queries_path.is_file():
         raise InputError(f"{folder} has no queries.jsonl")
     queries: dict[str, str] = {}
+    first_line = {}
     for number, record in _read_jsonl(queries_path):
         qid = _required(record, "_id", queries_path, number)
+        _refuse_repeat(qid, "query", queries_path, number, first_line)
         if qid in qrels:  # keep only the split's judged queries
+            _check_query_id(qid, queries_path, number)
             queries[qid] = _required(record, "text", queries_path, number)
 
     missing = [qid for qid in qrels if qid not in queries]
@@ -183,6 +200,27 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
         "loaded %s: %d documents, %d %s queries", folder.name, len(corpus), len(queries), split
     )
     return Dataset(corpus=corpus, queries=queries, qrels=qrels, name=folder.name, split=split)
+
+
+def _refuse_repeat(
+    item_id: str, what: str, path: Path, number: int, first_line: dict[str, int]
+) -> None:
+    """Refuse an id already read from ``path`` (a second one would silently replace the first)."""
+    if item_id in first_line:
+        raise InputError(
+            f"{path}:{number}: {what} id {item_id!r} is used twice (first on line "
+            f"{first_line[item_id]})"
+        )
+    first_line[item_id] = number
+
+
+def _check_query_id(qid: str, path: Path, number: int) -> None:
+    """Refuse, when the dataset is read, a query id that ``write_trec_run`` could not write."""
+    if not _is_trec_token(qid):
+        raise InputError(
+            f"{path}:{number}: query id {qid!r} cannot be written to a TREC run (empty or "
+            "contains whitespace); rename it"
+        )
 
 
 def corpus_to_documents(corpus: Mapping[str, Mapping[str, str]]) -> list[Document]:
@@ -240,6 +278,7 @@ def load_questions(path: str | Path) -> list[Question]:
         if qid in seen_ids:
             raise InputError(f"{path}:{number}: question id {qid!r} is used twice")
         seen_ids.add(qid)
+        _check_query_id(qid, path, number)
         questions.append(
             Question(
                 id=qid,
@@ -282,8 +321,13 @@ def write_trec_run(
     path.write_text("".join(lines), encoding="utf-8")
 
 
+def _is_trec_token(value: str) -> bool:
+    """Whether ``value`` can be one column of a TREC run line: not empty, no whitespace."""
+    return bool(value) and not any(char.isspace() for char in value)
+
+
 def _check_token(value: str, what: str) -> None:
-    if not value or any(char.isspace() for char in value):
+    if not _is_trec_token(value):
         raise InputError(
             f"{what} {value!r} cannot be written to a TREC run (empty or contains whitespace); "
             "rename it or map it to an id without spaces"

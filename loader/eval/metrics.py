@@ -327,6 +327,26 @@ def context_recall(answer: str, contexts: Sequence[str]) -> float | None:
     return len(wanted & found) / len(wanted)
 
 
+def metric_names(top_k: int, ks: Sequence[int] = DEFAULT_KS) -> tuple[str, ...]:
+    """Every metric name a `loader eval` run can report, for checking a name before a run.
+
+    ``recall@k``, ``ndcg@k`` and ``mrr@k`` for each cut-off (``mrr@10`` always), the same with
+    ``section_`` in front (questions that name a heading), and ``context_recall@<top_k>``
+    (questions with an answer; ``top_k`` is the setting a run keeps that many passages by).
+
+    Example::
+
+        "ndcg@10" in metric_names(5), "context_recall@5" in metric_names(5)   # True, True
+    """
+    document = [
+        *(f"recall@{k}" for k in ks),
+        *(f"ndcg@{k}" for k in ks),
+        *(f"mrr@{k}" for k in sorted({*ks, 10})),
+    ]
+    sections = [f"{SECTION_PREFIX}{name}" for name in document]
+    return (*document, *sections, CONTEXT_RECALL.format(k=top_k))
+
+
 def mean_context_recall(recalls: Mapping[str, float | None], k: int) -> dict[str, float]:
     """``{"context_recall@k": mean}`` over the queries with a scorable answer; empty without."""
     values = [value for value in recalls.values() if value is not None]

@@ -50,6 +50,8 @@ from loader.eval.compare import (
     DEFAULT_GATE_METRICS,
     DEFAULT_THRESHOLD,
     Comparison,
+    check_comparable,
+    check_gate_metrics,
     compare_reports,
     load_results,
 )
@@ -342,6 +344,7 @@ class EvalRun:
 
         Raises:
             RegressionError: a gated metric dropped by more than the threshold.
+            InputError: the comparison compared no gated metric at all.
         """
         if self.comparison is not None:
             self.comparison.check()
@@ -374,11 +377,23 @@ def run_eval(
     gate is not applied here: call ``check()`` on the result once its outputs are shown.
 
     Raises:
-        ConfigError, InputError: bad options, dataset, previous results or an output folder that
-            cannot be created (before any search).
+        ConfigError, InputError: bad options (an unknown gate metric, one without
+            ``previous``), dataset, previous results or an output folder that cannot be created
+            (before any search).
         ClusterError, ModelError: as raised by ``evaluate``.
     """
+    if request.gate_metrics and not request.previous:
+        raise ConfigError(
+            "--gate-metric is what the --compare gate checks (or --tune's objective): give the "
+            "previous results with --compare FILE, or drop --gate-metric"
+        )
+    check_gate_metrics(request.gate_metrics, settings.top_k)
+    gate = request.gate_metrics or DEFAULT_GATE_METRICS
     previous = load_results(request.previous) if request.previous else None
+    if previous is not None:
+        check_comparable(previous, gate, str(request.previous))
+    # Every swept value is checked now: not after the rows before it ran.
+    sweep = parse_sweep(request.sweep, settings) if request.sweep else None
     _check_writable(request)
     task = load_task(
         request.dataset,
@@ -394,7 +409,7 @@ def run_eval(
         modes=request.modes or DEFAULT_MODES,
         rerank_options=rerank_options(request.rerank),
         candidates=request.candidates,
-        sweep=parse_sweep(request.sweep, settings) if request.sweep else None,
+        sweep=sweep,
         index_prefix=request.index_prefix,
         show_progress=show_progress,
         on_event=on_event,
@@ -402,6 +417,7 @@ def run_eval(
     outputs = write_outputs(report, request.out_dir, request.output, chart=request.chart)
     comparison = None
     if previous is not None:
-        gate = request.gate_metrics or DEFAULT_GATE_METRICS
-        comparison = compare_reports(report.to_dict(), previous, gate, request.threshold)
+        comparison = compare_reports(
+            report.to_dict(), previous, gate, request.threshold, previous_name=str(request.previous)
+        )
     return EvalRun(report, outputs, comparison)

@@ -30,7 +30,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
-from loader.eval.configs import INDEX_SETTINGS, EvalConfig, name_part, parse_sweep
+from loader.eval.compare import check_gate_metrics
+from loader.eval.configs import (
+    INDEX_SETTINGS,
+    EvalConfig,
+    check_values,
+    name_part,
+    parse_sweep,
+)
 from loader.eval.indexes import EVAL_TENANT
 from loader.eval.runner import run_configuration
 from loader.eval.tasks import EvalTask, load_task
@@ -125,7 +132,8 @@ def parse_space(texts: Sequence[str], settings: Settings) -> dict[str, tuple[Any
     none: ``TUNE_SPACE`` (without ``query_instruction`` for a model that has none).
 
     Raises:
-        ConfigError: an unknown setting, a bad value, or a value outside a setting's choices.
+        ConfigError: naming ``--space``: an unknown setting, a bad value, or a value the setting
+            (or the chunking configuration) refuses with the other current settings.
     """
     if not texts:
         space = dict(TUNE_SPACE)
@@ -142,8 +150,9 @@ def parse_space(texts: Sequence[str], settings: Settings) -> dict[str, tuple[Any
                 check_choice(name, value, f"--space {text!r}")
             if not values:
                 raise ConfigError(f"--space {text!r}: give at least one value after '='")
+            check_values(name, values, settings, "--space")
         else:
-            values = parse_sweep(text, settings).values
+            values = parse_sweep(text, settings, option="--space").values
         space[name] = values
     return space
 
@@ -191,12 +200,19 @@ class _Measurer:
         return result.metrics
 
 
-def _candidates(best: Mapping[str, Any], space: Mapping[str, tuple[Any, ...]]) -> list[dict]:
-    """The next configurations of the descent: each other value of each setting, in order."""
+def _candidates(
+    best: Mapping[str, Any], space: Mapping[str, tuple[Any, ...]], mode: str | None = None
+) -> list[dict]:
+    """The next configurations of the descent: each other value of each setting, in order.
+
+    A setting of one mode only (``ONLY_IN_MODE``) is tried when the search mode is that mode:
+    the best values' ``search_mode`` when the space tunes it, else ``mode`` (the settings'
+    mode); with neither known, nothing is skipped.
+    """
+    mode = best.get("search_mode", mode)
     tried = []
     for name, values in space.items():
-        mode = best.get("search_mode")
-        if ONLY_IN_MODE.get(name, mode) != mode:
+        if mode is not None and ONLY_IN_MODE.get(name, mode) != mode:
             continue
         tried.extend({**best, name: value} for value in values if value != best[name])
     return tried
@@ -208,8 +224,12 @@ def _descend(
     space: Mapping[str, tuple[Any, ...]],
     metric: str,
     budget: int,
+    mode: str | None = None,
 ) -> tuple[dict[str, Any], list[Trial]]:
-    """Coordinate descent within ``budget`` measurements; the best values and every trial."""
+    """Coordinate descent within ``budget`` measurements; the best values and every trial.
+
+    ``mode`` is the search mode when ``search_mode`` is not in the space (see ``_candidates``).
+    """
     best = dict(start)
     trials = [Trial(dict(best), measure(best), kept=True)]
     if metric not in trials[0].metrics:
@@ -217,7 +237,7 @@ def _descend(
         raise ConfigError(f"--gate-metric {metric!r} is not measured; one of: {known}")
     best_score = trials[0].metrics[metric]
     for name in space:
-        for values in _candidates(best, {name: space[name]}):
+        for values in _candidates(best, {name: space[name]}, mode):
             if len(trials) >= budget:
                 return best, trials
             metrics = measure(values)
@@ -251,6 +271,7 @@ def tune_settings(
         raise ConfigError(f"--budget must be at least 1, got {request.budget}")
     if not Path(request.dataset).is_dir():
         raise ConfigError(f"--tune needs a BEIR folder with a {request.train_split} split")
+    check_gate_metrics([request.metric], settings.top_k)
     space = parse_space(request.space, settings)
     client = client or connect(settings)
     start = {name: getattr(settings, name) for name in space}
@@ -276,7 +297,9 @@ def tune_settings(
     measurers: dict[str, _Measurer] = {}
     seen: dict[tuple[str, str], dict[str, float]] = {}
     train = measurer(request.train_split)
-    winner, trials = _descend(train, start, space, request.metric, request.budget)
+    winner, trials = _descend(
+        train, start, space, request.metric, request.budget, mode=settings.search_mode
+    )
     test = measurer(request.test_split)
     result = TuneResult(request.metric, start, winner, trials)
     result.test["start"] = test(start)

@@ -45,6 +45,45 @@ def test_parse_sweep_errors_name_the_problem(text, message):
         parse_sweep(text)
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # a bound of the setting: the first value must not run before the second fails
+        (
+            "rrf_rank_constant=20,0",
+            "--sweep rrf_rank_constant=0: setting 'rrf_rank_constant' must be at least 1, got 0",
+        ),
+        ("bm25_weight=0.5,1.5", "--sweep bm25_weight=1.5: setting 'bm25_weight' must be between"),
+        ("candidates=50,0", "--sweep candidates=0: setting 'candidates' must be at least 1"),
+        # the chunking configuration: an overlap not below the target, a target above the model's
+        (
+            "chunk_target_tokens=100,5",
+            "--sweep chunk_target_tokens=5: chunk_overlap_tokens is 27; it must be at least 0 "
+            "and below chunk_target_tokens (5)",
+        ),
+        (
+            "chunk_target_tokens=100,400",
+            "--sweep chunk_target_tokens=400: chunk_target_tokens is 400; it must be between 1 "
+            "and the maximum chunk size (254 tokens)",
+        ),
+        ("chunk_overlap_tokens=0,180", "--sweep chunk_overlap_tokens=180: chunk_overlap_tokens"),
+        ("chunk_max_chars=100", "--sweep chunk_max_chars=100: chunk_max_chars is 100"),
+    ],
+)
+def test_parse_sweep_checks_every_value_up_front(text, message):
+    with pytest.raises(ConfigError) as raised:
+        parse_sweep(text, Settings())
+    assert str(raised.value).startswith(message)
+
+
+def test_parse_sweep_checks_values_against_the_base_settings():
+    # 5 tokens is a fine target once the overlap is 0
+    assert parse_sweep("chunk_target_tokens=100,5", Settings(chunk_overlap_tokens=0)).values == (
+        100,
+        5,
+    )
+
+
 def test_plan_configurations_order_and_names():
     configs = plan_configurations(["structure", "fixed"], ["bm25", "hybrid-rrf"], [False, True])
     assert [c.name for c in configs] == [

@@ -10,6 +10,7 @@ from loader.errors import InputError
 from loader.eval.datasets import (
     corpus_to_documents,
     load_beir,
+    load_qrels,
     load_questions,
     read_trec_run,
     write_trec_run,
@@ -63,6 +64,18 @@ def test_load_beir_bad_qrels_line_names_file_and_line(tmp_path: Path) -> None:
         load_beir(folder)
 
 
+def test_load_qrels_first_line_is_a_header_only_when_it_is_not_a_judgment(tmp_path: Path) -> None:
+    path = tmp_path / "test.tsv"
+    path.write_text("q1\td1\t1\nq2\td2\t2\n", encoding="utf-8")  # no header
+    assert load_qrels(path) == {"q1": {"d1": 1}, "q2": {"d2": 2}}
+    path.write_text("q1\td1\t1.0\nq2\td2\t1\n", encoding="utf-8")  # not skipped as a header
+    with pytest.raises(InputError, match=r"test\.tsv:1: expected .*got 'q1\\td1\\t1\.0'"):
+        load_qrels(path)
+    path.write_text("query-id\tcorpus-id\tscore\nq1\td1\t1.0\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"test\.tsv:2: expected"):
+        load_qrels(path)
+
+
 def test_load_beir_bad_json_names_file_and_line(tmp_path: Path) -> None:
     folder = _beir_folder(tmp_path)
     with (folder / "corpus.jsonl").open("a", encoding="utf-8") as out:
@@ -86,6 +99,62 @@ def test_load_beir_judged_query_without_text(tmp_path: Path) -> None:
     folder = _beir_folder(tmp_path, qrels="query-id\tcorpus-id\tscore\nq7\td1\t1\n")
     with pytest.raises(InputError, match="'q7'"):
         load_beir(folder)
+
+
+@pytest.mark.parametrize(
+    ("name", "record", "message"),
+    [
+        (
+            "corpus.jsonl",
+            {"_id": "d1", "title": "Other", "text": "Other text."},
+            r"corpus\.jsonl:4: document id 'd1' is used twice \(first on line 1\)",
+        ),
+        (
+            "queries.jsonl",
+            {"_id": "q1", "text": "another question"},
+            r"queries\.jsonl:4: query id 'q1' is used twice \(first on line 1\)",
+        ),
+    ],
+)
+def test_load_beir_refuses_repeated_ids(
+    tmp_path: Path, name: str, record: dict, message: str
+) -> None:
+    folder = _beir_folder(tmp_path)
+    with (folder / name).open("a", encoding="utf-8") as out:
+        out.write(json.dumps(record) + "\n")
+    with pytest.raises(InputError, match=message):
+        load_beir(folder)
+
+
+def test_load_beir_refuses_a_query_id_a_trec_run_cannot_hold(tmp_path: Path) -> None:
+    folder = _beir_folder(tmp_path, qrels="query-id\tcorpus-id\tscore\nquery one\td1\t1\n")
+    with (folder / "queries.jsonl").open("a", encoding="utf-8") as out:
+        out.write(json.dumps({"_id": "query one", "text": "refunds"}) + "\n")
+    with pytest.raises(
+        InputError, match=r"queries\.jsonl:4: query id 'query one' cannot be written to a TREC run"
+    ):
+        load_beir(folder)
+    # an unjudged query of another split is never written: it may keep its id
+    folder = _beir_folder(tmp_path / "other")
+    with (folder / "queries.jsonl").open("a", encoding="utf-8") as out:
+        out.write(json.dumps({"_id": "query one", "text": "refunds"}) + "\n")
+    assert set(load_beir(folder).queries) == {"q1", "q2"}
+
+
+def test_load_questions_refuses_a_question_id_a_trec_run_cannot_hold(tmp_path: Path) -> None:
+    path = tmp_path / "questions.jsonl"
+    _write_jsonl(
+        path,
+        [
+            {"question": "a?", "source": "a.md"},
+            {"id": "late order", "question": "b?", "source": "a.md"},
+        ],
+    )
+    with pytest.raises(
+        InputError,
+        match=r"questions\.jsonl:2: query id 'late order' cannot be written to a TREC run",
+    ):
+        load_questions(path)
 
 
 def test_corpus_to_documents() -> None:

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from loader.cli import cli
 from loader.errors import RegressionError
 from loader.eval.compare import compare_reports
+from loader.eval.metrics import metric_names
 from loader.eval.runner import EvalRequest, EvalRun
 from tests.paths import FIXTURES as ALL_FIXTURES
 from tests.unit.eval.sample_report import make_report
@@ -34,6 +35,19 @@ def test_cli_eval_bad_sweep_is_a_config_error(tmp_path):
     )
     assert result.exit_code == 2
     assert "Error: --sweep: chunk_strategy cannot be swept (use --strategy)" in result.output
+
+
+def test_cli_eval_a_sweep_value_out_of_bounds_fails_before_searching(tmp_path):
+    result = CliRunner().invoke(
+        cli,
+        ["eval", str(FIXTURES / "tiny-beir"), "--sweep", "rrf_rank_constant=20,0",
+         "--url", "http://127.0.0.1:9", "--out-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output  # not 3: no connection was tried
+    assert (
+        "Error: --sweep rrf_rank_constant=0: setting 'rrf_rank_constant' must be at least 1, got 0"
+        in result.output
+    )
 
 
 def test_cli_eval_missing_previous_results_fails_before_searching(tmp_path):
@@ -66,6 +80,82 @@ def test_cli_eval_an_output_folder_that_cannot_be_made_fails_before_searching(tm
     )  # fmt: skip
     assert result.exit_code == 2, result.output  # not 3: no connection was tried
     assert f"Error: {option} {blocker / 'x'}: cannot create the folder (" in result.output
+
+
+@pytest.mark.parametrize(
+    ("configurations", "message"),
+    [
+        ("[1, 2]", "configuration 1: expected an object, got 1"),
+        ("[]", "has no configurations: the gate would compare nothing"),
+        ('[{"name": "structure:bm25", "metrics": {}}]', "holds none of the gated metrics"),
+    ],
+)
+def test_cli_eval_previous_results_of_the_wrong_shape_fail_before_searching(
+    tmp_path, configurations, message
+):
+    old = tmp_path / "old.json"
+    old.write_text(f'{{"configurations": {configurations}}}', encoding="utf-8")
+    result = CliRunner().invoke(
+        cli,
+        ["eval", str(FIXTURES / "tiny-beir"), "--compare", str(old), "--url",
+         "http://127.0.0.1:9", "--out-dir", str(tmp_path / "out")],
+    )  # fmt: skip
+    assert result.exit_code == 7, result.output  # not 3: no connection was tried
+    assert f"Error: {old}" in result.output and message in result.output
+
+
+@pytest.mark.parametrize(
+    ("metric", "message"),
+    [
+        ("ndcg@11", "--gate-metric 'ndcg@11' is not a metric `loader eval` reports; it reports "
+         "recall@k, ndcg@k and mrr@k for k in 1, 5, 10, 50, 100"),
+        ("NDCG@10", "--gate-metric 'NDCG@10' is not a metric `loader eval` reports (did you mean "
+         "ndcg@10?)"),
+        ("bogus", "--gate-metric 'bogus' is not a metric"),
+        ("context_recall@3", "context_recall@5 (the top_k setting)"),
+    ],
+)  # fmt: skip
+def test_cli_eval_an_unknown_gate_metric_fails_before_anything(tmp_path, metric, message):
+    old = tmp_path / "old.json"
+    old.write_text('{"configurations": []}', encoding="utf-8")  # would be refused later
+    result = CliRunner().invoke(
+        cli,
+        ["eval", str(FIXTURES / "tiny-beir"), "--compare", str(old), "--gate-metric", "ndcg@10",
+         "--gate-metric", metric, "--url", "http://127.0.0.1:9", "--out-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert f"Error: --gate-metric {metric!r} is not a metric" in result.output
+    assert message in result.output
+
+
+def test_cli_eval_a_gate_metric_without_compare_is_refused(tmp_path):
+    result = CliRunner().invoke(
+        cli,
+        ["eval", str(FIXTURES / "tiny-beir"), "--gate-metric", "ndcg@10", "--url",
+         "http://127.0.0.1:9", "--out-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output  # not 3: no connection was tried
+    assert "Error: --gate-metric is what the --compare gate checks (or --tune's objective)" in (
+        result.output
+    )
+
+
+def test_cli_eval_tune_checks_its_metric_before_connecting(tmp_path):
+    result = CliRunner().invoke(
+        cli,
+        ["eval", str(FIXTURES / "tiny-beir"), "--tune", "--gate-metric", "bogus", "--url",
+         "http://127.0.0.1:9", "--out-dir", str(tmp_path)],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "Error: --gate-metric 'bogus' is not a metric" in result.output
+
+
+def test_metric_names_cover_what_a_run_reports():
+    names = metric_names(top_k=5)
+    report = make_report().to_dict()
+    assert all(m in names for c in report["configurations"] for m in c["metrics"])
+    assert {"section_recall@10", "section_mrr@10", "context_recall@5", "mrr@10"} <= set(names)
+    assert "context_recall@3" not in names and "ndcg@11" not in names
 
 
 def test_cli_eval_questions_file_needs_docs(tmp_path):

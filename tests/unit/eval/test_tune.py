@@ -66,6 +66,23 @@ def test_space_is_typed_and_checked():
         parse_space(["candidates=many"], Settings())
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("rrf_rank_constant=20,0", "--space rrf_rank_constant=0: setting 'rrf_rank_constant'"),
+        ("chunk_target_tokens=100,5", "--space chunk_target_tokens=5: chunk_overlap_tokens is 27"),
+        ("candidates=many", "--space candidates: 'many' is not a valid int"),
+        ("no_such_setting=1", "--space 'no_such_setting=1': unknown setting"),
+        ("bm25_weight=", "--space 'bm25_weight=': give at least one value"),
+    ],
+)
+def test_space_values_are_checked_up_front_and_errors_name_space(text, message):
+    with pytest.raises(ConfigError) as raised:
+        parse_space([text], Settings())
+    assert str(raised.value).startswith(message)
+    assert "--sweep" not in str(raised.value)
+
+
 def test_descent_keeps_only_improvements_within_the_budget():
     scores = {
         ("hybrid-rrf", 60, 50): 0.5,
@@ -104,3 +121,41 @@ def test_descent_keeps_only_improvements_within_the_budget():
     assert len(capped) == 2
     with pytest.raises(ConfigError, match="is not measured"):
         _descend(measure, start, space, "recall@7", budget=2)
+
+
+@pytest.mark.parametrize(
+    ("mode", "setting", "values", "tried"),
+    [
+        ("hybrid-minmax", "bm25_weight", (0.2, 0.5), [0.3, 0.2, 0.5]),
+        ("hybrid-rrf", "rrf_rank_constant", (20, 60), [60, 20]),
+        ("hybrid-rrf", "rrf_bm25_weight", (0.4, 0.6), [0.5, 0.4, 0.6]),
+        ("hybrid-rrf", "bm25_weight", (0.2, 0.5), [0.3]),  # min-max only: nothing to try
+    ],
+)
+def test_descent_without_search_mode_in_the_space_uses_the_settings_mode(
+    mode, setting, values, tried
+):
+    start = {"bm25_weight": 0.3, "rrf_rank_constant": 60, "rrf_bm25_weight": 0.5}
+    start = {setting: start[setting]}
+    _, trials = _descend(
+        lambda v: {"ndcg@10": 0.5}, start, {setting: values}, "ndcg@10", budget=10, mode=mode
+    )
+    assert [t.values[setting] for t in trials] == tried
+
+
+def test_tune_settings_tries_a_one_mode_setting_when_the_space_has_no_search_mode(monkeypatch):
+    from loader.eval import tune
+    from tests.paths import FIXTURES
+
+    measured = []
+
+    def measure(self, settings):
+        measured.append((settings.search_mode, settings.bm25_weight))
+        return {"ndcg@10": settings.bm25_weight}
+
+    monkeypatch.setattr(tune._Measurer, "measure", measure)
+    request = tune.TuneRequest(FIXTURES / "eval" / "tiny-beir", space=("bm25_weight=0.2,0.5",))
+    settings = Settings(search_mode="hybrid-minmax", bm25_weight=0.3)
+    result = tune.tune_settings(request, settings, client=object())
+    assert measured[:3] == [("hybrid-minmax", 0.3), ("hybrid-minmax", 0.2), ("hybrid-minmax", 0.5)]
+    assert result.winner == {"bm25_weight": 0.5}
