@@ -225,9 +225,16 @@ def run_file_name(configuration: str) -> str:
     return re.sub(r"[^A-Za-z0-9._=+-]+", "_", configuration) + ".trec"
 
 
+# What a TREC run's document column cannot hold (its columns are whitespace-separated), and the
+# escape character itself, so that an escaped id reads back unambiguously.
+_NOT_IN_A_TREC_TOKEN = re.compile(r"[\s%]")
+
+
 def _trec_id(key: str) -> str:
-    # Document keys of a questions file are file paths, which may hold spaces: TREC runs cannot.
-    return quote(key, safe="/:@=+-._~")
+    """``key`` as a TREC run's document id: unchanged unless it holds whitespace or ``%``
+    (a questions file's keys are file paths, which may hold spaces), so that BEIR ids
+    (``café``, ``d#1``) still match the dataset's own qrels in trec_eval, pytrec_eval or ranx."""
+    return _NOT_IN_A_TREC_TOKEN.sub(lambda match: quote(match[0], safe=""), key)
 
 
 def write_outputs(

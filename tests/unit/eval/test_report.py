@@ -71,3 +71,14 @@ def test_config_result_summary_line():
     assert make_report().configurations[0].summary() == (
         "structure:bm25: ndcg@10 0.6000, recall@100 1.0000, p50 12.25 ms"
     )
+
+
+def test_trec_document_ids_change_only_where_a_run_cannot_hold_them():
+    from loader.eval.report import _trec_id
+
+    # BEIR ids as the dataset's own qrels spell them: a run must match them in trec_eval.
+    for key in ("12345", "MED-10", "café", "d#1", "a\\lava", "蜂/巣:1"):
+        assert _trec_id(key) == key
+    assert _trec_id("my doc.md#Late deliveries") == "my%20doc.md#Late%20deliveries"
+    assert _trec_id("x\tz") == "x%09z"
+    assert _trec_id("d%201") == "d%25201"  # the escape escaped: reads back unambiguously
