@@ -54,10 +54,15 @@ class Question:
     metadata: dict[str, Any] = field(default_factory=dict)  # any other fields of the line
 
 
+# utf-8-sig: UTF-8, with the byte order mark an editor on Windows puts first read as nothing
+# (else it is part of the first id, or the first line is no JSON).
+DATASET_ENCODING = "utf-8-sig"
+
+
 def _open_text(path: Path):
     if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return path.open(encoding="utf-8")
+        return gzip.open(path, "rt", encoding=DATASET_ENCODING)
+    return path.open(encoding=DATASET_ENCODING)
 
 
 def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -104,7 +109,7 @@ def load_qrels(path: str | Path) -> dict[str, dict[str, int]]:
         raise InputError(f"qrels file {path} does not exist")
     qrels: dict[str, dict[str, int]] = {}
     try:
-        with path.open(encoding="utf-8") as lines:
+        with path.open(encoding=DATASET_ENCODING) as lines:
             for number, line in enumerate(lines, start=1):
                 fields = line.rstrip("\n\r").split("\t")
                 if number == 1 and not _is_number(fields[-1]):

@@ -58,6 +58,16 @@ def test_load_beir_keeps_judged_queries_and_grades(tmp_path: Path, gz: bool) -> 
     assert data.name == "tiny" and data.split == "test"
 
 
+def test_load_beir_reads_files_an_editor_saved_with_a_byte_order_mark(tmp_path: Path) -> None:
+    folder = _beir_folder(tmp_path, qrels="q1\td1\t2\nq2\td2\t1\n")  # no header: q1 first
+    for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv"):
+        path = folder / name
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    data = load_beir(folder)
+    assert set(data.corpus) == {"d1", "d2", "d3"}
+    assert data.qrels == {"q1": {"d1": 2}, "q2": {"d2": 1}}  # not '\ufeffq1'
+
+
 def test_load_beir_bad_qrels_line_names_file_and_line(tmp_path: Path) -> None:
     folder = _beir_folder(tmp_path, qrels="query-id\tcorpus-id\tscore\nq1\td1\t1\nq1 d2 one\n")
     with pytest.raises(InputError, match=r"test\.tsv:3: expected"):
