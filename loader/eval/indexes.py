@@ -19,6 +19,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ from loader.eval.configs import EvalConfig, Sweep, config_settings, index_alias,
 from loader.eval.report import IndexResult
 from loader.eval.tasks import EvalTask
 from loader.settings import Settings
+from loader.terminal import printable
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -35,6 +37,10 @@ if TYPE_CHECKING:
 
 # Tenant of every pushed evaluation document: the eval index holds nothing else.
 EVAL_TENANT = "eval"
+# Documents a push could not index that are named one by one in the warnings.
+MAX_FAILURES_SHOWN = 10
+
+log = logging.getLogger(__name__)
 
 
 def _ignore(line: str) -> None:
@@ -124,6 +130,19 @@ class EvalIndexes:
         self.pushed.append(
             IndexResult(alias, run_settings.chunk_strategy, sweep, push_report.to_dict())
         )
+        failures = [*push_report.skipped, *push_report.errors]
+        for failure in failures[:MAX_FAILURES_SHOWN]:
+            # Even with --quiet or --json: the documents' questions score 0, silently otherwise.
+            log.warning(
+                "%s: %s was not indexed (%s); questions judged on it cannot find it",
+                alias,
+                printable(failure["source"]),
+                printable(failure["reason"]),
+            )
+        if len(failures) > MAX_FAILURES_SHOWN:
+            log.warning(
+                "%s: %d more documents were not indexed", alias, len(failures) - MAX_FAILURES_SHOWN
+            )
         self.notify(
             f"{alias}: {push_report.added} added, {push_report.updated} updated, "
             f"{push_report.unchanged} unchanged, {push_report.deleted} deleted, "

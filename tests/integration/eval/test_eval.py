@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -222,6 +223,32 @@ def test_eval_questions_file_with_sections_and_a_query_side_sweep(
     assert processor["combination"]["parameters"]["weights"] == pytest.approx(
         [0.3 * shared, 0.7 * shared, base_settings.exact_weight]
     )
+
+
+def test_a_document_the_push_could_not_index_is_named_even_in_json_mode(
+    base_settings, unique_name, tmp_path, caplog
+):
+    docs = tmp_path / "docs"
+    shutil.copytree(FIXTURES / "docs", docs)
+    (docs / "broken.md").write_bytes(b"# Broken\n\n\x00\x01 binary")
+    result = run_eval(
+        base_settings,
+        unique_name,
+        tmp_path / "out",
+        str(FIXTURES / "questions.jsonl"),
+        "--docs",
+        str(docs),
+        "--mode",
+        "bm25",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)  # stdout stays one JSON document
+    # A warning (stderr in a real process): the questions on it would score 0 unexplained.
+    assert (
+        f"{unique_name}-docs-structure: broken.md was not indexed (binary file); questions "
+        "judged on it cannot find it"
+    ) in caplog.text
 
 
 def test_eval_index_side_sweep_builds_an_index_per_value(base_settings, unique_name, tmp_path):
