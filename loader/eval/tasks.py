@@ -147,9 +147,18 @@ def questions_task(
     require_folder(root)
     questions = load_questions(questions_file)[:limit]
 
-    document_count = sum(
-        1 for item in iter_documents(root, max_file_bytes) if not isinstance(item, Skipped)
-    )
+    sources, unreadable = set(), set()  # the unreadable ones: the push names them
+    for item in iter_documents(root, max_file_bytes):
+        (unreadable if isinstance(item, Skipped) else sources).add(item.source)
+    for q in questions:
+        if _source_key(q.source) not in sources | unreadable:  # a typo, a case, another folder
+            log.warning(
+                "%s: question %r names source %r, which is no document of %s: it scores 0",
+                questions_file,
+                q.id,
+                q.source,
+                root,
+            )
     return EvalTask(
         name=root.resolve().name,
         kind="questions",
@@ -167,7 +176,7 @@ def questions_task(
             for q in questions
         ],
         qrels={q.id: {_source_key(q.source): 1} for q in questions},
-        document_count=document_count,
+        document_count=len(sources),
     )
 
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
 
 from loader.errors import ConfigError, InputError
@@ -41,6 +44,22 @@ def test_load_task_questions_file_over_a_docs_folder():
         "photo": {"refunds.md": 1},
     }
     assert sorted(d.source for d in task.documents()) == ["payments.md", "refunds.md"]
+
+
+def test_a_question_naming_no_document_of_the_folder_is_warned_about(tmp_path, caplog):
+    questions = tmp_path / "questions.jsonl"
+    lines = [
+        {"id": "typo", "question": "late refunds?", "source": "refund.md"},
+        {"id": "case", "question": "UPI?", "source": "PAYMENTS.MD"},
+        {"id": "fine", "question": "UPI?", "source": "./payments.md"},
+    ]
+    questions.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="loader.eval.tasks"):
+        load_task(questions, docs=FIXTURES / "docs")
+    warned = [record.getMessage() for record in caplog.records]
+    assert len(warned) == 2, warned
+    assert "question 'typo' names source 'refund.md', which is no document of" in warned[0]
+    assert "question 'case' names source 'PAYMENTS.MD'" in warned[1]
 
 
 def test_load_task_errors(tmp_path):
