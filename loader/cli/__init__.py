@@ -15,8 +15,21 @@ from loader.cli import doctor as doctor_cli
 from loader.cli import explain as explain_cli
 from loader.cli import finetune as finetune_cli
 
+# What a shell reports for a command interrupted by Ctrl-C (128 + SIGINT), and so what scripts
+# test; click's own "Aborted!" exits 1, the code of an unexpected error.
+INTERRUPTED_EXIT_CODE = 130
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class _LoaderGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("interrupted", err=True)
+            raise click.exceptions.Exit(INTERRUPTED_EXIT_CODE) from None
+
+
+@click.group(cls=_LoaderGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="loader")
 def cli() -> None:
     """Hybrid search for RAG on OpenSearch: apply the configuration, push documents, search, and

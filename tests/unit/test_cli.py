@@ -59,3 +59,15 @@ def test_json_commands_print_their_error_as_json_on_stdout(args, exit_code):
     error = json.loads(result.stdout)
     assert error == {"error": error["error"], "exit_code": exit_code}
     assert result.stderr == f"Error: {error['error']}\n"
+
+
+def test_ctrl_c_exits_130_as_a_shell_reports_it(monkeypatch, tmp_path):
+    import loader.cli.cluster
+
+    def interrupted(**_):
+        raise KeyboardInterrupt
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(loader.cli.cluster, "resolve_settings", interrupted)
+    result = CliRunner().invoke(cli, ["settings"])
+    assert (result.exit_code, result.stderr) == (130, "interrupted\n")
