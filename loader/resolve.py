@@ -158,7 +158,7 @@ def resolve_settings(
             raise ConfigError(f"unknown setting {name!r} in {origin}; see `loader settings`")
         # A secret, or the URL's user info, must not reach the message (secret_values is not
         # known yet to mask it).
-        hide = known[name].metadata["secret"] or name == "opensearch_url"
+        hide = known[name].metadata["secret"] or name in ("opensearch_url", "rewrite_url")
         values[name] = _coerce(name, value, types[name], origin, hide)
         _check_unicode(name, values[name], origin)  # first: the other messages show the value
         check_setting(name, values[name], origin)

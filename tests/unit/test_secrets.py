@@ -386,6 +386,13 @@ def test_a_password_basic_auth_cannot_carry_is_a_config_error_that_shows_none_of
 
 def test_the_rewriters_url_credentials_are_masked_like_the_clusters(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "loader.toml").write_text(
+        'rewrite_url = ["http://bob:hunter2pass@127.0.0.1:9/v1"]\n', encoding="utf-8"
+    )
+    wrong_type = CliRunner().invoke(cli, ["settings"])
+    assert wrong_type.exit_code == 2 and "must be of type str, got a list" in wrong_type.output
+    assert "hunter2pass" not in wrong_type.output
+    (tmp_path / "loader.toml").unlink()
     env = {"LOADER_REWRITE_URL": "http://bob:hunter2pass@127.0.0.1:9/v1"}
     for args in (["settings"], ["settings", "--json"]):
         result = CliRunner().invoke(cli, args, env=env)
