@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from loader.errors import ConfigError
+from loader.settings import tenant_problem
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,10 @@ class ApiKeys:
             if not isinstance(tenant, str) or not tenant.strip():
                 raise ConfigError(
                     f"{source}: the tenant of key number {number} is not a non-empty string"
+                )
+            if tenant_problem(tenant):  # padded: every search with the key would be refused
+                raise ConfigError(
+                    f"{source}: the tenant of key number {number} {tenant_problem(tenant)}"
                 )
             if len(tenant) > MAX_TENANT_CHARS:
                 raise ConfigError(

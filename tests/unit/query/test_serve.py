@@ -82,6 +82,8 @@ def test_lookup_compares_every_key_in_constant_time(monkeypatch) -> None:
         (f'{{"{KEY_A}": "A"}}', "is not valid TOML"),  # JSON is not the format
         (f'[keys]\n"{KEY_A}" = ""\n', "the tenant of key number 1 is not a non-empty string"),
         (f'[keys]\n"{KEY_A}" = 7\n', "the tenant of key number 1 is not a non-empty string"),
+        # every search with the key would be refused: no caller could do anything about it
+        (f'[keys]\n"{KEY_A}" = "acme "\n', "key number 1 must not start or end with whitespace"),
         (f'[keys]\n"{KEY_A}" = "A"\n"shrt" = "B"\n', "key number 2 (tenant 'B') is not 16"),
         ('[keys]\n"with blank 0123456789" = "A"\n', "key number 1 (tenant 'A') is not 16"),
         ('[keys]\n"ключ-0123456789abcdef" = "A"\n', "printable ASCII"),
