@@ -63,6 +63,9 @@ REWRITE_CHOICES = ("off", "llm", "concat")
 REWRITE_MODES = ("standalone", "decompose", "multi-query", "hyde")
 
 
+# The most hits one search may ask for: OpenSearch's default index.max_result_window.
+MAX_CANDIDATES = 10_000
+
 # OpenSearch's rules for index and alias names: characters it refuses, and the longest name.
 INDEX_NAME_FORBIDDEN = '\\/*?"<>|,#:'
 MAX_INDEX_NAME_BYTES = 255
@@ -347,8 +350,12 @@ class Settings:
     search_mode: str = _setting(
         "query", "hybrid-rrf", "Retrieval mode of a search.", choices=SEARCH_MODES
     )
-    candidates: int = _setting("query", 50, "Candidates retrieved before the rerank.", minimum=1)
-    top_k: int = _setting("query", 5, "Results kept after the rerank.", minimum=1)
+    candidates: int = _setting(
+        "query", 50, "Candidates retrieved before the rerank.", minimum=1, maximum=MAX_CANDIDATES
+    )
+    top_k: int = _setting(
+        "query", 5, "Results kept after the rerank.", minimum=1, maximum=MAX_CANDIDATES
+    )
     rrf_rank_constant: int = _setting(
         "pipeline", 60, "RRF rank constant k in 1/(k + rank).", minimum=1
     )

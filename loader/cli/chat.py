@@ -9,11 +9,18 @@ from typing import Any
 
 import click
 
-from loader.cli.common import settings_options
+from loader.cli.common import check_tenant_option, settings_options
 from loader.cli.query import rewrite_options
 from loader.errors import ConfigError, LoaderError
 from loader.redact import scrub_secrets
-from loader.settings import REWRITE_CHOICES, REWRITE_MODES, SEARCH_MODES, Settings, secret_values
+from loader.settings import (
+    MAX_CANDIDATES,
+    REWRITE_CHOICES,
+    REWRITE_MODES,
+    SEARCH_MODES,
+    Settings,
+    secret_values,
+)
 from loader.terminal import printable
 
 HELP = [
@@ -109,11 +116,18 @@ def _turn_lines(number: int, result: Any) -> list[str]:
 
 
 @click.command()
-@click.option("--tenant", default=None, help="Tenant to search (default: the tenant setting).")
+@click.option(
+    "--tenant",
+    default=None,
+    callback=check_tenant_option,  # checked now: a session whose every turn fails is no use
+    help="Tenant to search (default: the tenant setting).",
+)
 @click.option(
     "--mode", type=click.Choice(SEARCH_MODES), default=None, help="Search mode (default: setting)."
 )
-@click.option("--k", "k", type=click.IntRange(min=1), default=None, help="Results per turn.")
+@click.option(
+    "--k", "k", type=click.IntRange(1, MAX_CANDIDATES), default=None, help="Results per turn."
+)
 @click.option("--rerank/--no-rerank", default=None, help="Rerank (default: the rerank setting).")
 @click.option(
     "--history",

@@ -24,7 +24,7 @@ from loader.query.conversation import MAX_HISTORY_TURNS, check_history
 from loader.query.request import MAX_CANDIDATES, SearchRequest, truncate_question
 from loader.query.rewrite import rewriter_from_settings
 from loader.query.search import search
-from loader.settings import REWRITE_CHOICES, REWRITE_MODES, SEARCH_MODES, Settings, tenant_problem
+from loader.settings import REWRITE_CHOICES, REWRITE_MODES, SEARCH_MODES, Settings
 from loader.text import first_surrogate
 
 if TYPE_CHECKING:
@@ -108,9 +108,7 @@ class ChatSession:
             raise ConfigError("tenant is required: give the tenant to search")
         if first_surrogate(tenant) is not None:
             raise ConfigError("tenant is not valid UTF-8 text")
-        if tenant_problem(tenant.strip()):
-            raise ConfigError(f"tenant {tenant.strip()!r:.60} {tenant_problem(tenant.strip())}")
-        self.tenant = tenant.strip()
+        self.tenant = tenant.strip()  # typed: surrounding spaces are the prompt's, not the name's
         return f"tenant {self.tenant!r}"
 
     def set_rewrite(self, value: str) -> str:

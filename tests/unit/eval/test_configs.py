@@ -54,7 +54,7 @@ def test_parse_sweep_errors_name_the_problem(text, message):
             "--sweep rrf_rank_constant=0: setting 'rrf_rank_constant' must be at least 1, got 0",
         ),
         ("bm25_weight=0.5,1.5", "--sweep bm25_weight=1.5: setting 'bm25_weight' must be between"),
-        ("candidates=50,0", "--sweep candidates=0: setting 'candidates' must be at least 1"),
+        ("candidates=50,0", "--sweep candidates=0: setting 'candidates' must be between 1 and"),
         # the chunking configuration: an overlap not below the target, a target above the model's
         (
             "chunk_target_tokens=100,5",

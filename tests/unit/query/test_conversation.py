@@ -268,3 +268,16 @@ def test_chat_with_standard_input_closed_ends_at_once() -> None:
 def test_chat_refuses_unusable_rewrite_settings_up_front() -> None:
     result = CliRunner().invoke(cli, ["chat", "--rewrite", "llm"], input="hello\n")
     assert result.exit_code == 2 and "rewrite = llm needs rewrite_url" in result.output
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--tenant", " x"], "Invalid value for '--tenant': must not start or end with whitespace"),
+        (["--tenant", ""], "Invalid value for '--tenant': must not be empty or blank"),
+        (["--k", "20000"], "Invalid value for '--k': 20000 is not in the range 1<=x<=10000."),
+    ],
+)
+def test_chat_refuses_a_tenant_or_k_no_turn_could_use_before_it_starts(args, message) -> None:
+    result = CliRunner().invoke(cli, ["chat", *args], input="refunds?\n")
+    assert result.exit_code == 2 and message in result.output, result.output
