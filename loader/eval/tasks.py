@@ -147,11 +147,18 @@ def questions_task(
     require_folder(root)
     questions = load_questions(questions_file)[:limit]
 
-    sources, unreadable = set(), set()  # the unreadable ones: the push names them
+    sources, unreadable = set(), []  # the unreadable files and folders: the push names them
     for item in iter_documents(root, max_file_bytes):
-        (unreadable if isinstance(item, Skipped) else sources).add(item.source)
+        if isinstance(item, Skipped):
+            unreadable.append(item.source)
+        else:
+            sources.add(item.source)
     for q in questions:
-        if _source_key(q.source) not in sources | unreadable:  # a typo, a case, another folder
+        source = _source_key(q.source)
+        inside_unreadable = any(
+            source == skipped or source.startswith(skipped + "/") for skipped in unreadable
+        )
+        if source not in sources and not inside_unreadable:  # a typo, a case, another folder
             log.warning(
                 "%s: question %r names source %r, which is no document of %s: it scores 0",
                 questions_file,

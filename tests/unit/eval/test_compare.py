@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from loader.errors import InputError, RegressionError
+from loader.errors import ConfigError, InputError, RegressionError
 from loader.eval.compare import (
     check_comparable,
     compare_reports,
@@ -229,3 +229,12 @@ def test_check_raises_regression_error_naming_the_drop():
         "1 metric(s) dropped by more than 0.01: structure:bm25 ndcg@10 0.6500 -> 0.6000 (-0.0500)"
     )
     assert error.value.exit_code == 10
+
+
+def test_a_context_recall_gate_at_any_k_is_left_to_the_run():
+    # top_k may be swept (--sweep top_k=3,10): context_recall@10 is then measured, not @5.
+    from loader.eval.compare import check_gate_metrics
+
+    check_gate_metrics(["context_recall@10", "ndcg@10"], top_k=5)
+    with pytest.raises(ConfigError, match="context_recall@0"):
+        check_gate_metrics(["context_recall@0"], top_k=5)

@@ -112,7 +112,6 @@ def test_cli_eval_previous_results_of_the_wrong_shape_fail_before_searching(
         ("NDCG@10", "--gate-metric 'NDCG@10' is not a metric `loader eval` reports (did you mean "
          "ndcg@10?)"),
         ("bogus", "--gate-metric 'bogus' is not a metric"),
-        ("context_recall@3", "context_recall@5 (the top_k setting)"),
     ],
 )  # fmt: skip
 def test_cli_eval_an_unknown_gate_metric_fails_before_anything(tmp_path, metric, message):
