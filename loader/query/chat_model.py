@@ -77,6 +77,8 @@ TURN_CHARS = 1000
 MAX_REPLY_BYTES = 1_000_000
 # Characters of an error answer put in the warning (after the key is masked in more of it).
 ERROR_DETAIL_CHARS = 300
+# The shortest API key whose echo in a reply refuses the reply (shorter ones are placeholders).
+MIN_ECHOED_KEY_CHARS = 12
 _LABEL = re.compile(r"^\s*(query|passage)\s*:\s*", re.IGNORECASE)
 
 
@@ -174,7 +176,8 @@ class OpenAICompatibleRewriter:
             return self._failed(
                 message, "the reply is not a chat completion", f"{type(exc).__name__}: {exc}"
             )
-        if self._api_key and self._api_key in reply:
+        # Only a real key: a placeholder such as "ollama" may well be a word of a good answer.
+        if len(self._api_key) >= MIN_ECHOED_KEY_CHARS and self._api_key in reply:
             # An endpoint echoing the request: its "queries" would show and search the key.
             return self._failed(message, "the reply holds the API key", "")
         rewrite = self._parse(reply)
@@ -192,8 +195,10 @@ class OpenAICompatibleRewriter:
         request = urllib.request.Request(
             self.url, data=body.encode("utf-8"), headers=headers, method="POST"
         )
-        deadline = time.monotonic() + self.timeout
         with _OPENER.open(request, timeout=self.timeout) as response:
+            # From the headers on: the model's thinking before them is bounded by the timeout
+            # of the wait itself, the body as a whole by this.
+            deadline = time.monotonic() + self.timeout
             reply = json.loads(_read_until(response, deadline).decode("utf-8"))
         content = reply["choices"][0]["message"]["content"]
         if not isinstance(content, str):

@@ -240,6 +240,23 @@ def test_a_reply_that_echoes_the_key_is_refused(chat_server: ChatServer) -> None
                                 "the message as it is",)  # fmt: skip
 
 
+def test_a_placeholder_key_may_be_a_word_of_the_answer(chat_server: ChatServer) -> None:
+    # Local servers take any key; "ollama" is a common one, and a fine word of a rewrite.
+    chat_server.answer("how to run ollama offline")
+    rewrite = OpenAICompatibleRewriter(chat_server.base_url, "m", api_key="ollama").rewrite(
+        HISTORY, "and offline?"
+    )
+    assert rewrite.queries == ["how to run ollama offline"] and rewrite.warnings == ()
+
+
+def test_the_deadline_of_the_body_starts_when_the_answer_does(chat_server: ChatServer) -> None:
+    # The model thinks 0.6 s before answering, within the 1 s wait; the body then comes at once.
+    chat_server.answer("refund time for UPI orders")
+    chat_server.delay = 0.6
+    rewriter = OpenAICompatibleRewriter(chat_server.base_url, "m", timeout=1.0)
+    assert rewriter.rewrite(HISTORY, "msg").queries == ["refund time for UPI orders"]
+
+
 def test_json_nested_too_deeply_for_the_parser_falls_back(chat_server: ChatServer) -> None:
     chat_server.reply = b"[" * 200_000 + b"]" * 200_000
     rewrite = OpenAICompatibleRewriter(chat_server.base_url, "m").rewrite(HISTORY, "msg")
