@@ -67,6 +67,8 @@ log = logging.getLogger(__name__)
 SUB_QUERIES = ("bm25", "vector", "exact")
 OPTIONAL_SIDES = ("exact",)
 HYBRID_MODES = {"hybrid-rrf": "rrf", "hybrid-minmax": "minmax"}
+# Headings of an indexed file named when the expected one is not among them.
+MAX_HEADINGS_SHOWN = 8
 # Chunks of one source read back to tell "not indexed" from "another tenant".
 LOCATE_CHUNKS = 500
 
@@ -255,9 +257,10 @@ def _best_side_chunk(stages: Sequence[StageRank]) -> str:
 
 def _locate(
     client: OpenSearch, settings: Settings, expected: Expected
-) -> dict[str, list[tuple[str, ...]]]:
+) -> tuple[dict[str, list[tuple[str, ...]]], dict[str, set[tuple[str, ...]]]]:
     """Tenant -> heading paths of the chunks of ``expected.source`` that sit under its heading
-    path, any tenant; read straight from the index (no template: it must see every tenant)."""
+    path, and tenant -> every heading path of the source's chunks, any tenant; read straight from
+    the index (no template: it must see every tenant)."""
     alias = settings.index_name
     with cluster_errors(settings, f"looking for {expected.source!r} in {alias!r}"):
         answer = client.search(
@@ -269,12 +272,15 @@ def _locate(
             },
         )
     found: dict[str, list[tuple[str, ...]]] = {}
+    headings: dict[str, set[tuple[str, ...]]] = {}
     for document in answer.get("hits", {}).get("hits", []):
         source = document.get("_source") or {}
+        tenant = str(source.get("tenant", ""))
         path = tuple(p for p in str(source.get("heading_path") or "").split(PATH_SEPARATOR) if p)
+        headings.setdefault(tenant, set()).add(path)
         if expected.matches(expected.source, str(source.get("title", "")), path):
-            found.setdefault(str(source.get("tenant", "")), []).append(path)
-    return found
+            found.setdefault(tenant, []).append(path)
+    return found, headings
 
 
 def _why_missing(
@@ -286,8 +292,18 @@ def _why_missing(
     client: OpenSearch,
 ) -> None:
     """Set ``cut`` for a target that no list holds: not indexed, tenant, filter or candidates."""
-    tenants = _locate(client, settings, expected)
-    if not tenants:
+    tenants, headings = _locate(client, settings, expected)
+    if not tenants and request.tenant in headings:
+        # The file is there: the heading is what no chunk of it has (a typo, a renamed section).
+        known = sorted(PATH_SEPARATOR.join(path) for path in headings[request.tenant] if path)
+        shown = "; ".join(known[:MAX_HEADINGS_SHOWN])
+        shown += "; ..." if len(known) > MAX_HEADINGS_SHOWN else ""
+        explanation.cut = "not indexed"
+        explanation.cut_detail = (
+            f"not indexed: {expected.source} is, but no section of it is headed "
+            f"{PATH_SEPARATOR.join(expected.heading_path)!r} (its headings: {shown or 'none'})"
+        )
+    elif not tenants:
         explanation.cut = "not indexed"
         explanation.cut_detail = f"not indexed: no chunk of {expected.label()} for any tenant"
     elif request.tenant not in tenants:

@@ -190,10 +190,19 @@ def test_cut_by_a_filter(settings, client, embedder):
 
 
 def test_not_indexed(settings, client, embedder):
-    for expect in ("nowhere.md", "refunds.md#No such heading"):
-        explanation = _explain(settings, client, embedder, "refund", expect, mode="hybrid-rrf")
-        assert explanation.cut == "not indexed"
-        assert explanation.sentence() == f"not indexed: no chunk of {expect} for any tenant"
+    explanation = _explain(settings, client, embedder, "refund", "nowhere.md", mode="hybrid-rrf")
+    assert explanation.cut == "not indexed"
+    assert explanation.sentence() == "not indexed: no chunk of nowhere.md for any tenant"
+    # The file is indexed; the heading is what it lacks (a typo, a renamed section).
+    expect = "refunds.md#No such heading"
+    explanation = _explain(settings, client, embedder, "refund", expect, mode="hybrid-rrf")
+    assert explanation.cut == "not indexed"
+    sentence = explanation.sentence()
+    assert sentence.startswith(
+        "not indexed: refunds.md is, but no section of it is headed 'No such heading' (its "
+        "headings: "
+    ), sentence
+    assert "Late deliveries" in sentence
 
 
 def test_top_results_and_the_command_line(settings, client, embedder):
