@@ -193,3 +193,15 @@ def _reason(exc: opensearchpy.TransportError, secrets: list[str]) -> str:
         elif error:
             reason = str(error)
     return scrub_secrets(reason, secrets)
+
+
+def bad_request_reason(exc: opensearchpy.TransportError, limit: int = 300) -> str:
+    """The reason of OpenSearch's 400, on one line: the root cause's type and reason."""
+    error = exc.info.get("error") if isinstance(exc.info, dict) else None
+    if isinstance(error, dict):
+        root = (error.get("root_cause") or [error])[0]
+        reason = f"{root.get('type', '')}: {root.get('reason', '')}".strip(": ")
+    else:
+        reason = str(error or exc.error)
+    reason = " ".join(reason.split())
+    return reason if len(reason) <= limit else reason[: limit - 3] + "..."

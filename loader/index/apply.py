@@ -28,6 +28,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -40,7 +41,7 @@ from typing import Any
 import opensearchpy
 from opensearchpy import OpenSearch
 
-from loader.cluster.client import cluster_errors, connect, safe_url
+from loader.cluster.client import bad_request_reason, cluster_errors, connect, safe_url
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
 from loader.index.bulk_load import restore_index
@@ -54,6 +55,16 @@ from loader.settings import Settings
 log = logging.getLogger(__name__)
 
 REINDEX_POLL_SECONDS = 1.0
+# Changes whose body is rendered from the configuration files and the settings: OpenSearch's
+# 400 on one of them means a bad setting or file.
+RENDERED_KINDS = (
+    "index",
+    "mapping",
+    "index settings",
+    "ingest pipeline",
+    "search pipeline",
+    "search template",
+)
 
 
 # --- applying ----------------------------------------------------------------------------------
@@ -182,7 +193,18 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
         if ml_model_id and change.kind in ("search template", "ingest pipeline"):
             change = _with_model_id(change, ml_model_id)
         with cluster_errors(settings, f"{change.action} {change.kind} {change.name}"):
-            _execute(client, settings, plan.alias, change)
+            try:
+                _execute(client, settings, plan.alias, change)
+            except opensearchpy.RequestError as exc:
+                if change.kind not in RENDERED_KINDS:
+                    raise
+                # The body came from the files and the settings: a bad setting (exit 2, the
+                # cause named), not the cluster failing.
+                raise ConfigError(
+                    f"OpenSearch refused the {change.kind} {change.name} rendered from the "
+                    f"configuration files and settings: {bad_request_reason(exc)}; fix the "
+                    "setting or file (the changes before it were applied, none after)"
+                ) from exc
         log.info("done: %s", change.line())
 
 
@@ -245,18 +267,25 @@ def _move_alias(client: OpenSearch, alias: str, payload: Mapping[str, str]) -> N
 
 
 def _reindex(client: OpenSearch, settings: Settings, source: str, dest: str) -> None:
-    """Copy every document as a server-side task, wait for it, and make the copy searchable."""
+    """Copy every document as a server-side task, wait for it, and make the copy searchable.
+    Interrupted (Ctrl-C), the task is cancelled: left running, it would go on filling an index
+    nothing points at, beside the next apply's own copy."""
     started = client.reindex(
         body={"source": {"index": source}, "dest": {"index": dest}},
         wait_for_completion=False,
         refresh=True,
     )
     task_id = started["task"]
-    while True:
-        task = client.tasks.get(task_id=task_id)
-        if task.get("completed"):
-            break
-        time.sleep(REINDEX_POLL_SECONDS)
+    try:
+        while True:
+            task = client.tasks.get(task_id=task_id)
+            if task.get("completed"):
+                break
+            time.sleep(REINDEX_POLL_SECONDS)
+    except KeyboardInterrupt:
+        with contextlib.suppress(opensearchpy.TransportError):
+            client.tasks.cancel(task_id=task_id)
+        raise
     if task.get("error"):
         raise ClusterError(f"reindex {source} -> {dest} failed: {task['error']}")
     response = task.get("response") or {}

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any
 
 import opensearchpy
 
-from loader.cluster.client import cluster_errors, connect, safe_url
+from loader.cluster.client import bad_request_reason, cluster_errors, connect, safe_url
 from loader.errors import ClusterError, QueryError
 from loader.index.render import config_names
 from loader.query import context
@@ -160,18 +160,6 @@ def _embed(embedder: Embedder | None, queries: list[str]) -> list[list[float] | 
     return [vector.tolist() for vector in embedder.embed_queries(queries)]
 
 
-def _bad_request_reason(exc: opensearchpy.TransportError, limit: int = 300) -> str:
-    """The reason of OpenSearch's 400, on one line: the root cause's type and reason."""
-    error = exc.info.get("error") if isinstance(exc.info, dict) else None
-    if isinstance(error, dict):
-        root = (error.get("root_cause") or [error])[0]
-        reason = f"{root.get('type', '')}: {root.get('reason', '')}".strip(": ")
-    else:
-        reason = str(error or exc.error)
-    reason = " ".join(reason.split())
-    return reason if len(reason) <= limit else reason[: limit - 3] + "..."
-
-
 def _explained(
     exc: ClusterError, settings: Settings, pipeline: str | None
 ) -> ClusterError | QueryError:
@@ -183,7 +171,7 @@ def _explained(
     if (
         pipeline
         and isinstance(cause, opensearchpy.RequestError)
-        and f"Pipeline {pipeline} is not defined" in _bad_request_reason(cause)
+        and f"Pipeline {pipeline} is not defined" in bad_request_reason(cause)
     ):
         return ClusterError(
             f"search pipeline {pipeline!r} does not exist; run `loader apply` for index "
@@ -201,7 +189,7 @@ def _explained(
     if isinstance(cause, opensearchpy.RequestError) and isinstance(cause.info, dict):
         # The client's fault, so not a ClusterError; no URL in the message.
         return QueryError(
-            f"OpenSearch refused the search as a bad request: {_bad_request_reason(cause)}"
+            f"OpenSearch refused the search as a bad request: {bad_request_reason(cause)}"
         )
     return exc
 

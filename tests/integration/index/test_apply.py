@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from loader.cli import cli
 from loader.cluster.client import connect
-from loader.errors import ClusterError, IncompatibleIndexError
+from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
 from loader.index import apply as apply_module
 from loader.index.apply import apply_config, check_index_compatible
 from loader.index.render import INDEX_FILE, config_names, packaged_file
@@ -230,6 +230,18 @@ def test_an_alias_another_apply_moved_meanwhile_is_left_where_it_is(client, sett
     with pytest.raises(ClusterError, match=rf"alias '{alias}' no longer points at '{v1}'"):
         apply_module._move_alias(client, alias, {"remove": v1, "add": v3})  # the second
     assert client.indices.get_alias(name=alias) == {v2: {"aliases": {alias: {}}}}
+
+
+def test_an_index_body_opensearch_refuses_is_a_bad_setting_named_not_the_cluster(client, settings):
+    bad = settings.replace(text_analyzer="nonexistent")
+    with pytest.raises(ConfigError) as raised:
+        apply_config(bad, dimension=DIMENSION, client=client)
+    message = str(raised.value)
+    assert message.startswith(
+        f"OpenSearch refused the index {settings.index_name}-v1 rendered from the configuration "
+        "files and settings: mapper_parsing_exception: "
+    ), message
+    assert "nonexistent" in message and ConfigError.exit_code == 2
 
 
 def test_dimension_mismatch_is_refused_and_apply_makes_a_new_version(client, settings):
