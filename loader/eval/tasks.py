@@ -142,7 +142,7 @@ def questions_task(
         ConfigError: ``root`` is not a folder (the same error as ``loader push``'s).
         InputError: the questions file is malformed.
     """
-    from loader.ingest.readers import Skipped, iter_documents, require_folder
+    from loader.ingest.readers import Skipped, is_within, iter_documents, require_folder
 
     require_folder(root)
     questions = load_questions(questions_file)[:limit]
@@ -155,10 +155,8 @@ def questions_task(
             sources.add(item.source)
     for q in questions:
         source = _source_key(q.source)
-        inside_unreadable = any(
-            source == skipped or source.startswith(skipped + "/") for skipped in unreadable
-        )
-        if source not in sources and not inside_unreadable:  # a typo, a case, another folder
+        if source not in sources and not any(is_within(source, s) for s in unreadable):
+            # a typo, a case, another folder
             log.warning(
                 "%s: question %r names source %r, which is no document of %s: it scores 0",
                 questions_file,

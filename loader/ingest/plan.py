@@ -27,7 +27,7 @@ from typing import Any
 from loader.documents import Chunk, Document
 from loader.errors import ConfigError, InputError, LoaderError
 from loader.ingest.chunking import chunk_document, chunking_config
-from loader.ingest.readers import Skipped
+from loader.ingest.readers import Skipped, is_within
 from loader.models.embedding import Embedder
 from loader.settings import Settings, settings_in_scope, tenant_problem
 from loader.text import check_document
@@ -301,8 +301,8 @@ def plan_push(
     tenant's document, but gives the push no say over the tenant's other documents, which
     another team may have pushed from a folder of the same name.
     """
-    if tenant is not None and tenant_problem(tenant):
-        raise ConfigError(f"tenant {tenant!r:.60} {tenant_problem(tenant)}")
+    if tenant is not None and (problem := tenant_problem(tenant)):
+        raise ConfigError(f"tenant {tenant!r:.60} {problem}")
     planner = _Planner(settings, embedder, read_scope, collection, tenant, on_event)
     for item in items:
         planner.take(item)
@@ -353,9 +353,7 @@ class _Planner:
     def was_skipped(self, source: str) -> bool:
         """Whether ``source`` was skipped, itself or as a file under a skipped folder (a folder
         the walk could not enter: its files are unreadable now, not removed)."""
-        return source in self.skipped_sources or any(
-            source.startswith(skipped + "/") for skipped in self.skipped_sources
-        )
+        return any(is_within(source, skipped) for skipped in self.skipped_sources)
 
     def take(self, item: Document | Skipped) -> None:
         """Plan one item: skip it, keep it unchanged, or chunk it for writing."""

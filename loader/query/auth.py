@@ -107,10 +107,8 @@ class ApiKeys:
                 raise ConfigError(
                     f"{source}: the tenant of key number {number} is not a non-empty string"
                 )
-            if tenant_problem(tenant):  # padded: every search with the key would be refused
-                raise ConfigError(
-                    f"{source}: the tenant of key number {number} {tenant_problem(tenant)}"
-                )
+            if problem := tenant_problem(tenant):  # padded: every search with it is refused
+                raise ConfigError(f"{source}: the tenant of key number {number} {problem}")
             if len(tenant) > MAX_TENANT_CHARS:
                 raise ConfigError(
                     f"{source}: the tenant of key number {number} is longer than "

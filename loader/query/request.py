@@ -282,8 +282,8 @@ class SearchRequest:
                 "tenant is required: every search is scoped to one tenant (--tenant, or the "
                 "tenant setting)"
             )
-        if tenant_problem(self.tenant):  # padded: no push files chunks under it
-            raise ConfigError(f"tenant {_shown(self.tenant)} {tenant_problem(self.tenant)}")
+        if problem := tenant_problem(self.tenant):  # padded: no push files chunks under it
+            raise ConfigError(f"tenant {_shown(self.tenant)} {problem}")
         if self.mode not in SEARCH_MODES:
             raise ConfigError(f"mode {self.mode!r} is not one of {', '.join(SEARCH_MODES)}")
 

@@ -85,6 +85,12 @@ def _source(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
+def is_within(source: str, skipped: str) -> bool:
+    """Whether ``source`` is the ``Skipped`` path ``skipped`` itself or a file under it (a
+    folder the walk could not enter): either way unreadable now, not removed."""
+    return source == skipped or source.startswith(skipped + "/")
+
+
 def printable_name(source: str) -> str:
     """``source`` with the bytes of a name that is not UTF-8 written as ``\\xNN`` escapes
     (``caf\\xe9.md``): what a skipped file is reported under."""

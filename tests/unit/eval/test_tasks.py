@@ -71,3 +71,28 @@ def test_load_task_errors(tmp_path):
         load_task(tmp_path / "missing")
     with pytest.raises(ConfigError, match="nowhere is not a folder"):
         load_task(FIXTURES / "questions.jsonl", docs=tmp_path / "nowhere")
+
+
+def test_a_question_on_a_file_in_an_unreadable_folder_is_left_to_the_push(
+    tmp_path, caplog, monkeypatch
+):
+    from loader.ingest import readers
+
+    docs = tmp_path / "docs"
+    (docs / "locked").mkdir(parents=True)
+    (docs / "locked" / "inner.md").write_text("# Inner\n\nText.\n", encoding="utf-8")
+    (docs / "open.md").write_text("# Open\n\nText.\n", encoding="utf-8")
+    real_children = readers._children
+
+    def children(folder):
+        if folder.name == "locked":
+            raise PermissionError(13, "Permission denied", str(folder))
+        return real_children(folder)
+
+    monkeypatch.setattr(readers, "_children", children)
+    questions = tmp_path / "questions.jsonl"
+    line = {"id": "inner", "question": "inner?", "source": "locked/inner.md"}
+    questions.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="loader.eval.tasks"):
+        load_task(questions, docs=docs)
+    assert caplog.records == []  # the push names the folder; "no document" would be wrong
