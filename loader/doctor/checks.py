@@ -1,6 +1,7 @@
 """The checks of ``loader doctor`` that read the cluster's configuration: the cluster and its
-plugins, the alias, the index against the rendered files, the pipelines, templates and ml-commons
-model against what ``loader apply`` would store. ``run_doctor`` runs them all, then the probes.
+plugins, the alias, the blocks on its index, the index against the rendered files, the pipelines,
+templates and ml-commons model against what ``loader apply`` would store. ``run_doctor`` runs them
+all, then the probes.
 
 Drift is what ``loader apply`` would change: the plan of ``loader.index.apply.plan_apply`` is
 computed (nothing is changed) and every pending change of the index, a pipeline, a template or
@@ -16,6 +17,7 @@ Example::
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -50,6 +52,17 @@ REFUSED_ENGINES = {3: ("nmslib",)}
 # index was relaxed for bulk loading (refresh off) left them so.
 INDEX_KINDS = ("index", "mapping", "index settings", "bulk-load settings", "reindex", "alias")
 APPLY_FIX = "run `loader apply` (see `loader apply --dry-run` for the plan)"
+# The index blocks that stop a push or a search, and what each one stops. OpenSearch sets
+# read_only_allow_delete itself on every index with a shard on a node past the flood-stage disk
+# watermark, and lifts it once the node is below the high watermark again.
+BLOCKS = {
+    "write": "every `loader push` fails",
+    "read_only": "every `loader push` and `loader apply` fails",
+    "read_only_allow_delete": "OpenSearch sets it when a node's disk passes the flood-stage "
+    "watermark: every `loader push` fails",
+    "read": "every search fails",
+}
+FLOOD_STAGE_BLOCK = "read_only_allow_delete"
 
 
 def _cluster(client: OpenSearch, settings: Settings, report: DoctorReport) -> int | None:
@@ -131,6 +144,48 @@ def _alias(client: OpenSearch, settings: Settings, report: DoctorReport) -> str 
         return targets[0]
     report.checks.append(Check("alias", "fail", detail, fix))
     return None
+
+
+def blocks_set(flat_settings: Mapping[str, Any]) -> list[str]:
+    """The ``BLOCKS`` an index's flat settings set to true, in ``BLOCKS`` order.
+
+    Example::
+
+        blocks_set({"index.blocks.write": "true", "index.blocks.read": "false"})   # ['write']
+    """
+    return [
+        block
+        for block in BLOCKS
+        if str(flat_settings.get(f"index.blocks.{block}", "")).lower() == "true"
+    ]
+
+
+def block_check(index: str, blocks: list[str]) -> Check:
+    """The ``index blocks`` line for the blocks ``blocks_set`` found on ``index``."""
+    if not blocks:
+        return Check("index blocks", "ok", f"no write or read block on {index}")
+    detail = "; ".join(
+        f"{index} has index.blocks.{block} = true: {BLOCKS[block]}" for block in blocks
+    )
+    lift = f"PUT {index}/_settings " + json.dumps(
+        {f"index.blocks.{block}": None for block in blocks}
+    )
+    if FLOOD_STAGE_BLOCK in blocks:
+        fix = (
+            "free disk on the data nodes (GET _cat/allocation?v; OpenSearch lifts the flood-stage "
+            f"block once they are below the high watermark), then {lift}"
+        )
+    else:
+        fix = f"{lift} once whoever set it is done"
+    return Check("index blocks", "fail", detail, fix)
+
+
+def _blocks(client: OpenSearch, settings: Settings, index: str, report: DoctorReport) -> None:
+    """Blocks on the alias's index that make every push (or search) fail."""
+    with cluster_errors(settings, f"reading the blocks of {index}"):
+        answer = client.indices.get_settings(index=index, name="index.blocks.*", flat_settings=True)
+    flat = (answer.get(index) or {}).get("settings") or {}
+    report.checks.append(block_check(index, blocks_set(flat)))
 
 
 def _plan(
@@ -254,6 +309,8 @@ def run_doctor(
     try:
         _plugins(client, settings, report)
         index = _alias(client, settings, report)
+        if index is not None:
+            _blocks(client, settings, index, report)
         dimension = _dimension(settings, dimension, report)
         if dimension is None:
             return report

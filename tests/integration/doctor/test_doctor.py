@@ -1,6 +1,7 @@
 """`loader doctor` on the real cluster: all green on a fresh `loader apply` and push, and each
 planted fault found, one by one -- a deleted pipeline, a template edited by hand, an index of a
-wrong dimension behind the alias, replicas changed by hand, chunks cut with other settings."""
+wrong dimension behind the alias, replicas changed by hand, chunks cut with other settings, a
+write block on the index."""
 
 from __future__ import annotations
 
@@ -52,6 +53,7 @@ def test_all_green_on_a_fresh_apply(settings, client, embedder):
     assert names["alias"].detail == f"{alias} -> {alias}-v1"
     assert names["chunks per tenant"].detail == "2 chunks: A 1, B 1"
     assert names["chunking"].status == "ok"
+    assert names["index blocks"].detail == f"no write or read block on {alias}-v1"
     for pipeline in ("rrf", "minmax"):
         assert names[f"fused scores {alias}-hybrid | {alias}-{pipeline}"].status == "ok"
     assert names[f"k-NN filter {alias}-hybrid"].status == "ok"
@@ -133,3 +135,45 @@ def test_finds_chunks_cut_with_other_settings(settings, client, embedder):
     failed = _failed(_doctor(settings.replace(chunk_target_tokens=60), client, embedder))
     assert set(failed) == {"chunking"}
     assert failed["chunking"].startswith("2 documents (2 chunks) were cut with other chunking")
+
+
+@pytest.fixture
+def block(settings, client):
+    """Set an ``index.blocks.*`` setting on the alias's index; every block set is lifted when the
+    test ends (an index with a read_only block cannot be deleted)."""
+    index = f"{settings.index_name}-v1"
+    names: list[str] = []
+
+    def set_block(name: str) -> str:
+        names.append(name)
+        client.indices.put_settings(index=index, body={f"index.blocks.{name}": True})
+        return index
+
+    yield set_block
+    if names:
+        client.indices.put_settings(
+            index=index, body={f"index.blocks.{name}": None for name in names}
+        )
+
+
+# Not read_only_allow_delete: OpenSearch lifts it itself within 30 s on a node below the high
+# disk watermark, so the test would race the disk monitor (the unit tests cover its message).
+@pytest.mark.parametrize(
+    ("name", "effect"),
+    [
+        ("write", "every `loader push` fails"),
+        ("read_only", "every `loader push` and `loader apply` fails"),
+    ],
+)
+def test_finds_a_block_on_the_index(settings, client, embedder, block, name, effect):
+    index = block(name)
+    failed = _failed(_doctor(settings, client, embedder))
+    assert failed == {"index blocks": f"{index} has index.blocks.{name} = true: {effect}"}
+    result = CliRunner().invoke(
+        cli, ["doctor", "--url", settings.opensearch_url, "--index", settings.index_name]
+    )
+    assert result.exit_code == 5, result.output
+    assert (
+        f"FAIL  index blocks: {index} has index.blocks.{name} = true: {effect}; fix: PUT "
+        f'{index}/_settings {{"index.blocks.{name}": null}} once whoever set it is done'
+    ) in result.output

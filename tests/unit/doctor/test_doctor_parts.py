@@ -1,10 +1,11 @@
-"""The pure parts of `loader doctor`: the lines and verdict, the k-NN filter test on a rendered
-query, the fusion bound, and the chunking fingerprint."""
+"""The pure parts of `loader doctor`: the lines and verdict, the blocks on the index, the k-NN
+filter test on a rendered query, the fusion bound, and the chunking fingerprint."""
 
 from __future__ import annotations
 
 import pytest
 
+from loader.doctor.checks import block_check, blocks_set
 from loader.doctor.probes import _fusion_bound, _has_tenant_filter, _vector_clauses
 from loader.doctor.report import Check, DoctorReport
 from loader.errors import ClusterError, IncompatibleIndexError
@@ -88,3 +89,33 @@ def test_chunking_fingerprint_follows_chunking_and_model_settings_only():
     assert chunking_fingerprint(base) != chunking_fingerprint(base.replace(chunk_target_tokens=60))
     assert chunking_fingerprint(base) != chunking_fingerprint(base.replace(chunk_strategy="fixed"))
     assert chunking_fingerprint(base).startswith("c")
+
+
+def test_blocks_set_reads_the_flat_settings():
+    assert blocks_set({}) == []
+    assert blocks_set({"index.blocks.write": "false", "index.blocks.metadata": "true"}) == []
+    flat = {"index.blocks.read_only_allow_delete": "true", "index.blocks.write": True}
+    assert blocks_set(flat) == ["write", "read_only_allow_delete"]
+
+
+def test_a_block_is_a_failure_naming_the_index_the_block_and_how_to_lift_it():
+    assert block_check("kb-v1", []) == Check(
+        "index blocks", "ok", "no write or read block on kb-v1"
+    )
+    write = block_check("kb-v1", ["write"])
+    assert (write.status, write.error) == ("fail", IncompatibleIndexError)
+    assert write.line() == (
+        "FAIL  index blocks: kb-v1 has index.blocks.write = true: every `loader push` fails; "
+        'fix: PUT kb-v1/_settings {"index.blocks.write": null} once whoever set it is done'
+    )
+    flood = block_check("kb-v1", ["write", "read_only_allow_delete"])
+    assert flood.detail == (
+        "kb-v1 has index.blocks.write = true: every `loader push` fails; kb-v1 has "
+        "index.blocks.read_only_allow_delete = true: OpenSearch sets it when a node's disk "
+        "passes the flood-stage watermark: every `loader push` fails"
+    )
+    assert flood.fix == (
+        "free disk on the data nodes (GET _cat/allocation?v; OpenSearch lifts the flood-stage "
+        "block once they are below the high watermark), then PUT kb-v1/_settings "
+        '{"index.blocks.write": null, "index.blocks.read_only_allow_delete": null}'
+    )
