@@ -16,7 +16,10 @@ from loader.terminal import printable
     default=None,
     metavar="SOURCE[#HEADING PATH]",
     help="The document (or section: refunds.md#Refund policy > Late deliveries) that should be "
-    "found. Without it, the top results are explained.",
+    "found. A '#' may also be part of the file name or a heading (C#-guide.md#Using C#): the "
+    "source is the longest leading part (the whole text, or up to a '#') that names a document "
+    "indexed for the tenant, else for another tenant, else the part before the first '#'. "
+    "Without --expect, the top results are explained.",
 )
 @click.option("--tenant", default=None, help="Tenant to search (default: the tenant setting).")
 @click.option(

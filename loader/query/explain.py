@@ -8,7 +8,10 @@ list, the rerank and the context. Each side's share of the fused score comes fro
 the stored pipeline's rank constant and weights (RRF: ``weight / (rank_constant + rank)``; min-max:
 the normalised score times its weight over the weights' sum). A section no list holds is looked
 up in the index: no chunk of it for any tenant (not indexed), another tenant's only (the tenant),
-found without the filters (a filter), else too deep for every list (``candidates``).
+found without the filters (a filter), else too deep for every list (``candidates``). A ``#`` in
+a file name or heading (``C#-guide.md#Using C#``) is told apart by that same look-up, made first:
+the source is the longest leading part (the whole text, or up to a ``#``) that names an indexed
+document (``Expected.choose``).
 
 OpenSearch 3.6's ``hybrid_score_explanation`` response processor gives per-hit shares too, but
 only through a pipeline that carries it and with Lucene's ``explain``; the stored pipelines do not.
@@ -255,31 +258,73 @@ def _best_side_chunk(stages: Sequence[StageRank]) -> str:
     return min(ranked, key=lambda stage: stage.rank or 0).chunk_id if ranked else ""
 
 
-def _locate(
-    client: OpenSearch, settings: Settings, expected: Expected
-) -> tuple[dict[str, list[tuple[str, ...]]], dict[str, set[tuple[str, ...]]]]:
-    """Tenant -> heading paths of the chunks of ``expected.source`` that sit under its heading
-    path, and tenant -> every heading path of the source's chunks, any tenant; read straight from
-    the index (no template: it must see every tenant)."""
+@dataclass(frozen=True)
+class _IndexedChunk:
+    """Where one chunk of a looked-up source sits: its tenant, title and heading path."""
+
+    source: str
+    tenant: str
+    title: str
+    heading_path: tuple[str, ...]
+
+
+def _indexed_chunks(
+    client: OpenSearch, settings: Settings, sources: Sequence[str], tenant: str, typed: str
+) -> list[_IndexedChunk]:
+    """Up to ``LOCATE_CHUNKS`` chunks of ``sources``, any tenant, ``tenant``'s first; read
+    straight from the index (no template: it must see every tenant). ``typed`` is what the user
+    named, for the error message."""
     alias = settings.index_name
-    with cluster_errors(settings, f"looking for {expected.source!r} in {alias!r}"):
+    with cluster_errors(settings, f"looking for {typed!r} in {alias!r}"):
         answer = client.search(
             index=alias,
             body={
                 "size": LOCATE_CHUNKS,
-                "query": {"term": {"source": expected.source}},
-                "_source": ["tenant", "title", "heading_path"],
+                "query": {
+                    "bool": {
+                        "filter": [{"terms": {"source": list(sources)}}],
+                        "should": [{"term": {"tenant": tenant}}],  # ranks the tenant's first
+                    }
+                },
+                "_source": ["source", "tenant", "title", "heading_path"],
             },
         )
+    chunks = []
+    for document in answer.get("hits", {}).get("hits", []):
+        found = document.get("_source") or {}
+        path = tuple(p for p in str(found.get("heading_path") or "").split(PATH_SEPARATOR) if p)
+        chunks.append(
+            _IndexedChunk(
+                str(found.get("source", "")),
+                str(found.get("tenant", "")),
+                str(found.get("title", "")),
+                path,
+            )
+        )
+    return chunks
+
+
+def _owners(chunks: Sequence[_IndexedChunk]) -> dict[str, set[str]]:
+    """Source -> the tenants with chunks of it."""
+    owners: dict[str, set[str]] = {}
+    for chunk in chunks:
+        owners.setdefault(chunk.source, set()).add(chunk.tenant)
+    return owners
+
+
+def _locate(
+    expected: Expected, chunks: Sequence[_IndexedChunk]
+) -> tuple[dict[str, list[tuple[str, ...]]], dict[str, set[tuple[str, ...]]]]:
+    """Tenant -> heading paths of the chunks of ``expected.source`` that sit under its heading
+    path, and tenant -> every heading path of the source's chunks, any tenant."""
     found: dict[str, list[tuple[str, ...]]] = {}
     headings: dict[str, set[tuple[str, ...]]] = {}
-    for document in answer.get("hits", {}).get("hits", []):
-        source = document.get("_source") or {}
-        tenant = str(source.get("tenant", ""))
-        path = tuple(p for p in str(source.get("heading_path") or "").split(PATH_SEPARATOR) if p)
-        headings.setdefault(tenant, set()).add(path)
-        if expected.matches(expected.source, str(source.get("title", "")), path):
-            found.setdefault(tenant, []).append(path)
+    for chunk in chunks:
+        if chunk.source != expected.source:
+            continue
+        headings.setdefault(chunk.tenant, set()).add(chunk.heading_path)
+        if expected.matches(chunk.source, chunk.title, chunk.heading_path):
+            found.setdefault(chunk.tenant, []).append(chunk.heading_path)
     return found, headings
 
 
@@ -290,9 +335,15 @@ def _why_missing(
     settings: Settings,
     searcher: Callable[[SearchRequest], _Lists],
     client: OpenSearch,
+    chunks: Sequence[_IndexedChunk] | None = None,
 ) -> None:
-    """Set ``cut`` for a target that no list holds: not indexed, tenant, filter or candidates."""
-    tenants, headings = _locate(client, settings, expected)
+    """Set ``cut`` for a target that no list holds: not indexed, tenant, filter or candidates.
+    ``chunks``: the source's chunks when they were already read (to choose the source)."""
+    if chunks is None:
+        chunks = _indexed_chunks(
+            client, settings, [expected.source], request.tenant, expected.source
+        )
+    tenants, headings = _locate(expected, chunks)
     if not tenants and request.tenant in headings:
         # The file is there: the heading is what no chunk of it has (a typo, a renamed section).
         known = sorted(PATH_SEPARATOR.join(path) for path in headings[request.tenant] if path)
@@ -370,7 +421,11 @@ def explain(
         request: the search to explain (``SearchRequest.from_settings``); its ``candidates`` is
             the depth of every list, its ``k`` the context's size.
         settings: resolved settings (the alias, ``rrf_rank_constant``, ``bm25_weight`` ...).
-        expect: ``SOURCE[#heading path]``; ``None`` explains the top ``k`` results instead.
+        expect: ``SOURCE[#heading path]``; ``None`` explains the top ``k`` results instead. A
+            ``#`` may be part of the file name or a heading (``C#-guide.md#Using C#``): the source
+            is the longest leading part (the whole text, or up to a ``#``) that names a document
+            the tenant has indexed, else one another tenant has, else the part before the first
+            ``#``; one look-up in the index, whose chunks also explain a miss.
         client, embedder, reranker: reuse loaded ones. Without a reranker that can be loaded,
             the rerank stage is left out and a note says why.
 
@@ -381,8 +436,14 @@ def explain(
         ConfigError: a malformed ``expect``.
         ClusterError, QueryError, ModelError: as ``search`` raises them.
     """
-    target = Expected.parse(expect) if isinstance(expect, str) else expect
+    readings = Expected.readings(expect) if isinstance(expect, str) else []
+    target = readings[0] if readings else expect
     client = client or connect(settings)
+    chunks = None
+    if len(readings) > 1:  # each '#' may belong to the file name or to a heading
+        sources = [reading.source for reading in readings]
+        chunks = _indexed_chunks(client, settings, sources, request.tenant, str(expect))
+        target = Expected.choose(readings, _owners(chunks), request.tenant)
     report = ExplainReport(request.searched, request.tenant, request.mode, request.k, request.depth)
     reranker = _load_reranker(request, settings, reranker, report.notes)
 
@@ -402,6 +463,6 @@ def explain(
     explanation = Explanation(target.label())
     _explain_target(explanation, lists, _hit_matcher(target), request, settings)
     if not any(stage.rank for stage in explanation.stages):
-        _why_missing(explanation, target, request, settings, searcher, client)
+        _why_missing(explanation, target, request, settings, searcher, client, chunks)
     report.explanations.append(explanation)
     return report

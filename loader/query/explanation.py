@@ -13,7 +13,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +26,10 @@ from loader.query.fusion import min_max_normalize
 class Expected:
     """What ``--expect SOURCE[#heading path]`` names: a document, optionally one section of it.
 
+    A ``#`` may also belong to the file name or to a heading (``C#-guide.md#Using C#``):
+    ``readings`` lists every way to split the text and ``choose`` keeps the one whose source is
+    indexed; ``parse`` is the plain split at the first ``#``.
+
     Example::
 
         Expected.parse("refunds.md#Refund policy > Late deliveries")
@@ -37,19 +41,67 @@ class Expected:
 
     @classmethod
     def parse(cls, text: str) -> Expected:
-        """Read ``SOURCE[#heading path]``; the heading path's parts are split on ``>``.
+        """Read ``SOURCE[#heading path]``, split at the first ``#``; the heading path's parts are
+        split on ``>``.
 
         Raises:
             ConfigError: no source before ``#``.
         """
-        source, _, heading = text.partition("#")
-        source = source.strip().replace("\\", "/").removeprefix("./")
-        if not source:
+        cut = text.find("#")
+        expected = cls._split(text, len(text) if cut < 0 else cut)
+        if not expected.source:
             raise ConfigError(
                 f"--expect {text!r} names no source; give SOURCE or SOURCE#heading path, e.g. "
                 "refunds.md#Late deliveries"
             )
-        parts = tuple(part.strip() for part in heading.split(">") if part.strip())
+        return expected
+
+    @classmethod
+    def readings(cls, text: str) -> list[Expected]:
+        """Every way to read ``text`` when each ``#`` may be part of the source or of a heading:
+        the whole text as the source, then the split at each ``#`` from the last to the first.
+        The longest source comes first; the last reading is ``parse``'s.
+
+        Example::
+
+            Expected.readings("C#-guide.md#Using C#")
+            # [Expected('C#-guide.md#Using C#'), Expected('C#-guide.md#Using C'),
+            #  Expected('C#-guide.md', ('Using C#',)), Expected('C', ('-guide.md#Using C#',))]
+
+        Raises:
+            ConfigError: no source before the first ``#`` (as ``parse``).
+        """
+        first = cls.parse(text)
+        cuts = [position for position, char in enumerate(text) if char == "#"]
+        later = [cls._split(text, cut) for cut in [len(text), *reversed(cuts[1:])]]
+        return [*later, first] if cuts else [first]
+
+    @staticmethod
+    def choose(
+        readings: Sequence[Expected], owners: Mapping[str, Collection[str]], tenant: str
+    ) -> Expected:
+        """The reading whose source is indexed: the longest source ``tenant`` has chunks of,
+        else the longest any tenant has, else the split at the first ``#`` (the last reading).
+
+        Args:
+            readings: as ``readings`` returns them, longest source first.
+            owners: source -> the tenants with chunks of it (sources not indexed left out).
+            tenant: the tenant searched.
+
+        Example::
+
+            readings = Expected.readings("notes#2.md")
+            Expected.choose(readings, {"notes#2.md": {"acme"}}, "acme")   # Expected('notes#2.md')
+            Expected.choose(readings, {}, "acme")   # Expected('notes', ('2.md',))
+        """
+        mine = [reading for reading in readings if tenant in owners.get(reading.source, ())]
+        anyones = [reading for reading in readings if owners.get(reading.source)]
+        return (mine or anyones or [readings[-1]])[0]
+
+    @classmethod
+    def _split(cls, text: str, cut: int) -> Expected:
+        source = text[:cut].strip().replace("\\", "/").removeprefix("./")
+        parts = tuple(part.strip() for part in text[cut + 1 :].split(">") if part.strip())
         return cls(source, parts)
 
     def matches(self, source: str, title: str, heading_path: Sequence[str]) -> bool:

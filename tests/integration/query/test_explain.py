@@ -1,7 +1,8 @@
 """`loader explain` on a corpus pushed into a unique index: it names the stage a section was found
 at, fused to or cut at -- a section BM25 finds and the vector side misses, one cut by k, one of
 another tenant, one filtered out, one not indexed -- and its fused-score shares add up to the
-score OpenSearch's pipeline gave."""
+score OpenSearch's pipeline gave. A second index holds files and headings named with '#'
+(C#-guide.md#Using C#), in two tenants with the same file names."""
 
 from __future__ import annotations
 
@@ -259,3 +260,140 @@ def test_top_results_and_the_command_line(settings, client, embedder):
     )
     assert as_json.exit_code == 0, as_json.output
     assert json.loads(as_json.output)["explanations"][0]["cut"] == "tenant"
+
+
+# Files and headings holding '#', in two tenants with the same folder and file names; only
+# globex has notes#3.md, and the headings of their C#-guide.md differ.
+HASH_FILES = {
+    "acme": {
+        "C#-guide.md": "# C# guide\n\n## Using C#\n\nCreate a console app with dotnet new "
+        "console.\n\n## Setup\n\nInstall the SDK first.\n",
+        "notes#2.md": "# Meeting notes\n\n## Decisions\n\nThe beta ships on Friday.\n",
+        "F#/intro.md": "# F# intro\n\n## Pipelines\n\nThe pipe operator passes a value on.\n",
+    },
+    "globex": {
+        "C#-guide.md": "# C# guide\n\n## Calling F# from C#\n\nReference the F# project from "
+        "the console app.\n",
+        "notes#2.md": "# Meeting notes\n\n## Budget\n\nThe budget is frozen.\n",
+        "notes#3.md": "# Meeting notes\n\n## Hiring\n\nTwo engineers join in May.\n",
+        "F#/intro.md": "# F# intro\n\n## Types\n\nRecords are immutable.\n",
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def hash_settings(client, base_settings, tmp_path_factory, embedder):
+    alias = f"t-explain-hash-{uuid.uuid4().hex[:8]}"
+    settings = base_settings.replace(index_name=alias, rerank=False)
+    root = tmp_path_factory.mktemp("explain-hash-corpus")
+    try:
+        apply_config(settings, dimension=embedder.dimension, client=client)
+        for tenant, files in HASH_FILES.items():
+            for name, text in files.items():
+                (root / tenant / name).parent.mkdir(parents=True, exist_ok=True)
+                (root / tenant / name).write_text(text, encoding="utf-8")
+            report = push(
+                root / tenant,
+                settings,
+                collection="kb",
+                tenant=tenant,
+                client=client,
+                embedder=embedder,
+            )
+            assert report.failed == 0, report
+        yield settings
+    finally:
+        cleanup_owned(client, alias)
+
+
+@pytest.mark.parametrize(
+    ("expect", "question"),
+    [
+        ("C#-guide.md#Using C#", "console app dotnet"),
+        ("notes#2.md", "beta ships Friday"),
+        ("notes#2.md#Decisions", "beta ships Friday"),
+        ("F#/intro.md#Pipelines", "pipe operator"),
+        ("F#\\intro.md", "pipe operator"),
+    ],
+)
+def test_expect_names_a_file_or_heading_holding_a_hash(
+    hash_settings, client, embedder, expect, question
+):
+    explanation = _explain(
+        hash_settings, client, embedder, question, expect, tenant="acme", mode="bm25"
+    )
+    assert explanation.target == expect.replace("\\", "/")
+    assert explanation.cut is None, explanation.sentence()
+    assert explanation.stage("bm25").rank == 1
+
+
+@pytest.mark.parametrize(
+    ("tenant", "expect", "sentence"),
+    [
+        # acme's C#-guide.md is read, not globex's: its own headings are listed.
+        (
+            "acme",
+            "C#-guide.md#Using D#",
+            "not indexed: C#-guide.md is, but no section of it is headed 'Using D#' (its "
+            "headings: Setup; Using C#)",
+        ),
+        (
+            "globex",
+            "C#-guide.md#Calling F#",
+            "not indexed: C#-guide.md is, but no section of it is headed 'Calling F#' (its "
+            "headings: Calling F# from C#)",
+        ),
+        # The section (or the file) is another tenant's.
+        (
+            "globex",
+            "C#-guide.md#Using C#",
+            "filtered out by tenant: the chunks of C#-guide.md#Using C# belong to tenant 'acme', "
+            "not 'globex'",
+        ),
+        (
+            "acme",
+            "notes#3.md",
+            "filtered out by tenant: the chunks of notes#3.md belong to tenant 'globex', not "
+            "'acme'",
+        ),
+        # No reading names an indexed file: the message names what was typed.
+        (
+            "acme",
+            "missing#1.md#Using C#",
+            "not indexed: no chunk of missing#1.md#Using C# for any tenant",
+        ),
+    ],
+)
+def test_a_missed_file_or_heading_holding_a_hash_says_why(
+    hash_settings, client, embedder, tenant, expect, sentence
+):
+    question = "console app dotnet"
+    explanation = _explain(
+        hash_settings, client, embedder, question, expect, tenant=tenant, mode="hybrid-rrf"
+    )
+    assert (explanation.target, explanation.sentence()) == (expect, sentence)
+
+
+def test_the_command_line_takes_a_hash_in_the_file_name_and_heading(hash_settings):
+    result = CliRunner().invoke(
+        cli,
+        [
+            "explain",
+            "console app dotnet",
+            "--expect",
+            "C#-guide.md#Using C#",
+            "--tenant",
+            "acme",
+            "--mode",
+            "bm25",
+            "--no-rerank",
+            "--url",
+            hash_settings.opensearch_url,
+            "--index",
+            hash_settings.index_name,
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        result.output.splitlines()[0] == "C#-guide.md#Using C#: found by BM25 at 1, kept at 1 of 5"
+    )

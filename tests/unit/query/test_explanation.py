@@ -27,6 +27,51 @@ def test_expected_parses_source_and_heading_path():
         Expected.parse("#Late deliveries")
 
 
+def test_expected_readings_try_every_hash_longest_source_first():
+    assert Expected.readings("C#-guide.md#Using C#") == [
+        Expected("C#-guide.md#Using C#"),
+        Expected("C#-guide.md#Using C"),  # a '#' with nothing after it: no heading
+        Expected("C#-guide.md", ("Using C#",)),
+        Expected("C", ("-guide.md#Using C#",)),
+    ]
+    assert Expected.readings("./F#\\intro.md#Setup > Step 1") == [
+        Expected("F#/intro.md#Setup > Step 1"),
+        Expected("F#/intro.md", ("Setup", "Step 1")),
+        Expected("F", ("\\intro.md#Setup", "Step 1")),  # only a source is a path
+    ]
+    # Without a '#' there is one reading; the last reading is always parse's.
+    assert Expected.readings("refunds.md") == [Expected("refunds.md")]
+    assert Expected.readings("refunds.md#Late deliveries")[-1] == Expected.parse(
+        "refunds.md#Late deliveries"
+    )
+    with pytest.raises(ConfigError, match="names no source"):
+        Expected.readings("#notes.md")
+
+
+def test_expected_choose_prefers_the_tenants_indexed_source():
+    readings = Expected.readings("C#-guide.md#Using C#")
+    guide = Expected("C#-guide.md", ("Using C#",))
+    assert Expected.choose(readings, {"C#-guide.md": {"acme"}}, "acme") == guide
+    # Another tenant's document is still chosen (the explanation then says "tenant").
+    assert Expected.choose(readings, {"C#-guide.md": {"globex"}}, "acme") == guide
+    # Nothing indexed: today's split at the first '#', so the message names what was typed.
+    fallback = Expected.choose(readings, {}, "acme")
+    assert fallback == Expected("C", ("-guide.md#Using C#",))
+    assert fallback.label() == "C#-guide.md#Using C#"
+    # A whole file name holding '#'.
+    notes = Expected.readings("notes#2.md")
+    assert Expected.choose(notes, {"notes#2.md": {"acme"}}, "acme") == Expected("notes#2.md")
+    # Two readings indexed: the tenant's own document wins over a longer one of another tenant,
+    # and of the tenant's, the longest.
+    both = Expected.readings("a.md#b.md")
+    owners = {"a.md#b.md": {"globex"}, "a.md": {"acme"}}
+    assert Expected.choose(both, owners, "acme") == Expected("a.md", ("b.md",))
+    assert Expected.choose(both, owners, "globex") == Expected("a.md#b.md")
+    assert Expected.choose(both, {"a.md#b.md": {"acme"}, "a.md": {"acme"}}, "acme") == Expected(
+        "a.md#b.md"
+    )
+
+
 def test_expected_matches_with_or_without_the_title():
     expected = Expected.parse("refunds.md#late deliveries")
     assert expected.matches("refunds.md", "Refund policy", ("Late deliveries", "UPI"))
