@@ -3,7 +3,9 @@
 1. the defaults declared in ``loader.settings``;
 2. the project's config file (``loader.toml`` in the working directory, or ``--config FILE``);
 3. environment variables: ``LOADER_<NAME>`` for every setting, plus the conventional names listed
-   in a setting's ``env`` (``OPENSEARCH_URL``, ``OPENSEARCH_IMAGE`` ...);
+   in a setting's ``env`` (``OPENSEARCH_URL``, ``OPENSEARCH_IMAGE`` ...); any other ``LOADER_*``
+   variable is a warning (``unknown_variables``: a typo would otherwise go unnoticed), unless
+   the project reads it for something else (``NOT_SETTING_VARIABLES``);
 4. explicit overrides (CLI flags).
 
 ``resolve_settings`` returns the frozen ``Settings`` and, for ``loader settings``, where each value
@@ -19,6 +21,8 @@ Example::
 
 from __future__ import annotations
 
+import difflib
+import logging
 import os
 import stat
 import tomllib
@@ -32,6 +36,46 @@ from loader.settings import Settings, check_setting
 from loader.text import first_surrogate
 
 CONFIG_FILE_NAME = "loader.toml"
+ENV_PREFIX = "LOADER_"
+
+log = logging.getLogger(__name__)
+
+# ``LOADER_*`` variables that are not settings but are read by the project itself (by whom is
+# noted), so they are no typo and get no warning.
+NOT_SETTING_VARIABLES = frozenset(
+    {
+        # opensearch/build-image.sh: the folder its downloads are cached in (~/.cache/loader).
+        "LOADER_CACHE_DIR",
+        # tests/integration/multinode/cluster_fixtures.py: seconds a test cluster may take to start.
+        "LOADER_TEST_START_TIMEOUT",
+    }
+)
+
+
+def unknown_variables(env: Mapping[str, str]) -> list[str]:
+    """A warning for each ``LOADER_*`` variable of ``env`` that names no setting (and is none of
+    ``NOT_SETTING_VARIABLES``), in name order, naming the setting it probably meant where one is
+    close. Only names are read: a value may be a secret, so it is never shown.
+
+    The prefix is matched in any case (``loader_top_k`` is read by nothing either), and the
+    suggestion is the closest setting name after it (``difflib``): compared with the prefix, every
+    short name would look close to some setting.
+
+    Example::
+
+        unknown_variables({"LOADER_TOPK": "3", "LOADER_CACHE_DIR": "/tmp"})
+        # ['LOADER_TOPK is not a setting (did you mean LOADER_TOP_K?); ignored']
+    """
+    names = [f.name for f in fields(Settings)]
+    known = {ENV_PREFIX + name.upper() for name in names} | NOT_SETTING_VARIABLES
+    warnings = []
+    for var in sorted(env):
+        if not var.upper().startswith(ENV_PREFIX) or var in known:
+            continue
+        close = difflib.get_close_matches(var[len(ENV_PREFIX) :].lower(), names, n=1)
+        hint = f" (did you mean {ENV_PREFIX}{close[0].upper()}?)" if close else ""
+        warnings.append(f"{var} is not a setting{hint}; ignored")
+    return warnings
 
 
 def _coerce(name: str, value: Any, kind: type, origin: str, hide: bool = False) -> Any:
@@ -141,7 +185,8 @@ def resolve_settings(
         config_path: a TOML file; ``None`` reads ``loader.toml`` from the working directory if it
             exists. A named file that does not exist is an error, and so is either path when it
             is not a readable regular file of UTF-8 TOML (``_read_config``).
-        env: the environment to read (default ``os.environ``).
+        env: the environment to read (default ``os.environ``); each ``LOADER_*`` variable in it
+            that names no setting is logged as a warning (``unknown_variables``), once per call.
         overrides: values from CLI flags; ``None`` values are ignored.
 
     Returns:
@@ -168,6 +213,8 @@ def resolve_settings(
     for name, value in data.items():
         take(name, value, str(path))
 
+    for warning in unknown_variables(env):
+        log.warning(warning)
     for name, f in known.items():
         for var in (*f.metadata["env"], f"LOADER_{name.upper()}"):
             if env.get(var) not in (None, ""):

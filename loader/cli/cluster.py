@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import click
 
-from loader.cli.common import config_option, echo_json, handle_errors, settings_options
+from loader.cli.common import (
+    config_option,
+    configure_logging,
+    echo_json,
+    handle_errors,
+    settings_options,
+)
 from loader.resolve import resolve_settings
 from loader.settings import (
     Settings,
@@ -18,6 +24,7 @@ from loader.terminal import printable
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def settings_command(config_path: str | None, as_json: bool) -> None:
     """Show every setting, its value and where the value came from (secrets masked)."""
+    configure_logging()
     with handle_errors(as_json=as_json):
         settings, sources = resolve_settings(config_path=config_path)
     values = settings.public_items()

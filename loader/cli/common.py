@@ -69,14 +69,7 @@ def settings_options(func: Callable) -> Callable:
         debug: bool,
         **kwargs: Any,
     ) -> Any:
-        logging.basicConfig(
-            level=logging.DEBUG if debug else logging.WARNING,
-            format="%(levelname)s %(name)s: %(message)s",
-        )
-        if not debug:  # the client logs every failed request; errors below become one line
-            logging.getLogger("opensearch").setLevel(logging.CRITICAL)
-            # pypdf warns about damaged PDFs without naming the file; push reports each one.
-            logging.getLogger("pypdf").setLevel(logging.ERROR)
+        configure_logging(debug)
         secrets: list[str] = []
         with handle_errors(debug, secrets, as_json=bool(kwargs.get("as_json"))):
             settings, _ = resolve_settings(
@@ -92,6 +85,21 @@ def settings_options(func: Callable) -> Callable:
                 _SECRET_FILTER.secrets = []
 
     return wrapper
+
+
+def configure_logging(debug: bool = False) -> None:
+    """Warnings (with ``debug``, debug records too) as ``WARNING <logger>: <message>`` lines on
+    stderr, each passed through the secret filter (``_SecretFilter``); called by every command
+    before it resolves its settings, so that their warnings (``loader.resolve``) show too."""
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if not debug:  # the client logs every failed request; errors below become one line
+        logging.getLogger("opensearch").setLevel(logging.CRITICAL)
+        # pypdf warns about damaged PDFs without naming the file; push reports each one.
+        logging.getLogger("pypdf").setLevel(logging.ERROR)
+    _mask_secrets_in_logs([])
 
 
 class _SecretFilter(logging.Filter):

@@ -1,13 +1,16 @@
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
+from dataclasses import fields
 
 import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
 from loader.errors import ConfigError
-from loader.resolve import resolve_settings
+from loader.resolve import NOT_SETTING_VARIABLES, resolve_settings, unknown_variables
 from loader.settings import Settings
 
 
@@ -173,3 +176,107 @@ def test_no_loader_toml_means_the_defaults(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     settings, sources = resolve_settings(None, env={})
     assert settings == Settings() and set(sources.values()) == {"default"}
+
+
+# --- LOADER_* variables that name no setting ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("var", "warning"),
+    [
+        (
+            "LOADER_EMBEDING_MODEL",
+            "LOADER_EMBEDING_MODEL is not a setting "
+            "(did you mean LOADER_EMBEDDING_MODEL?); ignored",
+        ),
+        ("LOADER_TOPK", "LOADER_TOPK is not a setting (did you mean LOADER_TOP_K?); ignored"),
+        (
+            "LOADER_OPENSEARCH_PASWORD",
+            "LOADER_OPENSEARCH_PASWORD is not a setting "
+            "(did you mean LOADER_OPENSEARCH_PASSWORD?); ignored",
+        ),
+        ("loader_top_k", "loader_top_k is not a setting (did you mean LOADER_TOP_K?); ignored"),
+        ("LOADER_FOO", "LOADER_FOO is not a setting; ignored"),
+        ("LOADER_URL", "LOADER_URL is not a setting; ignored"),
+    ],
+)
+def test_an_unknown_loader_variable_is_named_with_the_setting_it_probably_meant(var, warning):
+    assert unknown_variables({var: "hunter2-secret"}) == [warning]
+
+
+def test_settings_conventional_names_and_the_projects_own_variables_are_no_warning():
+    env = {f"LOADER_{f.name.upper()}": "x" for f in fields(Settings)}
+    env.update({"OPENSEARCH_URL": "x", "HOME": "x", "MY_LOADER_TOPK": "x"})
+    env.update({"LOADER_CACHE_DIR": "x", "LOADER_TEST_START_TIMEOUT": "x"})
+    assert unknown_variables(env) == []
+
+
+def test_the_projects_own_variables_are_not_settings():
+    assert {f"LOADER_{f.name.upper()}" for f in fields(Settings)} & NOT_SETTING_VARIABLES == set()
+
+
+def test_unknown_variables_come_in_name_order():
+    warnings = unknown_variables({"LOADER_ZZZ": "1", "LOADER_AAA": "2"})
+    assert warnings == [
+        "LOADER_AAA is not a setting; ignored",
+        "LOADER_ZZZ is not a setting; ignored",
+    ]
+
+
+def test_resolving_warns_once_per_call_and_ignores_the_variable(tmp_path, monkeypatch, caplog):
+    monkeypatch.chdir(tmp_path)
+    env = {"LOADER_EMBEDING_MODEL": "bge-small-en-v1.5", "LOADER_TOP_K": "3"}
+    with caplog.at_level(logging.WARNING, logger="loader.resolve"):
+        settings, sources = resolve_settings(None, env=env)
+    assert caplog.messages == [
+        "LOADER_EMBEDING_MODEL is not a setting (did you mean LOADER_EMBEDDING_MODEL?); ignored"
+    ]
+    assert (settings.embedding_model, sources["embedding_model"]) == ("all-MiniLM-L6-v2", "default")
+    assert settings.top_k == 3
+
+
+@contextlib.contextmanager
+def logging_as_outside_pytest():
+    """The root logger without pytest's capture handlers, as a command finds it when run from a
+    shell: its ``logging.basicConfig`` then writes to the stderr ``CliRunner`` captures."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    root.handlers.clear()
+    try:
+        yield
+    finally:
+        for handler in root.handlers:
+            handler.close()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+TYPO = "WARNING loader.resolve: LOADER_EMBEDING_MODEL is not a setting (did you mean "
+TYPO += "LOADER_EMBEDDING_MODEL?); ignored\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "exit_code", "error"),
+    [
+        (["settings"], 0, ""),
+        (
+            ["apply", "--dry-run", "--url", "http://127.0.0.1:9"],
+            3,
+            "Error: cannot connect to http://127.0.0.1:9 while reading index alias chunks; is "
+            "OpenSearch running? (`loader up` starts a local one; OPENSEARCH_URL names another)\n",
+        ),
+    ],
+)
+def test_a_command_warns_once_of_a_mistyped_variable_and_never_of_the_projects_own(
+    args, exit_code, error, tmp_path, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)
+    for var in [var for var in os.environ if var.upper().startswith("LOADER_")]:
+        monkeypatch.delenv(var)
+    own = {"LOADER_CACHE_DIR": str(tmp_path), "LOADER_TEST_START_TIMEOUT": "300"}
+    with logging_as_outside_pytest():
+        typo = CliRunner().invoke(cli, args, env={"LOADER_EMBEDING_MODEL": "s3cret-value", **own})
+        clean = CliRunner().invoke(cli, args, env=own)
+    assert (typo.exit_code, typo.stderr) == (exit_code, TYPO + error)
+    assert "s3cret-value" not in typo.output
+    assert (clean.exit_code, clean.stderr) == (exit_code, error)
