@@ -3,11 +3,13 @@
 One line per check -- ``ok``, ``warn`` or ``FAIL`` with its fix -- in the order a setup is built:
 
 - ``report``: ``Check`` and ``DoctorReport`` (the lines, JSON, and the exit code's error class);
-- ``checks``: the cluster, its plugins, the alias, the index against the rendered files (drift,
-  dimension, engine), the pipelines and templates against what ``loader apply`` would store, the
-  ml-commons model;
+- ``checks``: the cluster, its plugins, the alias, the blocks on its index, the index against the
+  rendered files (drift, dimension, engine), the pipelines and templates against what ``loader
+  apply`` would store, the ml-commons model;
 - ``probes``: what only running a query shows -- hybrid scores really fused by each pipeline,
-  filters inside the k-NN search, chunks per tenant, chunks cut with other chunking settings.
+  filters inside the k-NN search, chunks per tenant, chunks cut with other chunking settings;
+- ``documents``: half-written documents (a push stopped between two bulk requests), found by
+  aggregating the chunks by document.
 
 A room of its own above ``index``, ``ingest`` and ``query``, because it checks all of them: it may
 import ``loader.cluster``, ``loader.index``, ``loader.ingest``, ``loader.models`` and the shared

@@ -9,7 +9,9 @@
   are at most ``sum(weights) / (rank_constant + 1)`` and min-max scores at most 1, while raw BM25
   scores of a title, or a missing pipeline, are not;
 - **chunks per tenant**, and **chunks cut with other chunking settings**: the ``chunking``
-  fingerprint each chunk was pushed with (``loader.ingest.fingerprint``) against the settings'.
+  fingerprint each chunk was pushed with (``loader.ingest.fingerprint``) against the settings';
+- **half-written documents**: chunks of one document from two pushes, or fewer than it records
+  (``loader.doctor.documents``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors
+from loader.doctor.documents import check_documents
 from loader.doctor.report import Check, DoctorReport
 from loader.errors import ClusterError
 from loader.index.render import DesiredConfig
@@ -238,5 +241,6 @@ def probe_index(
         return
     aggregations = _counts(client, settings, report)
     _chunking_check(aggregations, settings, report)
+    report.checks.append(check_documents(client, settings))
     _filter_check(client, settings, desired, desired.dimension, report)
     _fused_check(client, settings, desired, report)

@@ -127,6 +127,13 @@ def stored_doc_hash(source_hash: str, chunk_count: int) -> str:
     return f"{source_hash}:{chunk_count}"
 
 
+def recorded_chunk_count(doc_hash: str | None) -> int | None:
+    """The chunk count a stored doc_hash records (``stored_doc_hash``), or ``None`` for one that
+    records none."""
+    _, colon, count = (doc_hash or "").rpartition(":")
+    return int(count) if colon and count.isdecimal() else None
+
+
 def is_unchanged(existing: dict[str, Any] | None, source_hash: str) -> bool:
     if existing is None or len(existing["doc_hashes"]) != 1:
         return False

@@ -1,16 +1,22 @@
 """`loader doctor` on the real cluster: all green on a fresh `loader apply` and push, and each
 planted fault found, one by one -- a deleted pipeline, a template edited by hand, an index of a
 wrong dimension behind the alias, replicas changed by hand, chunks cut with other settings, a
-write block on the index."""
+write block on the index, documents a SIGKILLed push left half-written."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 
 import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
+from loader.doctor import documents
 from loader.doctor.checks import run_doctor
 from loader.index import bulk_load
 from loader.index.apply import apply_config
@@ -54,6 +60,7 @@ def test_all_green_on_a_fresh_apply(settings, client, embedder):
     assert names["chunks per tenant"].detail == "2 chunks: A 1, B 1"
     assert names["chunking"].status == "ok"
     assert names["index blocks"].detail == f"no write or read block on {alias}-v1"
+    assert names["half-written documents"].detail == "the chunks of each of the 2 documents agree"
     for pipeline in ("rrf", "minmax"):
         assert names[f"fused scores {alias}-hybrid | {alias}-{pipeline}"].status == "ok"
     assert names[f"k-NN filter {alias}-hybrid"].status == "ok"
@@ -177,3 +184,89 @@ def test_finds_a_block_on_the_index(settings, client, embedder, block, name, eff
         f"FAIL  index blocks: {index} has index.blocks.{name} = true: {effect}; fix: PUT "
         f'{index}/_settings {{"index.blocks.{name}": null}} once whoever set it is done'
     ) in result.output
+
+
+def _sections(title: str, count: int, version: str) -> str:
+    parts = "".join(
+        f"## Part {number}\n\nPart {number} of the {title}, {version}.\n\n"
+        for number in range(count)
+    )
+    return f"---\ntenant: A\n---\n# {title}\n\n{parts}"
+
+
+# A real push, SIGKILLed after its first bulk request (4 chunks): guide.md's 3 new chunks are
+# written but its stale 4th is not deleted yet (deletes come last), manual.md has 1 of 3.
+KILLED_PUSH = textwrap.dedent(
+    """
+    import sys, time
+    from loader.cluster.client import connect
+    from loader.ingest.sync import push
+    from loader.settings import Settings
+
+    settings = Settings(opensearch_url=sys.argv[1], index_name=sys.argv[2], bulk_batch_size=4)
+    client = connect(settings)
+    send = client.bulk
+
+    def bulk(*args, **kwargs):
+        answer = send(*args, **kwargs)
+        print("written", flush=True)
+        time.sleep(600)  # killed here, one bulk request written
+
+    client.bulk = bulk
+    push(sys.argv[3], settings, client=client)
+    """
+)
+
+
+@pytest.fixture
+def half_written(settings, client, embedder, tmp_path):
+    """guide.md pushed whole (4 chunks), then a push of its new version (3 chunks) and of a new
+    manual.md (3 chunks) SIGKILLed after its first bulk request; the handbook folder."""
+    folder = tmp_path / "handbook"
+    folder.mkdir()
+    (folder / "guide.md").write_text(_sections("Guide", 4, "first edition"), encoding="utf-8")
+    first = push(folder, settings, client=client, embedder=embedder)
+    assert (first.failed, first.chunks) == (0, 4)
+    (folder / "guide.md").write_text(_sections("Guide", 3, "second edition"), encoding="utf-8")
+    (folder / "manual.md").write_text(_sections("Manual", 3, "first edition"), encoding="utf-8")
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_PUSH, settings.opensearch_url, settings.index_name, folder],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    try:
+        assert child.stdout.readline() == "written\n"
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+    assert child.returncode == -signal.SIGKILL
+    client.indices.refresh(index=settings.index_name)  # what the index's refresh does within 1 s
+    return folder
+
+
+def test_finds_documents_a_killed_push_left_half_written(
+    settings, client, embedder, half_written, monkeypatch
+):
+    # One bucket a request: guide.md's two doc_hashes come in two pages of the aggregation.
+    monkeypatch.setattr(documents, "DOCUMENT_PAGE", 1)
+    failed = _failed(_doctor(settings, client, embedder))
+    assert failed == {
+        "half-written documents": "2 of 4 documents are half-written (a push stopped in the "
+        "middle of them, or one is running now): handbook/guide.md (tenant 'A'): chunks of 2 "
+        "pushes (3 of 3, 1 of 4); handbook/manual.md (tenant 'A'): 1 of 3 chunks"
+    }
+    where = ["--url", settings.opensearch_url, "--index", settings.index_name]
+    result = CliRunner().invoke(cli, ["doctor", *where])
+    assert result.exit_code == 5, result.output
+    assert (
+        "fix: run `loader push <folder> --tenant A` (collection 'handbook'): it rewrites them"
+        in result.output
+    )
+    # The fix it names: the next push rewrites both documents.
+    pushed = CliRunner().invoke(cli, ["push", str(half_written), "--tenant", "A", *where])
+    assert pushed.exit_code == 0, pushed.output
+    report = _doctor(settings, client, embedder)
+    assert _failed(report) == {}
+    names = {check.name: check.detail for check in report.checks}
+    assert names["half-written documents"] == "the chunks of each of the 4 documents agree"

@@ -6,7 +6,7 @@ import pytest
 
 from loader.documents import Block, Document, Section
 from loader.errors import ConfigError
-from loader.ingest.plan import chunk_id, plan_push
+from loader.ingest.plan import chunk_id, plan_push, recorded_chunk_count, stored_doc_hash
 from loader.ingest.readers import Skipped
 from loader.models.embedding import embedder_for
 from loader.settings import Settings
@@ -150,3 +150,15 @@ def test_each_tenant_is_read_once_and_only_its_scope_is_deleted(embedder):
         [doc("x.md", "X."), doc("y.md", "Y.", tenant="partners"), doc("z.md", "Z.")], embedder
     )
     assert calls == ["default", "partners"] and mixed.tenants == ["default", "partners"]
+
+
+def test_a_stored_doc_hash_records_the_chunk_count(embedder):
+    assert recorded_chunk_count(stored_doc_hash("ab12", 7)) == 7
+    assert [recorded_chunk_count(value) for value in (None, "", "ab12", "ab12:", "ab:x")] == [
+        None
+    ] * 5
+    plan = plan_push(
+        [doc("a.md", "Some text.")], SETTINGS, embedder, lambda tenant: {}, collection="kb"
+    )
+    (planned,) = plan.to_write
+    assert recorded_chunk_count(planned.doc_hash) == len(planned.chunks)
