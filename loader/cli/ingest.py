@@ -73,7 +73,9 @@ def push(
     """Chunk, embed and index the documents of FOLDER, keeping the index in sync with it.
 
     Unchanged documents are neither embedded nor written; changed ones replace exactly their own
-    chunks; files removed from the folder lose their chunks. Exit code 8 when any file failed.
+    chunks; files removed from the folder lose their chunks. Files of types no reader handles
+    (images, CSVs, Makefiles) are ignored and counted in one line. Exit code 8 when any file
+    failed.
     """
     from loader.ingest.sync import push as push_folder
     from loader.ingest.workers import require_workers
@@ -96,6 +98,7 @@ def push(
         show_progress=interactive,
         on_event=None if as_json else lambda line: click.echo(printable(line), err=True),
     )
+    ignored = f", {len(report.ignored)} ignored" if report.ignored else ""
     if as_json:
         echo_json(report.to_dict(), indent=2)
     elif dry_run and not quiet:
@@ -103,16 +106,17 @@ def push(
             click.echo(printable(line))
         click.echo(
             f"{printable(report.collection)}: {report.added} to add, {report.updated} to update, "
-            f"{report.unchanged} unchanged, {report.deleted} to delete, {report.failed} failed; "
-            f"tenant {printable(', '.join(report.tenants))} (dry run: nothing changed)"
+            f"{report.unchanged} unchanged, {report.deleted} to delete, {report.failed} failed"
+            f"{ignored}; tenant {printable(', '.join(report.tenants))} (dry run: nothing changed)"
         )
     elif not quiet:
         where = " on the cluster" if report.embedding_location == "cluster" else ""
         click.echo(
             f"{printable(report.collection)}: {report.added} added, {report.updated} updated, "
-            f"{report.unchanged} unchanged, {report.deleted} deleted, {report.failed} failed; "
-            f"{report.chunks} chunks ({report.chunks_written} written, {report.chunks_deleted} "
-            f"deleted, {report.embedded} embedded{where}, {report.reused_vectors} vectors reused, "
+            f"{report.unchanged} unchanged, {report.deleted} deleted, {report.failed} failed"
+            f"{ignored}; {report.chunks} chunks ({report.chunks_written} written, "
+            f"{report.chunks_deleted} deleted, {report.embedded} embedded{where}, "
+            f"{report.reused_vectors} vectors reused, "
             f"{report.retries} retries) in {report.seconds:.1f} s; "
             f"tenant {printable(', '.join(report.tenants))}"
         )

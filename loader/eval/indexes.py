@@ -130,7 +130,11 @@ class EvalIndexes:
         self.pushed.append(
             IndexResult(alias, run_settings.chunk_strategy, sweep, push_report.to_dict())
         )
-        failures = [*push_report.skipped, *push_report.errors]
+        # A file of a type no reader handles (an image) is no failure, unless a question is
+        # judged on it: then it is named like an unreadable one, or it would score 0 unexplained.
+        sources = {query.source for query in self.task.queries}
+        named = [item for item in push_report.ignored if item["source"] in sources]
+        failures = [*push_report.skipped, *named, *push_report.errors]
         for failure in failures[:MAX_FAILURES_SHOWN]:
             # Even with --quiet or --json: the documents' questions score 0, silently otherwise.
             log.warning(
@@ -143,9 +147,10 @@ class EvalIndexes:
             log.warning(
                 "%s: %d more documents were not indexed", alias, len(failures) - MAX_FAILURES_SHOWN
             )
+        ignored = f", {len(push_report.ignored)} ignored" if push_report.ignored else ""
         self.notify(
             f"{alias}: {push_report.added} added, {push_report.updated} updated, "
             f"{push_report.unchanged} unchanged, {push_report.deleted} deleted, "
-            f"{push_report.failed} failed; {push_report.chunks} chunks, "
+            f"{push_report.failed} failed{ignored}; {push_report.chunks} chunks, "
             f"{push_report.embedded} embedded in {push_report.seconds:.1f} s"
         )

@@ -147,7 +147,9 @@ def questions_task(
     require_folder(root)
     questions = load_questions(questions_file)[:limit]
 
-    sources, unreadable = set(), []  # the unreadable files and folders: the push names them
+    # The unreadable files and folders, and the files of types no reader handles: the push names
+    # each that a question is judged on.
+    sources, unreadable = set(), []
     for item in iter_documents(root, max_file_bytes):
         if isinstance(item, Skipped):
             unreadable.append(item.source)

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 from loader.documents import Chunk, Document
 from loader.errors import ConfigError, InputError, LoaderError
 from loader.ingest.chunking import chunk_document, chunking_config
-from loader.ingest.readers import Skipped, is_within
+from loader.ingest.readers import Skipped, file_type, is_within
 from loader.models.embedding import Embedder
 from loader.settings import Settings, settings_in_scope, tenant_problem
 from loader.text import check_document
@@ -38,7 +39,8 @@ CHUNKING_VERSION = "1"
 
 @dataclass
 class PushReport:
-    """What a push did. ``failed`` counts documents that could not be read or written."""
+    """What a push did. ``failed`` counts documents that could not be read or written;
+    ``ignored`` lists the files of types no reader handles, which are no failure."""
 
     collection: str = ""
     tenants: list[str] = field(default_factory=list)  # the tenants whose chunks it synced
@@ -59,12 +61,33 @@ class PushReport:
     seconds: float = 0.0
     embed_seconds: float = 0.0
     skipped: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
+    ignored: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
     errors: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
     warnings: list[str] = field(default_factory=list)
     plan: list[str] | None = None  # dry run: what a push would do, one line per change
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def ignored_summary(ignored: Iterable[dict[str, str]]) -> str:
+    """The one line a push prints for the files it ignored (types no reader handles), counted
+    per type: one line per push, however many images a folder holds.
+
+    Example::
+
+        ignored_summary([{"source": "img/logo.png", ...}, {"source": "Makefile", ...}])
+        # "ignored 2 files of unsupported types: .png 1, no suffix 1"
+    """
+    counts = Counter(file_type(item["source"]) for item in ignored)
+    total = sum(counts.values())
+    types = ", ".join(
+        f"{suffix or 'no suffix'} {count}"
+        for suffix, count in sorted(counts.items(), key=lambda pair: (not pair[0], pair[0]))
+    )
+    files = "1 file" if total == 1 else f"{total} files"
+    kinds = "an unsupported type" if len(counts) == 1 else "unsupported types"
+    return f"ignored {files} of {kinds}: {types}"
 
 
 def kept_foreign_warning(owner: str, source: str) -> str:
@@ -234,6 +257,8 @@ class PushPlan:
     kept_chunks: int  # chunks the index keeps for unchanged documents
     known_vectors: dict[str, str]  # content hash -> a chunk id in scope holding its vector
     skipped: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
+    # Files of types no reader handles: no failure, no line each; their chunks are kept too.
+    ignored: list[dict[str, str]] = field(default_factory=list)  # {source, reason}
     # Documents of tenants the push met only through front matter, gone from the folder and
     # kept: (tenant, source). Only a push for that tenant deletes them.
     kept_foreign: list[tuple[str, str]] = field(default_factory=list)
@@ -256,11 +281,13 @@ class PushPlan:
             chunks=self.chunks,
             failed=len(self.skipped),
             skipped=list(self.skipped),
+            ignored=list(self.ignored),
             warnings=[kept_foreign_warning(owner, source) for owner, source in self.kept_foreign],
         )
 
     def lines(self) -> list[str]:
-        """One line per change, as ``loader push --dry-run`` prints them."""
+        """One line per change, as ``loader push --dry-run`` prints them (and one per skipped
+        file; ignored files have none: the push's one ``ignored_summary`` line counts them)."""
         by_source = {doc.document.source: doc for doc in self.to_write}
         deleted: dict[str, int] = {}
         for _, source in self.deletions:
@@ -307,12 +334,18 @@ def plan_push(
     (``tenant``, else the setting): a file whose front matter names another tenant writes that
     tenant's document, but gives the push no say over the tenant's other documents, which
     another team may have pushed from a folder of the same name.
+
+    Files of types no reader handles (``Skipped.ignored``) go to ``ignored``, not ``skipped``:
+    no failure, one ``ignored_summary`` line for them all through ``on_event`` once the items
+    are read, and (as for a skipped file) their indexed chunks, if any, are kept.
     """
     if tenant is not None and (problem := tenant_problem(tenant)):
         raise ConfigError(f"tenant {tenant!r:.60} {problem}")
     planner = _Planner(settings, embedder, read_scope, collection, tenant, on_event)
     for item in items:
         planner.take(item)
+    if planner.plan.ignored:
+        planner.notify(ignored_summary(planner.plan.ignored))
     planner.plan_deletions(keep_removed)
     return planner.plan
 
@@ -339,7 +372,7 @@ class _Planner:
         self.state: dict[str, dict[str, Any]] = {}
         self.plan = PushPlan(collection, [], [], [], [], 0, [], [], 0, {})
         self.chunk_counts: dict[str, int] = {}  # doc_id -> chunks it keeps, per readable document
-        self.skipped_sources: set[str] = set()
+        self.skipped_sources: set[str] = set()  # skipped or ignored: their chunks are kept
         self.owner_of: dict[str, str] = {}  # doc_id -> the tenant whose scope it was read from
         self.own_tenant = tenant or settings.tenant
         self.enter_scope(self.own_tenant)
@@ -357,15 +390,20 @@ class _Planner:
         self.skipped_sources.add(source)
         self.notify(f"skipped {source}: {reason}")
 
+    def ignore(self, source: str, reason: str) -> None:
+        """Pass over a file of a type no reader handles: no failure, and no line of its own."""
+        self.plan.ignored.append({"source": source, "reason": reason})
+        self.skipped_sources.add(source)
+
     def was_skipped(self, source: str) -> bool:
         """Whether ``source`` was skipped, itself or as a file under a skipped folder (a folder
         the walk could not enter: its files are unreadable now, not removed)."""
         return any(is_within(source, skipped) for skipped in self.skipped_sources)
 
     def take(self, item: Document | Skipped) -> None:
-        """Plan one item: skip it, keep it unchanged, or chunk it for writing."""
+        """Plan one item: ignore or skip it, keep it unchanged, or chunk it for writing."""
         if isinstance(item, Skipped):
-            self.skip(item.source, item.reason)
+            (self.ignore if item.ignored else self.skip)(item.source, item.reason)
             return
         try:
             doc_id, source_hash = identify(item, self.collection, self.settings, self.tenant)

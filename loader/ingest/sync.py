@@ -3,7 +3,8 @@
 The work is planned (``loader.ingest.plan.plan_push``, which needs no cluster beyond the state it
 is given), then applied (``apply_push``, here):
 
-1. read every file (bad ones are reported and skipped; their indexed chunks are kept);
+1. read every file (bad ones are reported and skipped; their indexed chunks are kept; files of
+   types no reader handles are ignored, counted in one line, no failure);
 2. read what the index holds for the push's scope (chunk ids and hashes only);
 3. per document: unchanged (same hash) -> nothing, not even chunking; new or changed -> chunk it;
 4. delete chunks that no longer exist: stale positions of changed documents, and documents removed
@@ -168,7 +169,8 @@ def sync_documents(
             embedded or written.
         show_progress: progress bars on stderr (for terminals).
         client, embedder: reuse existing ones (tests, eval).
-        on_event: called with one line per skipped file or failure as it happens.
+        on_event: called with one line per skipped file or failure as it happens, and one
+            line for all the ignored files (types no reader handles).
 
     Returns:
         The report.

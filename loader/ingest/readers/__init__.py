@@ -2,6 +2,8 @@
 
 ``iter_documents`` walks a folder and yields a ``Document`` for every file it can read and a
 ``Skipped`` (with a one-line reason) for every file it cannot — one bad file never stops a push.
+A file of a type no reader handles (an image, a CSV, a Makefile) is a ``Skipped`` marked
+``ignored``: a push passes it over and counts it apart, it is no failure.
 Symbolic links to anything outside the folder are reported, not followed, unless asked for
 (``follow_symlinks``): pushing a folder must not index whatever a link in it points at.
 ``read_document`` reads one file and raises ``InputError`` instead.
@@ -9,7 +11,9 @@ Symbolic links to anything outside the folder are reported, not followed, unless
 Example::
 
     for item in iter_documents(Path("docs"), max_bytes=10_000_000, follow_symlinks=False):
-        if isinstance(item, Skipped):
+        if isinstance(item, Skipped) and item.ignored:
+            log.debug("ignored %s: %s", item.source, item.reason)
+        elif isinstance(item, Skipped):
             log.warning("skipped %s: %s", item.source, item.reason)
         else:
             chunks = chunk_document(item, config, embedder.count_tokens)
@@ -22,13 +26,13 @@ import logging
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 
 from loader.documents import Document
 from loader.errors import ConfigError, InputError
 from loader.ingest.readers.code import CODE_LANGUAGES, read_code
-from loader.ingest.readers.common import Rejected, decode_text
+from loader.ingest.readers.common import Rejected, Unsupported, decode_text
 from loader.ingest.readers.docx import read_docx
 from loader.ingest.readers.html import read_html
 from loader.ingest.readers.markdown import read_markdown
@@ -38,7 +42,7 @@ from loader.ingest.readers.rst import read_rst
 from loader.ingest.readers.text import read_text
 from loader.text import first_surrogate
 
-__all__ = ["SUPPORTED_SUFFIXES", "Skipped", "iter_documents", "read_document"]
+__all__ = ["SUPPORTED_SUFFIXES", "Skipped", "file_type", "iter_documents", "read_document"]
 
 log = logging.getLogger(__name__)
 
@@ -61,10 +65,27 @@ OUTSIDE_REASON = (
 
 @dataclass(frozen=True)
 class Skipped:
-    """A file that was not read, and why."""
+    """A file that was not read, and why.
+
+    ``ignored``: its type is one no reader handles (``unsupported file type .png``), so a push
+    passes it over and does not count it as failed; every other skip (a binary ``.md``, an
+    unreadable PDF, a broken link, ...) is a failure.
+    """
 
     source: str  # path relative to the root, forward slashes
     reason: str  # one human line, e.g. "binary file"
+    ignored: bool = field(default=False, kw_only=True)
+
+
+def file_type(name: str) -> str:
+    """What picks a file's reader: its suffix, lower-cased; ``""`` for a name without one.
+
+    Example::
+
+        file_type("img/Logo.PNG")  # ".png"
+        file_type("Makefile")      # ""
+    """
+    return PurePath(name).suffix.lower()
 
 
 def _human_size(size: int) -> str:
@@ -128,9 +149,9 @@ def _read(path: Path, source: str, max_bytes: int) -> Document:
         # Bytes of another encoding in a name (a Latin-1 archive, say) reach Python as lone
         # surrogates: no id, hash or JSON can hold them.
         raise Rejected("file name is not valid UTF-8; rename the file")
-    suffix = path.suffix.lower()
+    suffix = file_type(path.name)
     if suffix not in SUPPORTED_SUFFIXES:
-        raise Rejected(
+        raise Unsupported(
             f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
         )
     try:
@@ -195,8 +216,8 @@ def iter_documents(
     """Read every file under ``root`` in sorted path order.
 
     Hidden files and folders (names starting with ``.``) are passed over silently; every other
-    file yields either a ``Document`` or a ``Skipped`` — unsupported types, unreadable,
-    oversized and malformed files included.
+    file yields either a ``Document`` or a ``Skipped`` — unsupported types (``ignored``: no
+    failure), unreadable, oversized and malformed files included.
 
     Symbolic links (to files or folders) whose target lies outside ``root`` are skipped with
     ``OUTSIDE_REASON`` unless ``follow_symlinks``; broken links and links that loop are skipped
@@ -264,8 +285,11 @@ def _read_or_skip(path: Path, source: str, max_bytes: int) -> Document | Skipped
     try:
         return _read(path, source, max_bytes)
     except Rejected as exc:
-        log.debug("skipped %s: %s", printable_name(source), exc.reason)
-        return Skipped(printable_name(source), exc.reason)
+        ignored = isinstance(exc, Unsupported)
+        log.debug(
+            "%s %s: %s", "ignored" if ignored else "skipped", printable_name(source), exc.reason
+        )
+        return Skipped(printable_name(source), exc.reason, ignored=ignored)
     except Exception as exc:  # one odd file must not stop the other thousand
         log.warning("unexpected error reading %s", printable_name(source), exc_info=True)
         return Skipped(printable_name(source), f"unexpected error: {type(exc).__name__}: {exc}")
@@ -330,7 +354,7 @@ class _Walk:
     def file_link_refusal(self, source: str, info: os.stat_result, target: Path) -> str | None:
         """Why a link to a file is not read: its target is read under its own path, or through
         an earlier link. None: read it (and remember it)."""
-        if _walked(target, self.real_root) and target.suffix.lower() in SUPPORTED_SUFFIXES:
+        if _walked(target, self.real_root) and file_type(target.name) in SUPPORTED_SUFFIXES:
             real = _source(target, self.real_root)
             return f"symlink to {real}, which is read under its own path"
         file_id = (info.st_dev, info.st_ino)

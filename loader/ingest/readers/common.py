@@ -22,12 +22,17 @@ class Rejected(Exception):
     """Raised inside the readers when a file cannot become a document; ``reason`` is one line.
 
     Private to the readers: ``read_document`` turns it into ``InputError`` and
-    ``iter_documents`` into ``Skipped``.
+    ``iter_documents`` into ``Skipped`` (``Unsupported``: an ignored one).
     """
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+class Unsupported(Rejected):
+    """Raised for a file of a type no reader handles (an image, a CSV, a Makefile):
+    ``iter_documents`` makes it an ignored ``Skipped``, passed over rather than failed."""
 
 
 @dataclass(frozen=True)

@@ -251,6 +251,49 @@ def test_a_document_the_push_could_not_index_is_named_even_in_json_mode(
     ) in caplog.text
 
 
+def test_an_ignored_file_is_named_only_when_a_question_is_judged_on_it(
+    base_settings, unique_name, tmp_path, caplog
+):
+    """Images beside the documents are no failure and go unmentioned, unless a question names
+    one as its source: then its questions score 0, so it is named like an unreadable file."""
+    docs = tmp_path / "docs"
+    shutil.copytree(FIXTURES / "docs", docs)
+    (docs / "img").mkdir()
+    (docs / "img" / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    (docs / "arch.svg").write_text('<svg xmlns="http://www.w3.org/2000/svg"/>\n')
+    questions = tmp_path / "questions.jsonl"
+    asked = {"id": "arch", "question": "architecture diagram", "source": "arch.svg"}
+    text = (FIXTURES / "questions.jsonl").read_text(encoding="utf-8")
+    questions.write_text(text + json.dumps(asked) + "\n", encoding="utf-8")
+    result = run_eval(
+        base_settings,
+        unique_name,
+        tmp_path / "out",
+        str(questions),
+        "--docs",
+        str(docs),
+        "--mode",
+        "bm25",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    (index,) = json.loads(result.stdout)["indexes"]
+    assert (index["push"]["failed"], index["push"]["skipped"]) == (0, [])
+    assert index["push"]["ignored"] == [
+        {"source": "arch.svg", "reason": "unsupported file type .svg"},
+        {"source": "img/logo.png", "reason": "unsupported file type .png"},
+    ]
+    warned = [
+        record.getMessage()
+        for record in caplog.records
+        if record.levelname == "WARNING" and record.name.startswith("loader.eval.")
+    ]  # neither img/logo.png nor "arch.svg is no document of" the folder
+    assert warned == [
+        f"{unique_name}-docs-structure: arch.svg was not indexed (unsupported file type .svg); "
+        "questions judged on it cannot find it"
+    ]
+
+
 def test_eval_index_side_sweep_builds_an_index_per_value(base_settings, unique_name, tmp_path):
     result = run_eval(
         base_settings,

@@ -1,6 +1,7 @@
 """`loader push` on a folder of bad input: every good file is indexed, every bad one is reported
 on one line naming the file and the reason, the exit code is 8 (PartialFailure), and nothing
-already indexed is lost when a file turns bad.
+already indexed is lost when a file turns bad. Files of a type no reader handles (logo.png, a
+forged .exe) are no failure: they are ignored, counted in one line.
 
 The committed corpus is tests/fixtures/bad_input/. What cannot be committed is made in tmp_path
 at test time: a file over max_file_bytes (sparse, so it costs no disk), a symlink to itself, a
@@ -49,7 +50,6 @@ EXPECTED = {
     "good/page.html": None,
     "huge-line.md": None,
     "invalid-utf8.md": "not valid UTF-8 (byte 0xe9 at offset 17)",
-    "logo.png": "unsupported file type .png",
     "loop.md": "symlink loop",
     "loops/back": "symlink loop",
     "malformed.md": None,
@@ -74,6 +74,9 @@ EXPECTED = {
     "truncated.pdf": "unreadable PDF: Stream has ended unexpectedly",
     "unclosed-front-matter.md": "front matter opened on line 1 is never closed with '---'",
 }
+# Files of a type no reader handles: ignored, not failed, and counted in one line.
+IGNORED = {"logo.png": "unsupported file type .png"}
+IGNORED_LINE = "ignored 1 file of an unsupported type: .png 1"
 # Files read with a loss, and the warning push prints for each.
 WARNINGS = [
     "WARNING loader.ingest.readers.code: syntax-error.py: Python syntax error on line 5: '(' was "
@@ -131,11 +134,12 @@ def test_the_committed_corpus_is_as_described():
     committed = {
         path.relative_to(FIXTURES).as_posix() for path in FIXTURES.rglob("*") if path.is_file()
     }
-    assert committed == set(EXPECTED) - UNCOMMITTABLE
+    assert committed == (set(EXPECTED) | set(IGNORED)) - UNCOMMITTABLE
 
 
 def test_push_indexes_the_good_files_and_reports_each_bad_one(settings, client, corpus, tmp_path):
-    """The real entry point in a child process: its stderr is exactly one line per bad file."""
+    """The real entry point in a child process: its stderr is exactly one line per bad file,
+    and one for the ignored ones."""
     env = {**os.environ, "OPENSEARCH_URL": settings.opensearch_url}
     process = subprocess.run(
         [sys.executable, "-c", "from loader.cli import cli; cli()", "push", str(corpus),
@@ -145,11 +149,13 @@ def test_push_indexes_the_good_files_and_reports_each_bad_one(settings, client, 
     assert process.returncode == PartialFailure.exit_code == 8, process.stderr
     lines = process.stderr.splitlines()
     assert [line for line in lines if not line.startswith("WARNING ")] == [
-        f"skipped {source}: {reason}" for source, reason in sorted(BAD.items())
+        *(f"skipped {source}: {reason}" for source, reason in sorted(BAD.items())),
+        IGNORED_LINE,
     ]
     assert [line for line in lines if line.startswith("WARNING ")] == WARNINGS
     assert process.stdout.startswith(
-        f"inbox: {len(GOOD)} added, 0 updated, 0 unchanged, 0 deleted, {len(BAD)} failed; "
+        f"inbox: {len(GOOD)} added, 0 updated, 0 unchanged, 0 deleted, {len(BAD)} failed, "
+        f"{len(IGNORED)} ignored; "
     )
     chunks = indexed(client, settings.index_name).values()
     assert sorted({chunk["source"] for chunk in chunks}) == GOOD
@@ -264,10 +270,12 @@ def test_a_folder_that_cannot_be_entered_keeps_its_files_chunks(settings, client
 
 
 def test_a_file_name_cannot_forge_report_lines(settings, client, tmp_path):
-    """A newline in a file name is printed escaped: every line is one the push meant."""
+    """A newline in a file name is printed escaped: every line is one the push meant; so is one
+    in the suffix of an ignored file, counted in the ignored line."""
     folder = tmp_path / "kb"
     folder.mkdir()
     (folder / FORGED).write_text("not a document")
+    (folder / "notes.txt\nfailed").write_text("not read: its suffix is '.txt\\nfailed'")
     (folder / "bad\x1b[2K.md").write_bytes(b"\x00\x01binary")
     (folder / "fine.md").write_text("# Fine\n\nThis one is indexed.\n")
     with contextlib.chdir(tmp_path):
@@ -279,11 +287,15 @@ def test_a_file_name_cannot_forge_report_lines(settings, client, tmp_path):
     assert result.exit_code == PartialFailure.exit_code, result.output
     assert result.stderr.splitlines() == [
         "skipped bad\\x1b[2K.md: binary file",
-        "skipped forged\\nfailed ok.md: everything lost.exe: unsupported file type .exe",
+        "ignored 2 files of unsupported types: .exe 1, .txt\\nfailed 1",
     ]
     lines = result.stdout.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("kb: 1 added, "), result.stdout
-    assert all(line.startswith(("skipped ", "kb: ")) for line in result.output.splitlines())
+    assert lines == [lines[0]] and lines[0].startswith(
+        "kb: 1 added, 0 updated, 0 unchanged, 0 deleted, 1 failed, 2 ignored; "
+    ), result.stdout
+    assert all(
+        line.startswith(("skipped ", "ignored ", "kb: ")) for line in result.output.splitlines()
+    )
 
 
 def test_a_folder_or_tenant_that_is_not_utf8_is_refused_before_any_write(

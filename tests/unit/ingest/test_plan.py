@@ -6,7 +6,13 @@ import pytest
 
 from loader.documents import Block, Document, Section
 from loader.errors import ConfigError
-from loader.ingest.plan import chunk_id, plan_push, recorded_chunk_count, stored_doc_hash
+from loader.ingest.plan import (
+    chunk_id,
+    ignored_summary,
+    plan_push,
+    recorded_chunk_count,
+    stored_doc_hash,
+)
 from loader.ingest.readers import Skipped
 from loader.models.embedding import embedder_for
 from loader.settings import Settings
@@ -92,6 +98,73 @@ def test_unchanged_changed_removed_and_unreadable(embedder):
 
     kept, _ = plan(items, embedder, state, keep_removed=True)
     assert kept.removed == [] and kept.deletions == []
+
+
+def test_files_of_unsupported_types_are_ignored_not_failed_and_keep_their_chunks(embedder):
+    # A data.csv indexed once (by a reader that handled CSV) and no longer read: ignored, kept.
+    first, _ = plan([doc("data.csv", "a,b"), doc("guide.md", "Guide.")], embedder)
+    events = []
+    items = [
+        Skipped("Makefile", "unsupported file type (no suffix)", ignored=True),
+        Skipped("bad.md", "binary file"),
+        Skipped("data.csv", "unsupported file type .csv", ignored=True),
+        doc("guide.md", "Guide."),
+        Skipped("img/logo.png", "unsupported file type .png", ignored=True),
+    ]
+    second = plan_push(
+        items,
+        SETTINGS,
+        embedder,
+        lambda tenant: as_state(first),
+        collection="kb",
+        on_event=events.append,
+    )
+    assert second.deletions == [] and second.removed == []  # data.csv's chunk stays
+    assert second.skipped == [{"source": "bad.md", "reason": "binary file"}]
+    assert second.ignored == [
+        {"source": "Makefile", "reason": "unsupported file type (no suffix)"},
+        {"source": "data.csv", "reason": "unsupported file type .csv"},
+        {"source": "img/logo.png", "reason": "unsupported file type .png"},
+    ]
+    # One line for all the ignored files, once they are read; none in the dry-run plan.
+    assert events == [
+        "skipped bad.md: binary file",
+        "ignored 3 files of unsupported types: .csv 1, .png 1, no suffix 1",
+    ]
+    assert second.lines() == ["! skip bad.md: binary file"]
+    report = second.report()
+    assert (report.unchanged, report.failed, report.chunks) == (1, 1, 1)  # as for skipped files
+    assert report.ignored == second.ignored and report.to_dict()["ignored"] == second.ignored
+
+
+def test_nothing_ignored_means_no_ignored_line(embedder):
+    events = []
+    plan_push(
+        [Skipped("bad.md", "binary file")],
+        SETTINGS,
+        embedder,
+        lambda tenant: {},
+        collection="kb",
+        on_event=events.append,
+    )
+    assert events == ["skipped bad.md: binary file"]
+
+
+@pytest.mark.parametrize(
+    ("sources", "line"),
+    [
+        (["logo.png"], "ignored 1 file of an unsupported type: .png 1"),
+        (["a.png", "b/c.PNG"], "ignored 2 files of an unsupported type: .png 2"),
+        (
+            ["Makefile", "x.svg", "b.png", "a.png", "data.CSV", "LICENSE"],
+            "ignored 6 files of unsupported types: .csv 1, .png 2, .svg 1, no suffix 2",
+        ),
+        # Kept raw: the CLI escapes the whole line through ``printable``, like every other.
+        (["a.p\ng", "b.exe"], "ignored 2 files of unsupported types: .exe 1, .p\ng 1"),
+    ],
+)
+def test_the_ignored_line_counts_per_type_sorted_no_suffix_last(sources, line):
+    assert ignored_summary({"source": source, "reason": "-"} for source in sources) == line
 
 
 @pytest.mark.parametrize("tenant", ["", " ", "acme "])

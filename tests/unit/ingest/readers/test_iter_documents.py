@@ -10,7 +10,13 @@ import pytest
 import loader.ingest.readers as readers
 from loader.documents import Document
 from loader.errors import ConfigError, InputError
-from loader.ingest.readers import OUTSIDE_REASON, Skipped, iter_documents, read_document
+from loader.ingest.readers import (
+    OUTSIDE_REASON,
+    Skipped,
+    file_type,
+    iter_documents,
+    read_document,
+)
 
 
 def write(root: Path, name: str, content: str | bytes) -> Path:
@@ -60,6 +66,42 @@ def test_bad_files_are_skipped_with_reasons_and_good_files_come_through(tmp_path
         "pipe.md": "not a regular file (a FIFO)",
         "sub/z-good.txt": "ok",
     }
+
+
+def test_only_files_of_types_no_reader_handles_are_ignored(tmp_path: Path) -> None:
+    """``ignored`` is decided where the reader refuses the type, and only there: a binary or
+    empty file with a supported suffix, a broken PDF, a broken link stay failures."""
+    write(tmp_path, "img/logo.PNG", b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+    write(tmp_path, "Makefile", "all:\n\ttrue\n")
+    write(tmp_path, "data.csv", "a,b\n1,2\n")
+    write(tmp_path, "backup.tar.gz", b"\x1f\x8b\x08\x00")
+    write(tmp_path, "guide.md", "# Guide\n\nText.\n")
+    write(tmp_path, "binary.md", b"\x00\x01")
+    write(tmp_path, "empty.txt", "")
+    write(tmp_path, "broken.pdf", b"not a PDF at all")
+    (tmp_path / "logo.png").symlink_to(Path("img") / "logo.PNG")  # read under the link: its type
+    (tmp_path / "gone.png").symlink_to("nowhere.png")  # a broken link is a failure, whatever type
+
+    items = {item.source: item for item in iter_documents(tmp_path, 1000)}
+    skips = {source: item for source, item in items.items() if isinstance(item, Skipped)}
+    assert {source: item.reason for source, item in skips.items() if item.ignored} == {
+        "Makefile": "unsupported file type (no suffix)",
+        "backup.tar.gz": "unsupported file type .gz",
+        "data.csv": "unsupported file type .csv",
+        "img/logo.PNG": "unsupported file type .png",
+        "logo.png": "unsupported file type .png",
+    }
+    assert sorted(source for source, item in skips.items() if not item.ignored) == [
+        "binary.md", "broken.pdf", "empty.txt", "gone.png"
+    ]  # fmt: skip
+    assert isinstance(items["guide.md"], Document)
+
+
+def test_file_type_is_the_lower_cased_suffix() -> None:
+    assert file_type("img/Logo.PNG") == ".png"
+    assert file_type("backup.tar.gz") == ".gz"
+    assert file_type("Makefile") == ""
+    assert file_type("docs.v2/README") == ""
 
 
 def test_order_is_sorted_and_sources_use_forward_slashes(tmp_path: Path) -> None:
@@ -138,6 +180,9 @@ def test_read_document_raises_input_error_naming_the_file(tmp_path: Path) -> Non
     (tmp_path / "folder.md").mkdir()
     with pytest.raises(InputError, match=r"folder\.md: not a regular file \(a directory\)"):
         read_document(tmp_path / "folder.md", tmp_path, 1000)
+    # Asked for by name, a file of a type no reader handles is an error, not ignored.
+    with pytest.raises(InputError, match=r"^logo\.png: unsupported file type \.png$"):
+        read_document(write(tmp_path, "logo.png", b"\x89PNG"), tmp_path, 1000)
 
 
 def test_root_must_be_a_folder(tmp_path: Path) -> None:
@@ -147,6 +192,8 @@ def test_root_must_be_a_folder(tmp_path: Path) -> None:
 
 def test_skipped_is_a_value() -> None:
     assert Skipped("a.md", "binary file") == Skipped("a.md", "binary file")
+    assert not Skipped("a.md", "binary file").ignored
+    assert Skipped("a.png", "unsupported file type .png", ignored=True).ignored
 
 
 # --- symbolic links ---------------------------------------------------------------------------
