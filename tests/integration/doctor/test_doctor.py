@@ -6,11 +6,6 @@ write block on the index, documents a SIGKILLed push left half-written."""
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 
 import pytest
 from click.testing import CliRunner
@@ -22,6 +17,7 @@ from loader.index import bulk_load
 from loader.index.apply import apply_config
 from loader.index.render import render_config
 from loader.ingest.sync import push
+from tests.killed_push import push_killed_after_first_bulk
 
 DOCS = {
     "refunds.md": "---\ntenant: A\n---\n# Refund policy\n\n## Late deliveries\n\n"
@@ -196,26 +192,6 @@ def _sections(title: str, count: int, version: str) -> str:
 
 # A real push, SIGKILLed after its first bulk request (4 chunks): guide.md's 3 new chunks are
 # written but its stale 4th is not deleted yet (deletes come last), manual.md has 1 of 3.
-KILLED_PUSH = textwrap.dedent(
-    """
-    import sys, time
-    from loader.cluster.client import connect
-    from loader.ingest.sync import push
-    from loader.settings import Settings
-
-    settings = Settings(opensearch_url=sys.argv[1], index_name=sys.argv[2], bulk_batch_size=4)
-    client = connect(settings)
-    send = client.bulk
-
-    def bulk(*args, **kwargs):
-        answer = send(*args, **kwargs)
-        print("written", flush=True)
-        time.sleep(600)  # killed here, one bulk request written
-
-    client.bulk = bulk
-    push(sys.argv[3], settings, client=client)
-    """
-)
 
 
 @pytest.fixture
@@ -229,18 +205,7 @@ def half_written(settings, client, embedder, tmp_path):
     assert (first.failed, first.chunks) == (0, 4)
     (folder / "guide.md").write_text(_sections("Guide", 3, "second edition"), encoding="utf-8")
     (folder / "manual.md").write_text(_sections("Manual", 3, "first edition"), encoding="utf-8")
-    child = subprocess.Popen(
-        [sys.executable, "-c", KILLED_PUSH, settings.opensearch_url, settings.index_name, folder],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    try:
-        assert child.stdout.readline() == "written\n"
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
+    push_killed_after_first_bulk(settings, folder, bulk_batch_size=4)
     client.indices.refresh(index=settings.index_name)  # what the index's refresh does within 1 s
     return folder
 

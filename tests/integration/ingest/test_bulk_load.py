@@ -9,11 +9,6 @@ the index is relaxed.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -24,6 +19,7 @@ from loader.cluster.client import connect
 from loader.index.apply import apply_config
 from loader.index.bulk_load import META_KEY
 from loader.ingest.sync import push
+from tests.killed_push import push_killed_after_first_bulk
 
 # The index's own values, set by hand like an operator would: neither is a default, so a restore
 # to the defaults or to the relaxed values cannot pass for a restore to these.
@@ -130,44 +126,12 @@ def test_a_push_that_raises_mid_write_restores_and_refreshes(client, settings, f
     assert client.count(index=settings.index_name)["count"] == 4
 
 
-KILLED_PUSH = textwrap.dedent(
-    """
-    import sys, time
-    from loader.cluster.client import connect
-    from loader.ingest.sync import push
-    from loader.settings import Settings
-
-    settings = Settings(opensearch_url=sys.argv[1], index_name=sys.argv[2], bulk_batch_size=2,
-                        number_of_replicas=1, bulk_load=True)
-    client = connect(settings)
-    send = client.bulk
-
-    def bulk(*args, **kwargs):
-        answer = send(*args, **kwargs)
-        print("written", flush=True)
-        time.sleep(600)  # killed here, relaxed, one batch written
-
-    client.bulk = bulk
-    push(sys.argv[3], settings, client=client)
-    """
-)
-
-
 @pytest.fixture
 def killed(client, settings, folder):
     """A bulk-load push SIGKILLed after its first bulk request: the index is left relaxed."""
-    child = subprocess.Popen(
-        [sys.executable, "-c", KILLED_PUSH, settings.opensearch_url, settings.index_name, folder],
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    push_killed_after_first_bulk(
+        settings, folder, bulk_batch_size=2, number_of_replicas=1, bulk_load=True
     )
-    try:
-        assert child.stdout.readline() == "written\n"
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait(timeout=30)
-    assert child.returncode == -signal.SIGKILL
     values, record = index_state(client, settings.index_name)
     assert values == RELAXED
     assert (record["refresh_interval"], record["number_of_replicas"]) == (OWN_REFRESH, 1)
