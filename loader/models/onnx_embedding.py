@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -50,12 +51,17 @@ def quantized(fp32: Path) -> Path:
     log.info("quantizing %s to int8 (once)", fp32)
     tmp = Path(tempfile.mkdtemp(prefix=".quantize-", dir=fp32.parent))
     try:
+        # The quantizer writes a shape-inferred copy beside its input (<name>-inferred.onnx) and
+        # deletes it after: two processes quantizing one file at once (a push and a search both
+        # using int8 for the first time) deleted each other's copy, and one failed with "cannot
+        # quantize". Its input is therefore a link inside this call's own folder.
+        source = _private_link(fp32, tmp)
         partial = tmp / target.name
         root = logging.getLogger()
         root.addFilter(_no_pre_processing_advice)
         try:
             quantize_dynamic(
-                fp32,
+                source,
                 partial,
                 weight_type=QuantType.QInt8,
                 per_channel=True,  # one scale per output column: closer to fp32 at no cost
@@ -71,6 +77,16 @@ def quantized(fp32: Path) -> Path:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
+
+
+def _private_link(fp32: Path, folder: Path) -> Path:
+    """``fp32`` under ``folder``: a hard link (same file system, no copy), else a copy."""
+    link = folder / fp32.name
+    try:
+        os.link(fp32, link)
+    except OSError:
+        shutil.copyfile(fp32, link)
+    return link
 
 
 def _no_pre_processing_advice(record: logging.LogRecord) -> bool:

@@ -144,6 +144,23 @@ def test_int8_is_made_once_and_kept_beside_fp32(tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "model_int8.onnx"]
 
 
+def test_quantizing_leaves_another_quantization_in_flight_alone(tmp_path):
+    # The quantizer's shape-inferred copy of its input is written beside the input and deleted
+    # after. Another process quantizing the same file at this moment has its copy there: it must
+    # survive (it was overwritten and deleted, and that process failed "cannot quantize").
+    fp32 = tmp_path / "model.onnx"
+    _tiny_onnx(fp32)
+    in_flight = tmp_path / "model-inferred.onnx"
+    in_flight.write_bytes(b"another process's shape-inferred copy")
+    assert onnx_embedding.quantized(fp32).is_file()
+    assert in_flight.read_bytes() == b"another process's shape-inferred copy"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "model-inferred.onnx",
+        "model.onnx",
+        "model_int8.onnx",
+    ]
+
+
 def test_batches_hold_similar_lengths_within_the_token_budget():
     lengths = [5, 300, 40, 512, 41, 600, 39]
     order = sorted(range(len(lengths)), key=lengths.__getitem__)
