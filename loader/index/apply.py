@@ -10,7 +10,10 @@ the keys the files set, so defaults the server fills in never show up as a chang
 - an incompatible one (vector dimension, analyzer, field type, shards) creates ``<alias>-v<N+1>``,
   copies the documents with ``_reindex`` (not when the dimension changed: old vectors are useless,
   re-push instead) and moves the alias with one atomic ``_aliases`` call, so searches keep
-  answering; the old version is deleted only with ``delete_old``;
+  answering; the old version is deleted only with ``delete_old``. The copied version is
+  write-blocked from before the copy on (``_write_blocked``), so a push meanwhile fails instead of
+  writing where the copy has passed; the block stays after the swap and is lifted when the apply
+  stops before it;
 - pipelines and search templates are put only when their stored body differs;
 - an index a bulk-load push left relaxed gets its recorded settings back first (``bulk_load``).
 
@@ -33,7 +36,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +58,7 @@ from loader.settings import Settings
 log = logging.getLogger(__name__)
 
 REINDEX_POLL_SECONDS = 1.0
+WRITE_BLOCK = "index.blocks.write"
 # Changes whose body is rendered from the configuration files and the settings: OpenSearch's
 # 400 on one of them means a bad setting or file.
 RENDERED_KINDS = (
@@ -181,31 +185,77 @@ def apply_config(
 
 def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
     """Make the plan's changes in order; stops at the first failure (the alias only moves after
-    the new index is complete)."""
+    the new index is complete). The version a reindex copies is write-blocked from before the copy
+    until the alias has moved off it; the block is lifted if anything in between fails
+    (``_write_blocked``)."""
     ml_model_id = None
-    for change in plan.pending:
-        if change.kind == "ml model":
-            from loader.index import ml_model as ml
+    with contextlib.ExitStack() as copying:
+        for change in plan.pending:
+            if change.kind == "ml model":
+                from loader.index import ml_model as ml
 
-            ml_model_id = ml.ensure_model(client, settings, change.payload).model_id
-            log.info("done: %s -> %s", change.line(), ml_model_id)
-            continue
-        if ml_model_id and change.kind in ("search template", "ingest pipeline"):
-            change = _with_model_id(change, ml_model_id)
-        with cluster_errors(settings, f"{change.action} {change.kind} {change.name}"):
+                ml_model_id = ml.ensure_model(client, settings, change.payload).model_id
+                log.info("done: %s -> %s", change.line(), ml_model_id)
+                continue
+            if ml_model_id and change.kind in ("search template", "ingest pipeline"):
+                change = _with_model_id(change, ml_model_id)
+            if change.kind == "reindex":
+                copying.enter_context(_write_blocked(client, settings, change.payload["source"]))
+            with cluster_errors(settings, f"{change.action} {change.kind} {change.name}"):
+                try:
+                    _execute(client, settings, plan.alias, change)
+                except opensearchpy.RequestError as exc:
+                    if change.kind not in RENDERED_KINDS:
+                        raise
+                    # The body came from the files and the settings: a bad setting (exit 2, the
+                    # cause named), not the cluster failing.
+                    raise ConfigError(
+                        f"OpenSearch refused the {change.kind} {change.name} rendered from the "
+                        f"configuration files and settings: {bad_request_reason(exc)}; fix the "
+                        "setting or file (the changes before it were applied, none after)"
+                    ) from exc
+            log.info("done: %s", change.line())
+            if change.kind == "alias":
+                copying.close()  # the alias has left the copied version: its block stays
+
+
+@contextlib.contextmanager
+def _write_blocked(client: OpenSearch, settings: Settings, index: str) -> Iterator[None]:
+    """Block writes to ``index`` (``index.blocks.write``) for the ``with`` block: the version a
+    reindex copies, from before the copy until the alias has moved off it.
+
+    A push meanwhile fails loudly (its bulk items are refused, ``loader.ingest.bulk``) instead of
+    writing into ``index`` after the copy's snapshot, where the moved alias would lose it. When
+    the block ends normally the write block stays: nothing should write into a version no alias
+    points at (``--delete-old`` deletes it all the same). When it ends with any exception (a
+    failed reindex, Ctrl-C, an alias another apply moved) the block is lifted again, unless it
+    was there before: a block someone else set is theirs to lift.
+    """
+    with cluster_errors(settings, f"reading the write block of {index}"):
+        answer = client.indices.get_settings(index=index, name=WRITE_BLOCK, flat_settings=True)
+    flat = (answer.get(index) or {}).get("settings") or {}
+    ours = str(flat.get(WRITE_BLOCK, "")).lower() != "true"
+    try:
+        if ours:
+            with cluster_errors(settings, f"blocking writes to {index} for the reindex"):
+                client.indices.put_settings(index=index, body={WRITE_BLOCK: True})
+            log.info("write-blocked %s for the reindex", index)
+        yield
+    except BaseException:
+        if ours:
             try:
-                _execute(client, settings, plan.alias, change)
-            except opensearchpy.RequestError as exc:
-                if change.kind not in RENDERED_KINDS:
-                    raise
-                # The body came from the files and the settings: a bad setting (exit 2, the
-                # cause named), not the cluster failing.
-                raise ConfigError(
-                    f"OpenSearch refused the {change.kind} {change.name} rendered from the "
-                    f"configuration files and settings: {bad_request_reason(exc)}; fix the "
-                    "setting or file (the changes before it were applied, none after)"
-                ) from exc
-        log.info("done: %s", change.line())
+                client.indices.put_settings(index=index, body={WRITE_BLOCK: None})
+                log.info("lifted the write block on %s: the alias did not move", index)
+            except opensearchpy.TransportError as exc:  # the apply's own error says more
+                log.warning(
+                    "could not lift the write block on %s (%s): every push into it fails until "
+                    'PUT %s/_settings {"%s": null}',
+                    index,
+                    exc,
+                    index,
+                    WRITE_BLOCK,
+                )
+        raise
 
 
 def _with_model_id(change: Change, model_id: str) -> Change:

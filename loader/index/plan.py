@@ -265,11 +265,16 @@ def _new_version(
         "reindex",
         f"{current} -> {next_index}",
         "create",
+        detail=(
+            f"(write-blocks {current} first: a push during the copy fails instead of being lost)"
+        ),
         payload={"source": current, "dest": next_index},
     )
     note = (
-        f"documents written to {current} while the reindex runs are not "
-        f"copied: pause `loader push` during apply"
+        f"{current} is write-blocked while the reindex copies it: a `loader push` meanwhile "
+        f"fails (exit 8) instead of writing what the copy would miss; push again once the alias "
+        f"is on {next_index}. The block stays on {current} (kept until `loader apply "
+        "--delete-old`) and is lifted if the apply stops before the swap"
     )
     return _IndexStep(next_index, [create, reindex], [note])
 

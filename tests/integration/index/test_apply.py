@@ -1,5 +1,6 @@
 """`loader apply` against the test cluster: create, no-op, dry run, in-place and versioned changes,
-the atomic alias swap under search load, and the dimension guard."""
+the atomic alias swap under search load, the write block on the version a reindex copies (a write
+meanwhile is refused; lifted when the apply stops before the swap), and the dimension guard."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import time
 
 import pytest
 from click.testing import CliRunner
+from opensearchpy import helpers
 
 from loader.cli import cli
 from loader.cluster.client import connect
@@ -41,26 +43,58 @@ def snapshot(client, alias: str) -> dict:
     return {"indices": indices, "pipelines": pipelines, "ingest": ingest, "scripts": scripts}
 
 
+def chunk(n: int, text: str = "refund policy", dimension: int = DIMENSION) -> dict:
+    """Chunk ``c<n>`` of document ``d<n>`` (tenant A) as the strict mapping takes it."""
+    vector = [0.0] * dimension
+    vector[n % dimension] = 1.0
+    return {
+        "chunk_id": f"c{n}",
+        "doc_id": f"d{n}",
+        "tenant": "A",
+        "title": f"Document {n}",
+        "heading_path": "Intro",
+        "content": f"Document {n} > Intro\n\n{text} number {n}",
+        "body": f"{text} number {n}",
+        "embedding": vector,
+    }
+
+
 def index_docs(client, alias: str, count: int = 6, dimension: int = DIMENSION) -> None:
     actions = []
     for n in range(count):
-        vector = [0.0] * dimension
-        vector[n % dimension] = 1.0
         actions.append({"index": {"_index": alias, "_id": f"c{n}"}})
-        actions.append(
-            {
-                "chunk_id": f"c{n}",
-                "doc_id": f"d{n}",
-                "tenant": "A",
-                "title": f"Document {n}",
-                "heading_path": "Intro",
-                "content": f"Document {n} > Intro\n\nrefund policy number {n}",
-                "body": f"refund policy number {n}",
-                "embedding": vector,
-            }
-        )
+        actions.append(chunk(n, dimension=dimension))
     result = client.bulk(body=actions, refresh=True)
     assert not result["errors"], result
+
+
+def documents(client, index: str) -> dict[str, dict]:
+    """chunk id -> source, straight from ``index``."""
+    client.indices.refresh(index=index)
+    return {hit["_id"]: hit["_source"] for hit in helpers.scan(client, index=index)}
+
+
+def write_block(client, index: str) -> str | None:
+    """``index.blocks.write`` of ``index`` as the cluster reports it ("true"), else ``None``."""
+    answer = client.indices.get_settings(index=index, name="index.blocks.write", flat_settings=True)
+    return ((answer.get(index) or {}).get("settings") or {}).get("index.blocks.write")
+
+
+def on_first_reindex_poll(monkeypatch, client, action) -> list[int]:
+    """Run ``action()`` when apply first polls its reindex task (``tasks.get`` of the real
+    client), then let the poll go on: something happens on cue while the copy runs (the copy of a
+    few documents may already be done, but the alias has not moved yet). Returns the polls."""
+    real_get = client.tasks.get
+    polls: list[int] = []
+
+    def get(*args, **kwargs):
+        polls.append(1)
+        if len(polls) == 1:
+            action()
+        return real_get(*args, **kwargs)
+
+    monkeypatch.setattr(client.tasks, "get", get)
+    return polls
 
 
 def test_apply_creates_everything_and_a_second_apply_changes_nothing(client, settings):
@@ -190,7 +224,8 @@ def test_incompatible_change_swaps_to_a_new_version_while_searches_answer(client
         f"+ create index {v2} (replaces {v1}: field content: analyzer 'english' -> 'standard'; "
         f"field title: analyzer 'english' -> 'standard'; "
         f"field heading_path: analyzer 'english' -> 'standard')",
-        f"+ create reindex {v1} -> {v2}",
+        f"+ create reindex {v1} -> {v2} (write-blocks {v1} first: a push during the copy fails "
+        "instead of being lost)",
         f"~ update alias {alias} -> {v2} (was {v1}; one atomic _aliases call)",
     ]
     assert f"kept {v1}; `loader apply --delete-old` deletes older versions" in plan.notes
@@ -213,6 +248,128 @@ def test_incompatible_change_swaps_to_a_new_version_while_searches_answer(client
     assert [change.line() for change in cleanup.pending] == [f"- delete index {v1} (old version)"]
     assert not client.indices.exists(index=v1)
     assert client.count(index=alias)["count"] == 6
+
+
+def test_a_write_during_the_reindex_is_refused_not_lost(client, settings, monkeypatch):
+    """A push (another team's cron job) writing through the alias while apply copies the index:
+    before, its writes went into v1 after the copy's snapshot and vanished with the swap; now v1
+    is write-blocked from before the copy, so they are refused, and the push can say so."""
+    alias = settings.index_name
+    names = config_names(alias)
+    v1, v2 = names.version_index(1), names.version_index(2)
+    apply_config(settings, dimension=DIMENSION, client=client)
+    index_docs(client, alias)
+    before = documents(client, v1)
+    items: list[dict] = []
+
+    def push_meanwhile() -> None:
+        body = [
+            {"index": {"_index": alias, "_id": "c0"}},
+            chunk(0, "updated refund policy"),
+            {"delete": {"_index": alias, "_id": "c1"}},
+            {"index": {"_index": alias, "_id": "c99"}},
+            chunk(99),
+        ]
+        items.extend(client.bulk(body=body, refresh=True)["items"])
+
+    applying = connect(settings)
+    polls = on_first_reindex_poll(monkeypatch, applying, push_meanwhile)
+    changed = settings.replace(text_analyzer="standard")
+    plan = apply_config(changed, dimension=DIMENSION, client=applying)
+
+    assert polls and plan.applied
+    refused = f"index [{v1}] blocked by: [FORBIDDEN/8/index write (api)];"
+    assert [(op, item["status"], item["error"]) for item in items for op, item in item.items()] == [
+        (op, 403, {"type": "cluster_block_exception", "reason": refused})
+        for op in ("index", "delete", "index")
+    ]
+    assert client.indices.get_alias(name=alias) == {v2: {"aliases": {alias: {}}}}
+    assert documents(client, v2) == before  # every document, none of the refused writes
+    assert write_block(client, v1) == "true"  # no alias points at it: nothing should write there
+    assert write_block(client, v2) is None
+    written = client.index(index=alias, id="c99", body=chunk(99), refresh=True)
+    assert written["_index"] == v2 and written["result"] == "created"
+
+    cleanup = apply_config(changed, dimension=DIMENSION, client=client, delete_old=True)
+    assert [change.line() for change in cleanup.pending] == [f"- delete index {v1} (old version)"]
+    assert not client.indices.exists(index=v1)  # the block does not stop --delete-old
+    assert client.count(index=alias)["count"] == 7
+
+
+def test_a_failed_reindex_lifts_the_block_and_leaves_the_alias(
+    client, settings, tmp_path, monkeypatch
+):
+    """A copy OpenSearch refuses (the new mapping makes ``tenant`` an integer; every chunk's is
+    "A") stops the apply before the swap: the alias stays on v1, which takes writes again."""
+    alias = settings.index_name
+    names = config_names(alias)
+    v1, v2 = names.version_index(1), names.version_index(2)
+    apply_config(settings, dimension=DIMENSION, client=client)
+    index_docs(client, alias)
+    (tmp_path / "mappings").mkdir()
+    (tmp_path / "mappings" / "chunks.json.j2").write_text(
+        packaged_file(INDEX_FILE).replace(
+            '"tenant": {"type": "keyword"}', '"tenant": {"type": "integer"}'
+        )
+    )
+    during: list[str | None] = []
+    applying = connect(settings)
+    on_first_reindex_poll(monkeypatch, applying, lambda: during.append(write_block(client, v1)))
+    with pytest.raises(ClusterError, match=rf"reindex {v1} -> {v2} failed for 6 document\(s\)"):
+        apply_config(settings, dimension=DIMENSION, client=applying, project_dir=tmp_path)
+
+    assert during == ["true"]  # blocked while the copy ran
+    assert client.indices.get_alias(name=alias) == {v1: {"aliases": {alias: {}}}}
+    assert write_block(client, v1) is None
+    written = client.index(index=alias, id="c99", body=chunk(99), refresh=True)
+    assert written["_index"] == v1 and written["result"] == "created"
+
+
+def test_ctrl_c_during_the_reindex_lifts_the_block(client, settings, monkeypatch):
+    """Ctrl-C while apply waits for its copy (the poll raises what SIGINT raises there): the
+    task is cancelled, the alias stays on v1, and v1 takes writes again."""
+    alias = settings.index_name
+    names = config_names(alias)
+    v1 = names.version_index(1)
+    apply_config(settings, dimension=DIMENSION, client=client)
+    index_docs(client, alias)
+
+    def ctrl_c() -> None:
+        assert write_block(client, v1) == "true"  # blocked before the copy started
+        raise KeyboardInterrupt
+
+    applying = connect(settings)
+    on_first_reindex_poll(monkeypatch, applying, ctrl_c)
+    with pytest.raises(KeyboardInterrupt):
+        apply_config(settings.replace(number_of_shards=2), dimension=DIMENSION, client=applying)
+
+    assert client.indices.get_alias(name=alias) == {v1: {"aliases": {alias: {}}}}
+    assert write_block(client, v1) is None
+    written = client.index(index=alias, id="c99", body=chunk(99), refresh=True)
+    assert written["_index"] == v1 and written["result"] == "created"
+
+
+def test_a_swap_another_apply_beat_lifts_the_block(client, settings, monkeypatch):
+    """Another apply moved the alias while this one copied v1: this one's swap fails whole (the
+    test below), and v1 is not left write-blocked by an apply that did not finish."""
+    alias = settings.index_name
+    names = config_names(alias)
+    v1, v3 = names.version_index(1), names.version_index(3)
+    apply_config(settings, dimension=DIMENSION, client=client)
+    index_docs(client, alias)
+
+    def other_apply_swaps() -> None:
+        assert write_block(client, v1) == "true"  # blocked before the copy started
+        client.indices.create(index=v3, body={"settings": {"index": {"number_of_replicas": 0}}})
+        apply_module._move_alias(client, alias, {"remove": v1, "add": v3})
+
+    applying = connect(settings)
+    on_first_reindex_poll(monkeypatch, applying, other_apply_swaps)
+    with pytest.raises(ClusterError, match=rf"alias '{alias}' no longer points at '{v1}'"):
+        apply_config(settings.replace(number_of_shards=2), dimension=DIMENSION, client=applying)
+
+    assert client.indices.get_alias(name=alias) == {v3: {"aliases": {alias: {}}}}
+    assert write_block(client, v1) is None
 
 
 def test_an_alias_another_apply_moved_meanwhile_is_left_where_it_is(client, settings):

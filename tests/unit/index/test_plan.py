@@ -157,11 +157,18 @@ def test_incompatible_change_creates_next_version_and_reindexes(desired, mutate,
     assert pending[0].startswith("+ create index kb-v2 (replaces kb-v1: ")
     assert reason in pending[0]
     assert pending[1:] == [
-        "+ create reindex kb-v1 -> kb-v2",
+        "+ create reindex kb-v1 -> kb-v2 (write-blocks kb-v1 first: a push during the copy "
+        "fails instead of being lost)",
         "~ update alias kb -> kb-v2 (was kb-v1; one atomic _aliases call)",
     ]
     assert plan.pending[2].payload == {"remove": "kb-v1", "add": "kb-v2"}
     assert any("kept kb-v1" in note for note in plan.notes)
+    assert (
+        "kb-v1 is write-blocked while the reindex copies it: a `loader push` meanwhile fails "
+        "(exit 8) instead of writing what the copy would miss; push again once the alias is on "
+        "kb-v2. The block stays on kb-v1 (kept until `loader apply --delete-old`) and is lifted "
+        "if the apply stops before the swap"
+    ) in plan.notes
 
 
 def test_dimension_change_skips_the_reindex_and_says_to_push(desired):
