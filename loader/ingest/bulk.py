@@ -4,7 +4,10 @@ Items rejected with 429 (queue full) or 503 (shard unavailable, e.g. a node just
 the index's embedding processor could not embed yet because its model is still being deployed on
 the node (``embedding_location = cluster``), are retried with capped exponential backoff; every
 other per-item error is returned with the action's ``tag`` (the source file) so the caller can
-report it. Nothing is dropped silently.
+report it. Nothing is dropped silently. An item refused by a block on its index (``loader apply``
+write-blocks the version it copies; a full disk makes OpenSearch block writes, answering 429) is
+not retried (a block outlasts any backoff) and is also noted in ``BulkResult.blocked``, so the
+caller can say why in one line and what to do.
 """
 
 from __future__ import annotations
@@ -74,11 +77,28 @@ def _plain(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
+# The error type of a bulk item refused by an index block: 403 "index [kb-v1] blocked by:
+# [FORBIDDEN/8/index write (api)];" (``index.blocks.write``, ``read_only``), or 429 for the
+# ``read_only_allow_delete`` OpenSearch sets on a node past the flood-stage disk watermark.
+BLOCK_ERROR = "cluster_block_exception"
+BLOCKED_REMEDY = "push again when `loader doctor` shows no block"
+
+
 @dataclass
 class BulkResult:
     succeeded: int = 0
     retries: int = 0
     errors: list[tuple[str, str, str]] = field(default_factory=list)  # (tag, id, reason)
+    # The failed items an index block refused: item id -> the blocked index (also in errors).
+    blocked: dict[str, str] = field(default_factory=dict)
+
+
+def write_blocked(index: str) -> str:
+    """Why a bulk item was refused by a block on ``index`` (``BLOCKED_REMEDY``: what to do)."""
+    return (
+        f"index {index} is write-blocked (a `loader apply` copying it to a new version, or a "
+        "full disk)"
+    )
 
 
 def batches(
@@ -176,7 +196,18 @@ def _send_once(
         else:
             error = outcome.get("error", {})
             reason = error.get("reason", str(error)) if isinstance(error, dict) else str(error)
-            if status in RETRYABLE_STATUSES or MODEL_NOT_READY in reason:
+            if isinstance(error, dict) and error.get("type") == BLOCK_ERROR:
+                # Not retried, even as the flood stage's 429: a block outlasts any backoff.
+                index = outcome.get("_index") or action.index
+                result.blocked[action.id] = index
+                result.errors.append(
+                    (
+                        action.tag,
+                        action.id,
+                        f"{status}: {write_blocked(index)}; {BLOCKED_REMEDY} ({reason})",
+                    )
+                )
+            elif status in RETRYABLE_STATUSES or MODEL_NOT_READY in reason:
                 retry.append((action, payload))
             else:
                 result.errors.append((action.tag, action.id, f"{status}: {reason}"))

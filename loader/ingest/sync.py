@@ -46,7 +46,14 @@ from opensearchpy import OpenSearch
 
 from loader.cluster.client import cluster_errors, connect
 from loader.documents import PATH_SEPARATOR, Document
-from loader.ingest.bulk import BulkAction, BulkResult, bulk_request_timeout, send_bulk
+from loader.ingest.bulk import (
+    BLOCKED_REMEDY,
+    BulkAction,
+    BulkResult,
+    bulk_request_timeout,
+    send_bulk,
+    write_blocked,
+)
 from loader.ingest.fingerprint import chunking_fingerprint
 from loader.ingest.index_state import fetch_vectors, read_index_state
 from loader.ingest.plan import (
@@ -364,16 +371,48 @@ def _record(
     report: PushReport,
     notify: Callable[[str], None],
 ) -> None:
-    """Fill in the report from the per-item results; name every failed item."""
+    """Fill in the report from the per-item results; name every failed item (those a block on
+    the index refused in one line per index: the same cause and remedy for all of them)."""
     report.retries = result.retries
     failed_sources = sorted({tag for tag, _, _ in result.errors})
     for tag, item_id, reason in result.errors:
         report.errors.append({"source": tag, "reason": f"{item_id}: {reason}"})
-        notify(f"failed {tag}: {item_id}: {reason}")
+        if item_id not in result.blocked:
+            notify(f"failed {tag}: {item_id}: {reason}")
+    for line in _blocked_lines(result.blocked, actions):
+        notify(line)
     failed_ids = {item_id for _, item_id, _ in result.errors}
     report.chunks_written = sum(1 for a in actions if a.op == "index" and a.id not in failed_ids)
     report.chunks_deleted = sum(1 for a in actions if a.op == "delete" and a.id not in failed_ids)
     report.failed = len(report.skipped) + len(failed_sources)
+
+
+def _blocked_lines(blocked: dict[str, str], actions: list[BulkAction]) -> list[str]:
+    """One line per blocked index for the items its block refused: the files, the index, the
+    cause, how many chunks were not written or not deleted, and the remedy.
+
+    Example::
+
+        ["failed faq.txt, payments.md: index kb-v1 is write-blocked (a `loader apply` copying it
+          to a new version, or a full disk): 3 chunks of these documents were not written, 1 not
+          deleted; push again when `loader doctor` shows no block"]
+    """
+    lines = []
+    for index in sorted(set(blocked.values())):
+        refused = [action for action in actions if blocked.get(action.id) == index]
+        files = sorted({action.tag for action in refused})
+        named = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
+        writes = sum(1 for action in refused if action.op == "index")
+        deletes = len(refused) - writes
+        count, verb = (writes, "written") if writes else (deletes, "deleted")
+        what = (
+            f"{'1 chunk' if count == 1 else f'{count} chunks'} of these documents "
+            f"{'was' if count == 1 else 'were'} not {verb}"
+        )
+        if writes and deletes:
+            what += f", {deletes} not deleted"
+        lines.append(f"failed {named}: {write_blocked(index)}: {what}; {BLOCKED_REMEDY}")
+    return lines
 
 
 def _progress(iterable: Any, enabled: bool, description: str, total: int | None = None) -> Any:

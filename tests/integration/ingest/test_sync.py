@@ -172,6 +172,40 @@ def test_bad_files_are_reported_and_nothing_indexed_is_lost(client, settings, fo
     assert sources(after)["new.md"] >= 1
 
 
+def test_a_push_into_a_write_blocked_index_says_why_and_loses_nothing(
+    client, settings, folder, embedder
+):
+    """The block `loader apply` puts on the version it copies (or a full disk's): the push names
+    the index, the cause and the remedy in one line, exits 8, and the index is as it was."""
+    alias = settings.index_name
+    index = f"{alias}-v1"
+    push(folder, settings, client=client, embedder=embedder)
+    before = indexed(client, alias)
+    (folder / "payments.md").write_text(PAYMENTS.replace("48 hours", "24 hours"), encoding="utf-8")
+    (folder / "faq.txt").unlink()
+    client.indices.put_settings(index=index, body={"index.blocks.write": True})
+    try:
+        result = CliRunner().invoke(
+            cli, ["push", str(folder), "--url", settings.opensearch_url, "--index", alias]
+        )
+        after = indexed(client, alias)
+    finally:
+        client.indices.put_settings(index=index, body={"index.blocks.write": None})
+
+    assert result.exit_code == PartialFailure.exit_code, result.output
+    counts = sources(before)
+    failures = [line for line in result.stderr.splitlines() if line.startswith("failed")]
+    assert failures == [
+        f"failed faq.txt, payments.md: index {index} is write-blocked (a `loader apply` copying "
+        f"it to a new version, or a full disk): {counts['payments.md']} chunks of these "
+        f"documents were not written, {counts['faq.txt']} not deleted; push again when "
+        "`loader doctor` shows no block"
+    ]
+    assert after == before  # nothing already indexed lost, nothing half-written
+    again = push(folder, settings, client=client, embedder=embedder)
+    assert (again.updated, again.deleted, again.failed) == (1, 1, 0)
+
+
 def test_push_refuses_an_index_of_another_dimension(client, base_settings, unique_name, folder):
     settings = base_settings.replace(index_name=unique_name)
     apply_config(settings, dimension=8)

@@ -220,6 +220,36 @@ def test_a_delete_in_an_index_that_does_not_exist_is_a_failure():
     assert result.errors == [("gone.md", "old-0", "404: no such index [kb-*]")]
 
 
+# What OpenSearch answers for an item an index block refuses: 403 for the write block `loader
+# apply` puts on the version it copies; 429 for the block it puts on every index with a shard on a
+# node past the flood-stage disk watermark.
+BLOCKED = {
+    403: {
+        "type": "cluster_block_exception",
+        "reason": "index [chunks] blocked by: [FORBIDDEN/8/index write (api)];",
+    },
+    429: {
+        "type": "cluster_block_exception",
+        "reason": "index [chunks] blocked by: [TOO_MANY_REQUESTS/12/disk usage exceeded "
+        "flood-stage watermark, index has read-only-allow-delete block];",
+    },
+}
+
+
+@pytest.mark.parametrize("status", [403, 429])
+def test_an_item_an_index_block_refused_names_the_block_and_is_not_retried(status):
+    client = FakeBulkClient({"d-0": [status], "old-0": [status]}, errors=BLOCKED)
+    result, sleeps = send(client, [index("d-0"), delete("old-0")])
+    assert (result.succeeded, result.retries, sleeps, len(client.requests)) == (0, 0, [], 1)
+    assert result.blocked == {"d-0": "chunks", "old-0": "chunks"}
+    reason = (
+        f"{status}: index chunks is write-blocked (a `loader apply` copying it to a new version, "
+        "or a full disk); push again when `loader doctor` shows no block "
+        f"({BLOCKED[status]['reason']})"
+    )
+    assert result.errors == [("a.md", "d-0", reason), ("gone.md", "old-0", reason)]
+
+
 # --- retries -----------------------------------------------------------------------------------
 
 
