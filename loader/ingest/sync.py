@@ -10,7 +10,9 @@ is given), then applied (``apply_push``, here):
 4. delete chunks that no longer exist: stale positions of changed documents, and documents removed
    from the folder (unless ``keep_removed``);
 5. apply: embed only texts whose hash the scope does not hold yet (known vectors are reused),
-   write and delete in bulk, refresh once, so searches see the new state.
+   write in bulk, then delete in bulk (not the stale chunks of a document any of whose writes
+   failed: its old version stays until a push writes it whole), refresh once, so searches see
+   the new state.
 
 ``loader push --dry-run`` stops after the plan and prints it.
 
@@ -265,9 +267,14 @@ def apply_push(
     if not relaxing:
         bulk_load.restore(client, settings, warn)
     vectors = _vectors(plan, settings, client, embedder, report, show_progress)
-    actions = _actions(plan, settings, vectors)
+    writes = _actions(plan, settings, vectors)
     with bulk_load.bulk_loading(client, settings, warn) if relaxing else contextlib.nullcontext():
-        result = _write(actions, settings, client, show_progress)
+        result, actions, kept = _write(writes, plan, settings, client, show_progress)
+    for source, count in kept:
+        warn(
+            f"kept {count} old chunk{'s' if count != 1 else ''} of {source}: its new chunks were "
+            "not all written; the next push writes it again"
+        )
     _record(result, actions, report, notify)
 
 
@@ -314,7 +321,7 @@ def _vectors(
 
 
 def _actions(plan: PushPlan, settings: Settings, vectors: dict[str, Vector]) -> list[BulkAction]:
-    """The bulk operations of a plan: index every planned chunk, then delete the stale ones."""
+    """The bulk writes of a plan: index every planned chunk (``_deletions`` follow them)."""
     alias = settings.index_name
     chunking = chunking_fingerprint(settings)
     cluster = settings.embedding_location == "cluster"
@@ -337,32 +344,64 @@ def _actions(plan: PushPlan, settings: Settings, vectors: dict[str, Vector]) -> 
         for doc in plan.to_write
         for position, content_hash in enumerate(doc.hashes)
     ]
-    actions += [BulkAction("delete", alias, cid, source) for cid, source in plan.deletions]
     return actions
 
 
+def _deletions(
+    plan: PushPlan, failed_writes: Iterable[str], alias: str
+) -> tuple[list[BulkAction], list[tuple[str, int]]]:
+    """The deletions to send once the writes are done, and those kept: ``(source, chunks)`` per
+    changed document any of whose writes failed (``failed_writes``: their chunk ids). Deleting
+    its stale chunks would leave neither version whole; kept, the document holds its old chunks
+    beside the new ones written, so the next push takes it for changed and writes it whole.
+    Chunks of removed documents are always deleted."""
+    failed_docs = {cid.rpartition("-")[0] for cid in failed_writes}
+    deletes, kept = [], {}
+    for cid, source in plan.deletions:
+        if cid.rpartition("-")[0] in failed_docs:
+            kept[source] = kept.get(source, 0) + 1
+        else:
+            deletes.append(BulkAction("delete", alias, cid, source))
+    return deletes, sorted(kept.items())
+
+
 def _write(
-    actions: list[BulkAction], settings: Settings, client: OpenSearch, show_progress: bool
-) -> BulkResult:
-    """Send the operations in bulk and refresh once, so searches see the new state."""
+    writes: list[BulkAction],
+    plan: PushPlan,
+    settings: Settings,
+    client: OpenSearch,
+    show_progress: bool,
+) -> tuple[BulkResult, list[BulkAction], list[tuple[str, int]]]:
+    """Send the writes in bulk, then the deletions the writes' results allow (``_deletions``),
+    and refresh once, so searches see the new state.
+
+    Returns:
+        The merged result, every action sent, and the deletions kept per source."""
     alias = settings.index_name
-    bar = _progress(None, show_progress, "indexing", total=len(actions))
+    bar = _progress(None, show_progress, "indexing", total=len(writes) + len(plan.deletions))
+    options = {
+        "max_count": settings.bulk_batch_size,
+        "on_batch": bar.update if bar else None,
+        "request_timeout": bulk_request_timeout(
+            settings.request_timeout,
+            settings.bulk_batch_size,
+            settings.embedding_location == "cluster",
+        ),
+    }
     with cluster_errors(settings, f"writing chunks to {alias}"):
-        result = send_bulk(
-            client,
-            actions,
-            max_count=settings.bulk_batch_size,
-            on_batch=bar.update if bar else None,
-            request_timeout=bulk_request_timeout(
-                settings.request_timeout,
-                settings.bulk_batch_size,
-                settings.embedding_location == "cluster",
-            ),
-        )
+        result = send_bulk(client, writes, **options)
+        deletes, kept = _deletions(plan, (item_id for _, item_id, _ in result.errors), alias)
+        if bar:
+            bar.update(sum(count for _, count in kept))
+        deleted = send_bulk(client, deletes, **options)
         if bar:
             bar.close()
         client.indices.refresh(index=alias)
-    return result
+    result.succeeded += deleted.succeeded
+    result.retries += deleted.retries
+    result.errors += deleted.errors
+    result.blocked.update(deleted.blocked)
+    return result, writes + deletes, kept
 
 
 def _record(

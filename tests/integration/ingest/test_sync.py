@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from opensearchpy import helpers
 
 from loader.cli import cli
+from loader.cluster.client import connect
 from loader.errors import PartialFailure
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
@@ -237,3 +238,105 @@ def test_sample_docs_answer_the_seed_question(client, settings, embedder, tmp_pa
     # Both answer sentences, in the one chunk the prompt would get.
     assert "delayed by more than 45 minutes past the promised time" in top.text
     assert "paid to the original payment method within 5 to 7 working days" in top.text
+
+
+GUIDE = "# Guide\n\n" + "".join(
+    f"## Step {n}\n\nStep {n} of the guide: turn dial {n} to position {n * 7}.\n\n"
+    for n in range(1, 6)
+)
+
+
+def write_blocked_client(settings, index: str):
+    """A client of its own whose bulk requests holding a write go out while ``index`` has a
+    write block, and whose delete-only requests go out once it is lifted: a block (a `loader
+    apply` copy, a full disk) that ends while a push runs."""
+    spy = connect(settings)
+    send = spy.bulk
+
+    def bulk(*args, body, **kwargs):
+        blocked = b'{"index":{' in body
+        spy.indices.put_settings(index=index, body={"index.blocks.write": blocked or None})
+        return send(*args, body=body, **kwargs)
+
+    spy.bulk = bulk
+    return spy
+
+
+def test_a_changed_document_whose_writes_failed_keeps_its_old_chunks(
+    client, settings, folder, embedder
+):
+    """Its stale chunks are not deleted when its new chunks were not all written (nothing
+    indexed is lost); the removed file's chunks still go; the next push writes it whole."""
+    alias = settings.index_name
+    index = f"{alias}-v1"
+    (folder / "guide.md").write_text(GUIDE, encoding="utf-8")
+    push(folder, settings, client=client, embedder=embedder)
+    before = indexed(client, alias)
+    old_guide = {cid: c for cid, c in before.items() if c["source"] == "guide.md"}
+    shorter = GUIDE.split("## Step 3")[0].replace("dial 1", "knob 1")
+    (folder / "guide.md").write_text(shorter, encoding="utf-8")
+    (folder / "faq.txt").unlink()
+
+    spy = write_blocked_client(settings.replace(bulk_batch_size=1), index)
+    try:
+        report = push(folder, settings.replace(bulk_batch_size=1), client=spy, embedder=embedder)
+    finally:
+        client.indices.put_settings(index=index, body={"index.blocks.write": None})
+    after = indexed(client, alias)
+
+    assert (report.updated, report.deleted, report.failed) == (1, 1, 1)
+    assert {error["source"] for error in report.errors} == {"guide.md"}
+    stale = len(old_guide) - sum(1 for e in report.errors if e["source"] == "guide.md")
+    assert stale >= 2
+    # The old version is whole; the removed file is gone; the others are untouched.
+    assert {cid: c for cid, c in after.items() if c["source"] == "guide.md"} == old_guide
+    assert "faq.txt" not in sources(after)
+    assert {cid: c for cid, c in after.items() if c["source"] != "guide.md"} == {
+        cid: c for cid, c in before.items() if c["source"] not in ("guide.md", "faq.txt")
+    }
+    assert report.warnings == [
+        f"kept {stale} old chunks of guide.md: its new chunks were not all written; "
+        "the next push writes it again"
+    ]
+    assert report.chunks_written == 0 and report.chunks_deleted == sources(before)["faq.txt"]
+
+    again = push(folder, settings, client=client, embedder=embedder)
+    assert (again.updated, again.unchanged, again.failed) == (1, 2, 0)
+    guide = {cid: c for cid, c in indexed(client, alias).items() if c["source"] == "guide.md"}
+    assert again.chunks_deleted == stale and len(guide) == len(old_guide) - stale
+    assert len({c["doc_hash"] for c in guide.values()}) == 1
+    assert any("knob 1" in c["content"] for c in guide.values())
+    assert not any("Step 3" in c["content"] for c in guide.values())
+    assert push(folder, settings, client=client, embedder=embedder).unchanged == 3
+
+
+def test_a_changed_document_the_mapping_refuses_keeps_its_old_chunks(
+    client, settings, folder, embedder
+):
+    """One bulk request (the default batch) holds the changed document's writes and its stale
+    deletions: the index refuses the writes (a tag longer than Lucene's 32766-byte term), so its
+    stale chunks stay; once the file is fixed, the next push writes it whole."""
+    alias = settings.index_name
+    (folder / "guide.md").write_text(GUIDE, encoding="utf-8")
+    push(folder, settings, client=client, embedder=embedder)
+    old_guide = {c: v for c, v in indexed(client, alias).items() if v["source"] == "guide.md"}
+    shorter = GUIDE.split("## Step 3")[0]
+    (folder / "guide.md").write_text(f"---\ntags: [{'x' * 40_000}]\n---\n{shorter}", "utf-8")
+
+    report = push(folder, settings, client=client, embedder=embedder)
+
+    assert (report.updated, report.failed, report.chunks_written) == (1, 1, 0)
+    assert all("immense term" in e["reason"] for e in report.errors)
+    stale = len(old_guide) - len(report.errors)
+    after = indexed(client, alias)
+    assert {c: v for c, v in after.items() if v["source"] == "guide.md"} == old_guide
+    assert report.warnings == [
+        f"kept {stale} old chunks of guide.md: its new chunks were not all written; "
+        "the next push writes it again"
+    ]
+
+    (folder / "guide.md").write_text(shorter, encoding="utf-8")
+    again = push(folder, settings, client=client, embedder=embedder)
+    assert (again.updated, again.failed, again.chunks_deleted) == (1, 0, stale)
+    guide = [v for v in indexed(client, alias).values() if v["source"] == "guide.md"]
+    assert len(guide) == len(old_guide) - stale
