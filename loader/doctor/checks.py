@@ -32,6 +32,7 @@ from loader.errors import (
     LoaderError,
     ModelError,
 )
+from loader.index import reindex_block
 from loader.index.ml_model import model_on_cluster
 from loader.index.plan import Plan, version_of
 from loader.index.render import config_names, render_config
@@ -49,8 +50,17 @@ ML_PLUGIN = "opensearch-ml"
 # in 3.0).
 REFUSED_ENGINES = {3: ("nmslib",)}
 # What apply would change on the index itself; "bulk-load settings": a push killed while the
-# index was relaxed for bulk loading (refresh off) left them so.
-INDEX_KINDS = ("index", "mapping", "index settings", "bulk-load settings", "reindex", "alias")
+# index was relaxed for bulk loading (refresh off) left them so; "write block": an apply killed
+# between its reindex and its alias swap left the block it records (``reindex_block``).
+INDEX_KINDS = (
+    "index",
+    "mapping",
+    "index settings",
+    "bulk-load settings",
+    "write block",
+    "reindex",
+    "alias",
+)
 APPLY_FIX = "run `loader apply` (see `loader apply --dry-run` for the plan)"
 # The index blocks that stop a push or a search, and what each one stops. OpenSearch sets
 # read_only_allow_delete itself on every index with a shard on a node past the flood-stage disk
@@ -160,32 +170,48 @@ def blocks_set(flat_settings: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def block_check(index: str, blocks: list[str]) -> Check:
-    """The ``index blocks`` line for the blocks ``blocks_set`` found on ``index``."""
+def block_check(index: str, blocks: list[str], meta: Mapping[str, Any] | None = None) -> Check:
+    """The ``index blocks`` line for the blocks ``blocks_set`` found on ``index``; ``meta`` is its
+    mapping's ``_meta``: a write block recorded there (``reindex_block``) was left by a `loader
+    apply` killed before its alias swap, and `loader apply` lifts it."""
     if not blocks:
         return Check("index blocks", "ok", f"no write or read block on {index}")
-    detail = "; ".join(
-        f"{index} has index.blocks.{block} = true: {BLOCKS[block]}" for block in blocks
-    )
+    record = (meta or {}).get(reindex_block.META_KEY) if "write" in blocks else None
+    by_apply = record is not None
+    parts = []
+    for block in blocks:
+        part = f"{index} has index.blocks.{block} = true: {BLOCKS[block]}"
+        if block == "write" and by_apply:
+            part += f"; left by {reindex_block.describe(index, record)}"
+        parts.append(part)
+    others = [block for block in blocks if not (block == "write" and by_apply)]
     lift = f"PUT {index}/_settings " + json.dumps(
-        {f"index.blocks.{block}": None for block in blocks}
+        {f"index.blocks.{block}": None for block in others}
     )
-    if FLOOD_STAGE_BLOCK in blocks:
+    if FLOOD_STAGE_BLOCK in others:
         fix = (
             "free disk on the data nodes (GET _cat/allocation?v; OpenSearch lifts the flood-stage "
             f"block once they are below the high watermark), then {lift}"
         )
-    else:
+    elif others:
         fix = f"{lift} once whoever set it is done"
-    return Check("index blocks", "fail", detail, fix)
+    else:
+        fix = ""
+    if by_apply:
+        apply_fix = "run `loader apply`: it lifts the write block (see `loader apply --dry-run`)"
+        fix = f"{apply_fix}; {fix}" if fix else apply_fix
+    return Check("index blocks", "fail", "; ".join(parts), fix)
 
 
 def _blocks(client: OpenSearch, settings: Settings, index: str, report: DoctorReport) -> None:
-    """Blocks on the alias's index that make every push (or search) fail."""
+    """Blocks on the alias's index that make every push (or search) fail, and whether a `loader
+    apply` left the write block (its ``_meta`` record)."""
     with cluster_errors(settings, f"reading the blocks of {index}"):
         answer = client.indices.get_settings(index=index, name="index.blocks.*", flat_settings=True)
-    flat = (answer.get(index) or {}).get("settings") or {}
-    report.checks.append(block_check(index, blocks_set(flat)))
+        flat = (answer.get(index) or {}).get("settings") or {}
+        blocks = blocks_set(flat)
+        meta = _mapping(client, settings, index).get("_meta") or {} if blocks else {}
+    report.checks.append(block_check(index, blocks, meta))
 
 
 def _plan(

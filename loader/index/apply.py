@@ -47,6 +47,7 @@ from opensearchpy import OpenSearch
 from loader.cluster.client import bad_request_reason, cluster_errors, connect, safe_url
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
+from loader.index import reindex_block
 from loader.index.bulk_load import restore_index
 from loader.index.diff import describe_fingerprint, normalize
 from loader.index.plan import STEP_ML_MODEL, Change, Plan, plan_changes
@@ -58,7 +59,7 @@ from loader.settings import Settings
 log = logging.getLogger(__name__)
 
 REINDEX_POLL_SECONDS = 1.0
-WRITE_BLOCK = "index.blocks.write"
+WRITE_BLOCK = reindex_block.WRITE_BLOCK
 # Changes whose body is rendered from the configuration files and the settings: OpenSearch's
 # 400 on one of them means a bad setting or file.
 RENDERED_KINDS = (
@@ -200,7 +201,8 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
             if ml_model_id and change.kind in ("search template", "ingest pipeline"):
                 change = _with_model_id(change, ml_model_id)
             if change.kind == "reindex":
-                copying.enter_context(_write_blocked(client, settings, change.payload["source"]))
+                source, dest = change.payload["source"], change.payload["dest"]
+                copying.enter_context(_write_blocked(client, settings, source, dest))
             with cluster_errors(settings, f"{change.action} {change.kind} {change.name}"):
                 try:
                     _execute(client, settings, plan.alias, change)
@@ -220,40 +222,39 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
 
 
 @contextlib.contextmanager
-def _write_blocked(client: OpenSearch, settings: Settings, index: str) -> Iterator[None]:
+def _write_blocked(client: OpenSearch, settings: Settings, index: str, dest: str) -> Iterator[None]:
     """Block writes to ``index`` (``index.blocks.write``) for the ``with`` block: the version a
-    reindex copies, from before the copy until the alias has moved off it.
+    reindex into ``dest`` copies, from before the copy until the alias has moved off it.
 
     A push meanwhile fails loudly (its bulk items are refused, ``loader.ingest.bulk``) instead of
-    writing into ``index`` after the copy's snapshot, where the moved alias would lose it. When
-    the block ends normally the write block stays: nothing should write into a version no alias
-    points at (``--delete-old`` deletes it all the same). When it ends with any exception (a
-    failed reindex, Ctrl-C, an alias another apply moved) the block is lifted again, unless it
-    was there before: a block someone else set is theirs to lift.
+    writing into ``index`` after the copy's snapshot, where the moved alias would lose it. The
+    block is recorded in the mapping's ``_meta`` before it is set (``reindex_block``), so one an
+    apply killed before the swap left is lifted by the next apply. When the block ends normally
+    the write block stays, record and all: nothing should write into a version no alias points
+    at (``--delete-old`` deletes it all the same). When it ends with any exception (a failed
+    reindex, Ctrl-C, an alias another apply moved) the block is lifted and the record removed,
+    unless the block was there before: a block someone else set is theirs to lift.
     """
     with cluster_errors(settings, f"reading the write block of {index}"):
         answer = client.indices.get_settings(index=index, name=WRITE_BLOCK, flat_settings=True)
-    flat = (answer.get(index) or {}).get("settings") or {}
-    ours = str(flat.get(WRITE_BLOCK, "")).lower() != "true"
+    ours = not reindex_block.is_write_blocked((answer.get(index) or {}).get("settings") or {})
     try:
         if ours:
             with cluster_errors(settings, f"blocking writes to {index} for the reindex"):
-                client.indices.put_settings(index=index, body={WRITE_BLOCK: True})
+                reindex_block.block_for_reindex(client, index, dest)
             log.info("write-blocked %s for the reindex", index)
         yield
     except BaseException:
         if ours:
             try:
-                client.indices.put_settings(index=index, body={WRITE_BLOCK: None})
+                reindex_block.unblock_after_failed_reindex(client, index)
                 log.info("lifted the write block on %s: the alias did not move", index)
             except opensearchpy.TransportError as exc:  # the apply's own error says more
                 log.warning(
                     "could not lift the write block on %s (%s): every push into it fails until "
-                    'PUT %s/_settings {"%s": null}',
+                    "`loader apply` lifts it",
                     index,
                     exc,
-                    index,
-                    WRITE_BLOCK,
                 )
         raise
 
@@ -283,6 +284,8 @@ def _execute(client: OpenSearch, settings: Settings, alias: str, change: Change)
         client.indices.put_settings(index=name, body=payload)
     elif kind == "bulk-load settings":
         restore_index(client, payload)
+    elif kind == reindex_block.PLAN_KIND:
+        reindex_block.lift_index(client, payload)
     elif kind == "reindex":
         _reindex(client, settings, payload["source"], payload["dest"])
     elif kind == "alias":

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
+from loader.index import reindex_block
 from loader.index.bulk_load import plan_restore, restored_view
 from loader.index.diff import (
     IndexDiff,
@@ -193,15 +194,32 @@ def _index_changes(
         create = Change(STEP_INDEX, "index", next_index, "create", payload=desired_index)
         return _IndexStep(next_index, [create])
     restore, current = _bulk_load_restore(desired_index, state.index_name, state.index)
+    lift, current = _reindex_block_lift(state.index_name, current)
     diff = diff_index(desired_index, current)
     if diff.incompatible:
         step = _new_version(desired_index, state.index_name, next_index, diff)
     else:
         step = _IndexStep(state.index_name, _in_place_changes(state.index_name, diff))
+    if lift is not None:
+        step.changes.insert(0, lift)
     if restore is not None:
         step.changes.insert(0, restore)
         step.notes.extend(restore.payload.warnings)
     return step
+
+
+def _reindex_block_lift(
+    index: str, current: dict[str, Any]
+) -> tuple[Change | None, dict[str, Any]]:
+    """The lift of the write block a `loader apply` killed between its reindex and its alias swap
+    left on ``index`` (recorded in ``_meta``, ``loader.index.reindex_block``), and the index as it
+    will be after it. A block without the record is someone else's: no change."""
+    meta = (current.get("mappings") or {}).get("_meta") or {}
+    lift = reindex_block.plan_lift(index, current.get("settings") or {}, meta)
+    if lift is None:
+        return None, current
+    change = Change(STEP_INDEX, reindex_block.PLAN_KIND, index, "update", lift.detail(), lift)
+    return change, reindex_block.lifted_view(current, lift)
 
 
 def _bulk_load_restore(

@@ -1,7 +1,8 @@
 """`loader doctor` on the real cluster: all green on a fresh `loader apply` and push, and each
 planted fault found, one by one -- a deleted pipeline, a template edited by hand, an index of a
 wrong dimension behind the alias, replicas changed by hand, chunks cut with other settings, a
-write block on the index, documents a SIGKILLed push left half-written."""
+write block on the index (set by hand, or left by a SIGKILLed `loader apply`), documents a
+SIGKILLed push left half-written."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from loader.index import bulk_load
 from loader.index.apply import apply_config
 from loader.index.render import render_config
 from loader.ingest.sync import push
+from tests.killed_apply import apply_killed_at_first_reindex_poll
 from tests.killed_push import push_killed_after_first_bulk
 
 DOCS = {
@@ -180,6 +182,84 @@ def test_finds_a_block_on_the_index(settings, client, embedder, block, name, eff
         f"FAIL  index blocks: {index} has index.blocks.{name} = true: {effect}; fix: PUT "
         f'{index}/_settings {{"index.blocks.{name}": null}} once whoever set it is done'
     ) in result.output
+
+
+def _write_block(client, index: str) -> str | None:
+    answer = client.indices.get_settings(index=index, name="index.blocks.write", flat_settings=True)
+    return ((answer.get(index) or {}).get("settings") or {}).get("index.blocks.write")
+
+
+def test_a_block_set_by_hand_is_left_alone_by_apply(settings, client, embedder, block):
+    """No record in _meta: the block is someone else's; apply plans nothing and lifts nothing."""
+    index = block("write")
+    where = ["--url", settings.opensearch_url, "--index", settings.index_name]
+    dry = CliRunner().invoke(cli, ["apply", "--dry-run", *where])
+    assert dry.exit_code == 0, dry.output
+    assert "write block" not in dry.output
+    assert dry.output.splitlines()[-1] == "no changes"
+    applied = CliRunner().invoke(cli, ["apply", *where])
+    assert applied.exit_code == 0, applied.output
+    assert _write_block(client, index) == "true"
+    failed = _failed(_doctor(settings, client, embedder))
+    assert failed == {
+        "index blocks": f"{index} has index.blocks.write = true: every `loader push` fails"
+    }
+
+
+def test_finds_the_block_a_killed_apply_left_and_apply_lifts_it(
+    settings, client, embedder, tmp_path
+):
+    """A real `loader apply` (a new version: 2 shards) SIGKILLed at the first poll of its reindex:
+    the alias still points at v1, which keeps the write block. Before, doctor's fix was the
+    generic PUT, and `loader apply` (nothing else to change) left v1 blocked, so every push
+    failed with exit 8; now doctor names the interrupted apply and apply lifts the block."""
+    alias = settings.index_name
+    v1, v2 = f"{alias}-v1", f"{alias}-v2"
+    apply_killed_at_first_reindex_poll(settings, embedder.dimension, number_of_shards=2)
+    assert client.indices.get_alias(name=alias) == {v1: {"aliases": {alias: {}}}}
+    assert _write_block(client, v1) == "true"
+    record = client.indices.get_mapping(index=v1)[v1]["mappings"]["_meta"]["loader_reindex_block"]
+    assert record["dest"] == v2
+    left_by = (
+        f"left by a `loader apply` copying {v1} to {v2}, started {record['started_at']} that "
+        "did not finish"
+    )
+
+    where = ["--url", settings.opensearch_url, "--index", alias]
+    doctor = CliRunner().invoke(cli, ["doctor", *where])
+    assert doctor.exit_code == 5, doctor.output
+    assert (
+        f"FAIL  index blocks: {v1} has index.blocks.write = true: every `loader push` fails; "
+        f"{left_by}; fix: run `loader apply`: it lifts the write block (see `loader apply "
+        "--dry-run`)"
+    ) in doctor.output
+    lift_line = f"~ update write block {v1} (lift index.blocks.write: {left_by})"
+    assert f"FAIL  index drift: {lift_line}; fix: run `loader apply`" in doctor.output
+
+    folder = tmp_path / "kb"
+    refunds = folder / "refunds.md"
+    refunds.write_text(refunds.read_text().replace("45 minutes", "30 minutes"), encoding="utf-8")
+    pushed = CliRunner().invoke(cli, ["push", str(folder), *where])
+    assert pushed.exit_code == 8, pushed.output  # what every push meets until the block goes
+    assert f"index {v1} is write-blocked" in pushed.output
+
+    dry = CliRunner().invoke(cli, ["apply", "--dry-run", *where])
+    assert dry.exit_code == 0, dry.output
+    assert lift_line in dry.output.splitlines()
+    assert _write_block(client, v1) == "true"  # a dry run changes nothing
+    applied = CliRunner().invoke(cli, ["apply", *where])
+    assert applied.exit_code == 0, applied.output
+    assert _write_block(client, v1) is None
+    meta = client.indices.get_mapping(index=v1)[v1]["mappings"]["_meta"]
+    assert "loader_reindex_block" not in meta and "doc_id_scheme" in meta
+    again = CliRunner().invoke(cli, ["apply", "--dry-run", "--delete-old", *where])
+    assert f"- delete index {v2} (left by an apply that did not finish)" in again.output
+    assert "write block" not in again.output
+
+    pushed = CliRunner().invoke(cli, ["push", str(folder), *where])
+    assert pushed.exit_code == 0, pushed.output
+    assert client.count(index=alias, q="content:30")["count"] == 1
+    assert _failed(_doctor(settings, client, embedder)) == {}
 
 
 def _sections(title: str, count: int, version: str) -> str:

@@ -80,6 +80,12 @@ def write_block(client, index: str) -> str | None:
     return ((answer.get(index) or {}).get("settings") or {}).get("index.blocks.write")
 
 
+def block_record(client, index: str):
+    """The record of the block apply set on ``index`` (``_meta.loader_reindex_block``), if any."""
+    meta = client.indices.get_mapping(index=index)[index]["mappings"].get("_meta") or {}
+    return meta.get("loader_reindex_block")
+
+
 def on_first_reindex_poll(monkeypatch, client, action) -> list[int]:
     """Run ``action()`` when apply first polls its reindex task (``tasks.get`` of the real
     client), then let the poll go on: something happens on cue while the copy runs (the copy of a
@@ -286,6 +292,7 @@ def test_a_write_during_the_reindex_is_refused_not_lost(client, settings, monkey
     assert client.indices.get_alias(name=alias) == {v2: {"aliases": {alias: {}}}}
     assert documents(client, v2) == before  # every document, none of the refused writes
     assert write_block(client, v1) == "true"  # no alias points at it: nothing should write there
+    assert block_record(client, v1)["dest"] == v2  # kept beside the block it explains
     assert write_block(client, v2) is None
     written = client.index(index=alias, id="c99", body=chunk(99), refresh=True)
     assert written["_index"] == v2 and written["result"] == "created"
@@ -321,6 +328,7 @@ def test_a_failed_reindex_lifts_the_block_and_leaves_the_alias(
     assert during == ["true"]  # blocked while the copy ran
     assert client.indices.get_alias(name=alias) == {v1: {"aliases": {alias: {}}}}
     assert write_block(client, v1) is None
+    assert block_record(client, v1) is None
     written = client.index(index=alias, id="c99", body=chunk(99), refresh=True)
     assert written["_index"] == v1 and written["result"] == "created"
 

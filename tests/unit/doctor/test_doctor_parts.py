@@ -119,3 +119,24 @@ def test_a_block_is_a_failure_naming_the_index_the_block_and_how_to_lift_it():
         "block once they are below the high watermark), then PUT kb-v1/_settings "
         '{"index.blocks.write": null, "index.blocks.read_only_allow_delete": null}'
     )
+
+
+def test_a_write_block_a_killed_apply_recorded_is_lifted_by_apply():
+    meta = {"loader_reindex_block": {"dest": "kb-v2", "started_at": "2026-12-01T11:30:00Z"}}
+    left = block_check("kb-v1", ["write"], meta)
+    assert (left.status, left.error) == ("fail", IncompatibleIndexError)
+    assert left.line() == (
+        "FAIL  index blocks: kb-v1 has index.blocks.write = true: every `loader push` fails; "
+        "left by a `loader apply` copying kb-v1 to kb-v2, started 2026-12-01T11:30:00Z that did "
+        "not finish; fix: run `loader apply`: it lifts the write block (see `loader apply "
+        "--dry-run`)"
+    )
+    # Another block beside it keeps its own fix; without the record the block is someone else's.
+    both = block_check("kb-v1", ["write", "read"], meta)
+    assert both.fix == (
+        "run `loader apply`: it lifts the write block (see `loader apply --dry-run`); "
+        'PUT kb-v1/_settings {"index.blocks.read": null} once whoever set it is done'
+    )
+    assert block_check("kb-v1", ["write"], {"doc_id_scheme": "x"}) == block_check(
+        "kb-v1", ["write"]
+    )

@@ -239,6 +239,52 @@ def test_a_newer_version_an_unfinished_apply_left_is_named_and_deleted_with_the_
     ]
 
 
+RECORD = {"dest": "kb-v2", "started_at": "2026-12-01T11:30:00Z"}
+
+
+def test_the_block_a_killed_apply_left_on_the_alias_index_is_lifted_with_its_record(desired):
+    # Killed between its reindex and its swap: v1 (the alias's) keeps the block and its record.
+    state = state_in_sync(desired)
+    state.versions[2] = "kb-v2"
+    state.index["settings"]["index.blocks.write"] = "true"
+    state.index["mappings"]["_meta"]["loader_reindex_block"] = RECORD
+    plan = plan_changes(desired, state)
+    assert [change.line() for change in plan.pending] == [
+        "~ update write block kb-v1 (lift index.blocks.write: left by a `loader apply` copying "
+        "kb-v1 to kb-v2, started 2026-12-01T11:30:00Z that did not finish)"
+    ]
+    lift = plan.pending[0].payload
+    assert lift.blocked and "loader_reindex_block" not in lift.meta
+    assert lift.meta == {
+        k: v for k, v in state.index["mappings"]["_meta"].items() if k != "loader_reindex_block"
+    }
+    # A record alone (the block already lifted) is removed; a block alone is someone else's.
+    del state.index["settings"]["index.blocks.write"]
+    assert [change.line() for change in plan_changes(desired, state).pending] == [
+        "~ update write block kb-v1 (remove _meta.loader_reindex_block: its block is already "
+        "lifted)"
+    ]
+    state.index["settings"]["index.blocks.write"] = "true"
+    del state.index["mappings"]["_meta"]["loader_reindex_block"]
+    assert not plan_changes(desired, state).has_changes
+
+
+def test_a_meta_update_after_the_lift_does_not_write_the_record_back(desired):
+    # An index built before fingerprints gets its _meta put in place, after the lift.
+    state = state_in_sync(desired)
+    state.index["settings"]["index.blocks.write"] = "true"
+    meta = state.index["mappings"]["_meta"]
+    del meta[EMBEDDING_META_KEY]
+    meta["loader_reindex_block"] = RECORD
+    plan = plan_changes(desired, state)
+    assert [(change.kind, change.action) for change in plan.pending] == [
+        ("write block", "update"),
+        ("mapping", "update"),
+    ]
+    written = plan.pending[1].payload["_meta"]
+    assert EMBEDDING_META_KEY in written and "loader_reindex_block" not in written
+
+
 def test_missing_alias_points_at_a_fitting_existing_version(desired):
     state = state_in_sync(desired)
     state.alias_targets = []
