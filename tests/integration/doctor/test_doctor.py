@@ -18,8 +18,7 @@ from loader.index import bulk_load
 from loader.index.apply import apply_config
 from loader.index.render import render_config
 from loader.ingest.sync import push
-from tests.killed_apply import apply_killed_at_first_reindex_poll
-from tests.killed_push import push_killed_after_first_bulk
+from tests.killed import apply_killed_at_first_reindex_poll, push_killed_after_first_bulk
 
 DOCS = {
     "refunds.md": "---\ntenant: A\n---\n# Refund policy\n\n## Late deliveries\n\n"

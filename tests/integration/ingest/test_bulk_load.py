@@ -19,7 +19,7 @@ from loader.cluster.client import connect
 from loader.index.apply import apply_config
 from loader.index.bulk_load import META_KEY
 from loader.ingest.sync import push
-from tests.killed_push import push_killed_after_first_bulk
+from tests.killed import push_killed_after_first_bulk
 
 # The index's own values, set by hand like an operator would: neither is a default, so a restore
 # to the defaults or to the relaxed values cannot pass for a restore to these.
