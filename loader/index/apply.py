@@ -59,7 +59,6 @@ from loader.settings import Settings
 log = logging.getLogger(__name__)
 
 REINDEX_POLL_SECONDS = 1.0
-WRITE_BLOCK = reindex_block.WRITE_BLOCK
 # Changes whose body is rendered from the configuration files and the settings: OpenSearch's
 # 400 on one of them means a bad setting or file.
 RENDERED_KINDS = (
@@ -236,7 +235,9 @@ def _write_blocked(client: OpenSearch, settings: Settings, index: str, dest: str
     unless the block was there before: a block someone else set is theirs to lift.
     """
     with cluster_errors(settings, f"reading the write block of {index}"):
-        answer = client.indices.get_settings(index=index, name=WRITE_BLOCK, flat_settings=True)
+        answer = client.indices.get_settings(
+            index=index, name=reindex_block.WRITE_BLOCK, flat_settings=True
+        )
     ours = not reindex_block.is_write_blocked((answer.get(index) or {}).get("settings") or {})
     try:
         if ours:
