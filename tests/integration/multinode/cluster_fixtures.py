@@ -307,9 +307,38 @@ def shard_copies(client: OpenSearch, alias: str) -> list[dict[str, str]]:
     return client.cat.shards(index=alias, format="json", h="index,shard,prirep,state,docs,node")
 
 
+SETTLE_TIMEOUT = 180.0  # a replica of a few thousand chunks recovers in seconds; busy machines
+
+
+def wait_settled(client: OpenSearch, alias: str, timeout: float = SETTLE_TIMEOUT) -> None:
+    """Wait until ``alias`` is green with no shard copy relocating or initializing.
+
+    Green alone is not enough after a node comes back: the balancer then moves copies onto it,
+    and a relocating copy's ``docs`` in _cat/shards is null or a partial count. On a timeout the
+    message says what the cluster was still doing (its health and every copy not STARTED)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        # The query string is written out: opensearch-py takes `timeout` as its own.
+        health = client.transport.perform_request(
+            "GET",
+            f"/_cluster/health/{alias}?wait_for_status=green&wait_for_no_relocating_shards=true"
+            "&wait_for_no_initializing_shards=true&timeout=10s",
+        )
+        if not health.get("timed_out"):
+            return
+        if time.monotonic() >= deadline:
+            moving = [row for row in shard_copies(client, alias) if row["state"] != "STARTED"]
+            keys = ("status", "relocating_shards", "initializing_shards", "unassigned_shards")
+            raise AssertionError(
+                f"{alias} not settled after {timeout:.0f} s: "
+                f"{ {key: health.get(key) for key in keys} }; copies not started: {moving}"
+            )
+
+
 def assert_copies_agree(client: OpenSearch, alias: str, expected_docs: int) -> None:
-    """Every shard's copies are started and hold the same number of documents, and the
-    primaries together hold ``expected_docs``."""
+    """Once the index has settled (``wait_settled``), every shard's copies are started and hold
+    the same number of documents, and the primaries together hold ``expected_docs``."""
+    wait_settled(client, alias)
     rows = shard_copies(client, alias)
     assert all(row["state"] == "STARTED" for row in rows), rows
     by_shard: dict[str, set[int]] = {}
