@@ -11,11 +11,14 @@ Example::
 
 from __future__ import annotations
 
+import html
+import json
 import re
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
+from urllib.parse import quote, quote_plus, unquote
 
 from loader.errors import ConfigError
+from loader.terminal import printable
 
 
 def redact_url(url: str) -> str:
@@ -36,8 +39,10 @@ def redact_url(url: str) -> str:
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 # A host is a name or IPv4 address (letters, digits, '.', '-', '_'), or an IPv6 address in [].
 _HOST = re.compile(r"[\w.-]+|\[[0-9A-Fa-f:.]+(?:%25[\w.~-]+)?\]")
-# Where a secret is split into the pieces that must not appear on their own either.
-_SECRET_SEPARATORS = re.compile(r"[\s:/?#\[\]@!$&'()*+,;=%\"<>\\^`{|}]+")
+# Where a secret is split into the pieces that must not appear on their own either: reserved
+# characters, spaces, and every character an echo may escape (control characters, quotes,
+# backslashes), so that a piece reads the same in each form ``_echoed_forms`` lists.
+_SECRET_SEPARATORS = re.compile(r"[\s\x00-\x1f\x7f-\x9f:/?#\[\]@!$&'()*+,;=%\"<>\\^`{|}]+")
 MASK = "****"
 
 
@@ -163,17 +168,55 @@ def parse_url(url: str, name: str = "opensearch_url") -> UrlParts:
 
 
 def scrub_secrets(text: str, secrets: list[str], pieces: bool = True) -> str:
-    """``text`` with each secret, its percent-encoded forms and (with ``pieces``) each piece of it
-    of three or more characters (split at URL-reserved characters and spaces) replaced by ``****``.
+    """``text`` with each secret in every form an echo may take (``_echoed_forms``: raw,
+    percent-encoded, JSON- and Python-escaped, HTML-escaped, escaped for the terminal) replaced by
+    ``****``; with ``pieces``, also each piece of it of three or more characters (split at
+    URL-reserved characters, spaces, quotes, backslashes and control characters), in each form,
+    and each run of three or more ASCII letters, digits and ``._~-`` in it.
 
-    For text the package did not write itself (an unexpected exception, a library's log line):
-    the package's own messages are built from ``redact_url`` and never hold a secret.
+    For text the package did not write itself (an unexpected exception, a library's log line, a
+    server's answer): the package's own messages are built from ``redact_url`` and never hold a
+    secret.
+
+    Example::
+
+        scrub_secrets('{"reason": "bad pass\\u001bword"}', ["pass\\x1bword"])
+        # '{"reason": "bad ****"}'
     """
     masked: set[str] = set()
     for secret in secrets:
-        masked.update((secret, quote(secret, safe=""), quote(secret)))
+        masked.update(_echoed_forms(secret))
         if pieces:
-            masked.update(piece for piece in _SECRET_SEPARATORS.split(secret) if len(piece) >= 3)
+            for piece in _SECRET_SEPARATORS.split(secret):
+                if len(piece) >= 3:
+                    masked.update(_echoed_forms(piece))
+            # Its ASCII runs read the same however often the text around them was escaped (a
+            # JSON body quoting a JSON-escaped echo: 'pass\\u00e9'), or a piece of it cut.
+            masked.update(re.findall(r"[A-Za-z0-9._~-]{3,}", secret))
     for piece in sorted((p for p in masked if p), key=len, reverse=True):
         text = text.replace(piece, MASK)
     return text
+
+
+def _echoed_forms(secret: str) -> set[str]:
+    """``secret`` as a server, a proxy or a library may echo it back: as it is; percent-encoded
+    (a URL, a form); JSON-escaped with and without ``ensure_ascii`` (an answer's text, the body
+    opensearch-py logs at debug level); escaped as Python's ``repr`` writes it, with and without
+    its quotes escaped (an exception's text, a traceback); escaped as ``printable`` writes it (the
+    line a terminal shows); HTML-escaped (a proxy's error page)."""
+    python = repr(secret)[1:-1]
+    return {
+        secret,
+        quote(secret, safe=""),
+        quote(secret),
+        quote_plus(secret),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        python,
+        python.replace("\\'", "'"),
+        python.replace('"', '\\"'),
+        secret.encode("unicode_escape").decode("ascii"),
+        printable(secret),
+        html.escape(secret),
+        html.escape(secret, quote=False),
+    }

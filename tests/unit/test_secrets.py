@@ -10,12 +10,16 @@ nor the base64 of ``user:password`` that an echoed ``Authorization: Basic`` head
 from __future__ import annotations
 
 import base64
+import html
 import json
 import logging
+import os
 import re
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import quote
+from urllib.parse import quote, quote_plus
 
 import pytest
 from click.testing import CliRunner, Result
@@ -25,6 +29,11 @@ from loader.cluster.client import connect, safe_url
 from loader.errors import ConfigError
 from loader.redact import parse_url, redact_url, scrub_secrets, split_url
 from loader.settings import Settings, secret_values
+from loader.terminal import printable
+from tests.hostile_upstream import PASSWORD as ECHO_PASSWORD
+from tests.hostile_upstream import TERMINAL_SEQUENCE, EchoUpstream, assert_no_credential
+from tests.hostile_upstream import TOKEN as ECHO_TOKEN
+from tests.paths import REPO
 
 RESERVED = ":/?#[]@!$&'()*+,;=% "
 # Every reserved character and a space, each between distinctive pieces; '%zz' is not an escape,
@@ -399,3 +408,74 @@ def test_the_rewriters_url_credentials_are_masked_like_the_clusters(monkeypatch,
         assert result.exit_code == 0, result.output
         assert "hunter2pass" not in result.output and "bob:****@127.0.0.1:9" in result.output
     assert "hunter2pass" in secret_values(Settings(rewrite_url=env["LOADER_REWRITE_URL"]))
+
+
+def echoed_forms(secret: str) -> dict[str, str]:
+    """``secret`` as servers, proxies and libraries write it back, each inside some text."""
+    json_escaped = json.dumps(secret)
+    return {
+        "raw": secret,
+        "json": json_escaped,
+        "json-utf8": json.dumps(secret, ensure_ascii=False),
+        "json-twice": json.dumps(json_escaped),  # a JSON body quoting an escaped echo
+        "python-repr": repr(secret),
+        "dict-repr": repr({"reason": secret}),  # an exception's args in a traceback
+        "exception": repr(ValueError(f"bad password {secret!r}")),
+        "terminal": printable(secret),
+        "url": quote(secret),
+        "url-all": quote(secret, safe=""),
+        "form": quote_plus(secret),
+        "html": html.escape(secret),
+    }
+
+
+@pytest.mark.parametrize("form", echoed_forms(ECHO_PASSWORD))
+def test_every_form_an_echo_takes_is_masked(form):
+    """A password holding an ESC, both quotes, a backslash and a Latin-1 letter, echoed back in
+    each form: the scrubbed text, as the terminal shows it, holds no word of it."""
+    text = f"upstream said: {echoed_forms(ECHO_PASSWORD)[form]} (Basic {ECHO_TOKEN})."
+    secrets = secret_values(Settings(opensearch_user=USER, opensearch_password=ECHO_PASSWORD))
+    scrubbed = scrub_secrets(text, secrets)
+    assert scrubbed.startswith("upstream said: ") and scrubbed.endswith(" (Basic ****).")
+    assert_no_credential(scrubbed, printable(scrubbed))
+    if form not in ("json-twice", "exception"):  # escaped once: masked whole without pieces
+        assert_no_credential(scrub_secrets(text, secrets, pieces=False))
+
+
+ECHO_COMMANDS = {
+    "apply": ["apply", "--dry-run"],
+    "push": ["push", "."],
+    "search": ["search", "refund", "--no-rerank", "--mode", "bm25"],
+    "doctor": ["doctor"],
+}
+
+
+@pytest.mark.parametrize(("status", "kind"), [(400, "json"), (401, "text"), (503, "page")])
+def test_debug_prints_no_form_of_an_echoed_password(tmp_path, status, kind):
+    """The real entry point with --debug (tracebacks, opensearch-py's log of every answer's body)
+    against a proxy echoing the credentials: no word of the password, no piece of its Basic
+    token, and no raw terminal control sequence, for every command."""
+    (tmp_path / "refunds.md").write_text("# Refunds\n\nLate orders are refunded.\n")
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith(("OPENSEARCH_", "LOADER_"))},
+        "PYTHONPATH": str(REPO),
+        "OPENSEARCH_USER": USER,
+        "OPENSEARCH_PASSWORD": ECHO_PASSWORD,
+        "LOADER_INDEX_NAME": "echo-kb",
+    }
+    with EchoUpstream(status, kind) as upstream:
+        env["OPENSEARCH_URL"] = upstream.url
+        for name, args in ECHO_COMMANDS.items():
+            done = subprocess.run(
+                [sys.executable, "-m", "loader", *args, "--debug"],
+                cwd=tmp_path,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
+            output = done.stdout + done.stderr
+            assert done.returncode in (3, 4, 11), (name, done.returncode, output[-2000:])
+            assert "DEBUG opensearch: <" in output, name  # the answer's body was logged
+            assert_no_credential(output)
+            assert TERMINAL_SEQUENCE not in output and "\x1b" not in output, name
