@@ -11,9 +11,10 @@ import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import opensearchpy
-from opensearchpy import OpenSearch
+from opensearchpy import OpenSearch, Transport
 
 from loader.errors import AuthenticationError, ClusterError, ClusterUnavailableError, ConfigError
 from loader.redact import parse_url, scrub_secrets, split_url
@@ -34,6 +35,31 @@ def safe_url(url: str) -> str:
         safe_url("https://admin:p/ss#w@search.example.com:9200/")  # 'https://search...com:9200'
     """
     return split_url(url).without_credentials()
+
+
+class JsonTransport(Transport):
+    """opensearch-py's transport, refusing an answer that is not the JSON OpenSearch sends.
+
+    opensearch-py deserializes a ``text/plain`` answer (a proxy's or web server's page) to a
+    ``str``, and an empty one to ``""``; every caller then fails on it with an ``AttributeError``
+    far from the request. OpenSearch answers every API with a JSON object, and ``_cat`` (with
+    ``format=json``) with an array: anything else is a ``SerializationError`` here, which
+    ``cluster_errors`` turns into the ``ClusterError`` of an answer that is not OpenSearch's JSON.
+    """
+
+    def perform_request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        answer = super().perform_request(method, url, *args, **kwargs)
+        if method == "HEAD":  # a bool: whether the object exists
+            return answer
+        if url.startswith("/_cat/"):
+            expected, what = (dict, list), "a JSON object or array"
+        else:
+            expected, what = dict, "a JSON object"
+        if not isinstance(answer, expected):
+            raise opensearchpy.SerializationError(
+                f"{method} {url} was answered with a {type(answer).__name__}, not {what}"
+            )
+        return answer
 
 
 def connect(settings: Settings, *, connections: int = 10) -> OpenSearch:
@@ -62,6 +88,7 @@ def connect(settings: Settings, *, connections: int = 10) -> OpenSearch:
         "max_retries": 0,
         "retry_on_timeout": False,
         "pool_maxsize": connections,
+        "transport_class": JsonTransport,
     }
     user = settings.opensearch_user or parts.username
     password = settings.opensearch_password or parts.password
@@ -116,7 +143,9 @@ def translate_error(exc: Exception, settings: Settings, doing: str) -> ClusterEr
         # A 2xx answer that is not JSON: a web server or proxy page, not OpenSearch.
         return ClusterError(
             f"{where} answered something that is not OpenSearch's JSON while {doing}; "
-            "check that OPENSEARCH_URL points at an OpenSearch cluster"
+            "check that OPENSEARCH_URL points at an OpenSearch cluster",
+            public_reason="OpenSearch's address answered something that is not OpenSearch's "
+            "JSON (a proxy's or web server's page); the server's log has the reason",
         )
     return _answer_error(exc, where, doing, secrets)
 

@@ -264,6 +264,48 @@ def test_html_answers_get_their_own_message(folder, html_url, html_404_url):
     )
 
 
+@pytest.fixture(
+    scope="module",
+    params=[(WEB_PAGE, "text/plain"), ("", "application/json"), ('"ok"', "application/json")],
+    ids=["html-as-text", "empty", "json-string"],
+)
+def not_json_200_url(request) -> Iterator[str]:
+    """Answers 200 with a body that is not a JSON object: a proxy's page labelled text/plain
+    (opensearch-py hands it back as a str), nothing at all, or a bare JSON string."""
+    body, content_type = request.param
+    yield from serve(200, body, content_type)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_200_that_is_not_json_is_the_clusters_error(command, folder, not_json_200_url):
+    """Not an 'unexpected AttributeError' (exit 1) from wherever the answer was first read."""
+    assert_one_line(
+        run(command, not_json_200_url, folder),
+        ClusterError.exit_code,
+        f"{not_json_200_url} answered something that is not OpenSearch's JSON while "
+        f"{doing(command)}; check that OPENSEARCH_URL points at an OpenSearch cluster",
+    )
+
+
+def test_doctor_reports_a_200_that_is_not_json_as_the_clusters_failure(folder, not_json_200_url):
+    with contextlib.chdir(folder.parent):
+        result = CliRunner().invoke(
+            cli,
+            ["doctor", "--url", not_json_200_url, "--index", INDEX],
+            env={"OPENSEARCH_URL": None},
+        )
+    assert result.exit_code == ClusterError.exit_code, (result.output, result.exception)
+    assert (
+        f"FAIL  cluster: {not_json_200_url} answered something that is not OpenSearch's JSON "
+        "while reading the cluster's version and health; check that OPENSEARCH_URL points at an "
+        "OpenSearch cluster" in result.stdout
+    )
+    assert (
+        result.stderr
+        == "Error: loader doctor: 0 ok, 0 warnings, 1 failed, 1 skipped; first: cluster\n"
+    )
+
+
 @pytest.mark.parametrize("command", COMMANDS)
 def test_rejected_credentials(command, folder, unauthorized_url):
     result = run(command, unauthorized_url, folder)
