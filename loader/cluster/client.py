@@ -224,13 +224,17 @@ def _reason(exc: opensearchpy.TransportError, secrets: list[str]) -> str:
     return scrub_secrets(reason, secrets)
 
 
-def bad_request_reason(exc: opensearchpy.TransportError, limit: int = 300) -> str:
-    """The reason of OpenSearch's 400, on one line: the root cause's type and reason."""
+def bad_request_reason(
+    exc: opensearchpy.TransportError, settings: Settings, limit: int = 300
+) -> str:
+    """The reason of OpenSearch's 400, on one line: the root cause's type and reason, the
+    settings' secrets masked before it is cut short (a cluster or proxy may echo the request's
+    credentials in it, and ``loader serve`` shows it to HTTP clients)."""
     error = exc.info.get("error") if isinstance(exc.info, dict) else None
     if isinstance(error, dict):
         root = (error.get("root_cause") or [error])[0]
         reason = f"{root.get('type', '')}: {root.get('reason', '')}".strip(": ")
     else:
         reason = str(error or exc.error)
-    reason = " ".join(reason.split())
+    reason = " ".join(scrub_secrets(reason, secret_values(settings)).split())
     return reason if len(reason) <= limit else reason[: limit - 3] + "..."

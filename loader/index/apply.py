@@ -212,8 +212,8 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
                     # cause named), not the cluster failing.
                     raise ConfigError(
                         f"OpenSearch refused the {change.kind} {change.name} rendered from the "
-                        f"configuration files and settings: {bad_request_reason(exc)}; fix the "
-                        "setting or file (the changes before it were applied, none after)"
+                        f"configuration files and settings: {bad_request_reason(exc, settings)}; "
+                        "fix the setting or file (the changes before it were applied, none after)"
                     ) from exc
             log.info("done: %s", change.line())
             if change.kind == "alias":

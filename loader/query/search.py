@@ -171,7 +171,7 @@ def _explained(
     if (
         pipeline
         and isinstance(cause, opensearchpy.RequestError)
-        and f"Pipeline {pipeline} is not defined" in bad_request_reason(cause)
+        and f"Pipeline {pipeline} is not defined" in bad_request_reason(cause, settings)
     ):
         return ClusterError(
             f"search pipeline {pipeline!r} does not exist; run `loader apply` for index "
@@ -189,7 +189,7 @@ def _explained(
     if isinstance(cause, opensearchpy.RequestError) and isinstance(cause.info, dict):
         # The client's fault, so not a ClusterError; no URL in the message.
         return QueryError(
-            f"OpenSearch refused the search as a bad request: {bad_request_reason(cause)}"
+            f"OpenSearch refused the search as a bad request: {bad_request_reason(cause, settings)}"
         )
     return exc
 

@@ -66,7 +66,8 @@ from loader.query.body import KeyedSearchRequest, SearchRequest
 from loader.query.request import MAX_QUESTION_CHARS
 from loader.query.rewrite import rewriter_from_settings
 from loader.query.search import search
-from loader.settings import Settings
+from loader.redact import scrub_secrets
+from loader.settings import Settings, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -115,15 +116,17 @@ def _validation_message(errors: list[dict[str, Any]]) -> tuple[str, list[dict[st
 
 
 def loader_error(
-    exc: LoaderError, status: int | None = None, action: str = "search"
+    exc: LoaderError, secrets: list[str], status: int | None = None, action: str = "search"
 ) -> JSONResponse:
     """The one mapping of the library's errors to HTTP: each class's status (or ``status``), and
     its message only where it is safe to show (never the cluster's URL or internals; the log has
-    them, naming the ``action`` that failed)."""
+    them, naming the ``action`` that failed). Both pass through ``scrub_secrets``: a message may
+    quote the cluster's answer (a 400's reason), and a cluster or the proxy in front of it may
+    echo the request's credentials in it."""
     status = exc.http_status if status is None else status
     if status >= 500:
-        log.warning("%s failed: %s", action, exc)
-    return _error(status, exc.public_message)
+        log.warning("%s failed: %s", action, scrub_secrets(str(exc), secrets))
+    return _error(status, scrub_secrets(exc.public_message, secrets))
 
 
 async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
@@ -179,6 +182,7 @@ class SearchService:
 
     def __init__(self, settings: Settings, client: Any, embedder: Any, reranker: Any) -> None:
         self.settings = settings
+        self.secrets = secret_values(settings)  # masked in every error body and log line
         self.rewriter = rewriter_from_settings(settings)  # a bad rewrite setting stops startup
         self.client = client
         self.embedder = embedder
@@ -209,7 +213,10 @@ class SearchService:
                 try:
                     self.reranker = load_reranker(self.settings)
                 except (ModelError, ConfigError) as exc:
-                    log.warning("no cross-encoder available, rerank requests answer 503: %s", exc)
+                    log.warning(
+                        "no cross-encoder available, rerank requests answer 503: %s",
+                        scrub_secrets(str(exc), self.secrets),
+                    )
                     self._reranker_failure = ModelError(
                         f"no cross-encoder available: {exc}",
                         public_reason="no cross-encoder available: reranker_model "
@@ -225,7 +232,7 @@ class SearchService:
             with cluster_errors(self.settings, "checking the cluster's health"):
                 answer = self.client.cluster.health()
         except ClusterError as exc:
-            return loader_error(exc, status=503, action="health check")
+            return loader_error(exc, self.secrets, status=503, action="health check")
         return JSONResponse(
             {"status": "ok", "cluster": answer.get("status"), "index": self.settings.index_name}
         )
@@ -242,11 +249,11 @@ class SearchService:
         try:
             request = body.to_request(self.settings, tenant)
         except LoaderError as exc:
-            return loader_error(exc)
+            return loader_error(exc, self.secrets)
         reranker = self.get_reranker() if request.rerank else None
         if request.rerank and reranker is None:
             assert self._reranker_failure is not None
-            return loader_error(self._reranker_failure)
+            return loader_error(self._reranker_failure, self.secrets)
         try:
             result = search(
                 request,
@@ -257,7 +264,7 @@ class SearchService:
                 rewriter=self.rewriter,
             )
         except LoaderError as exc:
-            return loader_error(exc)
+            return loader_error(exc, self.secrets)
         return JSONResponse(result.to_dict())
 
 
