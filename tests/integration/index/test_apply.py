@@ -86,6 +86,12 @@ def block_record(client, index: str):
     return meta.get("loader_reindex_block")
 
 
+def copy_record(client, index: str):
+    """What apply recorded on ``index`` when it found the copy whole (``_meta.loader_copy``)."""
+    meta = client.indices.get_mapping(index=index)[index]["mappings"].get("_meta") or {}
+    return meta.get("loader_copy")
+
+
 def on_first_reindex_poll(monkeypatch, client, action) -> list[int]:
     """Run ``action()`` when apply first polls its reindex task (``tasks.get`` of the real
     client), then let the poll go on: something happens on cue while the copy runs (the copy of a
@@ -294,6 +300,8 @@ def test_a_write_during_the_reindex_is_refused_not_lost(client, settings, monkey
     assert write_block(client, v1) == "true"  # no alias points at it: nothing should write there
     assert block_record(client, v1)["dest"] == v2  # kept beside the block it explains
     assert write_block(client, v2) is None
+    checked = copy_record(client, v2)  # the check before the swap found every chunk copied
+    assert (checked["from"], checked["chunks"], checked["documents"]) == (v1, 6, 6)
     written = client.index(index=alias, id="c99", body=chunk(99), refresh=True)
     assert written["_index"] == v2 and written["result"] == "created"
 
@@ -301,6 +309,46 @@ def test_a_write_during_the_reindex_is_refused_not_lost(client, settings, monkey
     assert [change.line() for change in cleanup.pending] == [f"- delete index {v1} (old version)"]
     assert not client.indices.exists(index=v1)  # the block does not stop --delete-old
     assert client.count(index=alias)["count"] == 7
+
+
+def test_a_copy_that_misses_a_write_is_refused_before_the_swap(client, settings, monkeypatch):
+    """A write the block did not stop (here: another apply lifted the block, as two applies
+    racing can) lands in v1 once the copy is done: the check before the swap finds v1's chunks
+    not all in v2, so the alias stays on v1, which takes writes again, and the apply names the
+    document."""
+    alias = settings.index_name
+    names = config_names(alias)
+    v1, v2 = names.version_index(1), names.version_index(2)
+    apply_config(settings, dimension=DIMENSION, client=client)
+    index_docs(client, alias)
+    applying = connect(settings)
+    real_get = applying.tasks.get
+    late = {**chunk(99), "source": "late.md", "collection": "kb", "doc_hash": "h99:1"}
+
+    def write_after_the_copy(*args, **kwargs):
+        task = real_get(*args, **kwargs)
+        if task.get("completed") and not client.exists(index=v1, id="c99"):
+            client.indices.put_settings(index=v1, body={"index.blocks.write": None})
+            client.index(index=v1, id="c99", body=late)
+        return task
+
+    monkeypatch.setattr(applying.tasks, "get", write_after_the_copy)
+    changed = settings.replace(text_analyzer="standard")
+    with pytest.raises(ClusterError) as refused:
+        apply_config(changed, dimension=DIMENSION, client=applying)
+
+    assert str(refused.value) == (
+        f"the copy {v2} does not hold the chunks of {v1}, so the alias was not moved: 1 of 7 "
+        f"documents differ (by tenant: 'A' 1): kb/late.md (tenant 'A'): 1 chunk in {v1}, none in "
+        f"{v2} (written during the copy: is another `loader apply` running?). The alias stays on "
+        f"{v1}; run `loader apply` again (`loader apply --delete-old` deletes {v2})"
+    )
+    assert client.indices.get_alias(name=alias) == {v1: {"aliases": {alias: {}}}}
+    assert write_block(client, v1) is None
+    assert block_record(client, v1) is None
+    assert copy_record(client, v2) is None
+    written = client.index(index=alias, id="c100", body=chunk(100), refresh=True)
+    assert written["_index"] == v1 and written["result"] == "created"
 
 
 def test_a_failed_reindex_lifts_the_block_and_leaves_the_alias(
