@@ -14,6 +14,7 @@ from collections import Counter
 from opensearchpy import helpers
 
 from loader.cluster.client import connect
+from loader.doctor.documents import check_copy
 from loader.errors import ClusterError
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
@@ -100,5 +101,7 @@ def test_a_push_during_the_reindex_loses_no_chunk_it_wrote(
         assert not lost, (
             f"round {round_number}: {len(lost)} written documents not whole in {target}"
         )
+        check = check_copy(client, settings, target)
+        assert check.status != "fail", check.line()
     # The push ran into the write block: the apply copied while it wrote.
     assert refused_by_block > 0
