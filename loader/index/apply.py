@@ -201,7 +201,8 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
                 change = _with_model_id(change, ml_model_id)
             if change.kind == "reindex":
                 source, dest = change.payload["source"], change.payload["dest"]
-                copying.enter_context(_write_blocked(client, settings, source, dest))
+                takes_over = bool(change.payload.get("takes_over_block"))
+                copying.enter_context(_write_blocked(client, settings, source, dest, takes_over))
             with cluster_errors(settings, f"{change.action} {change.kind} {change.name}"):
                 try:
                     _execute(client, settings, plan.alias, change)
@@ -221,7 +222,9 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
 
 
 @contextlib.contextmanager
-def _write_blocked(client: OpenSearch, settings: Settings, index: str, dest: str) -> Iterator[None]:
+def _write_blocked(
+    client: OpenSearch, settings: Settings, index: str, dest: str, takes_over: bool = False
+) -> Iterator[None]:
     """Block writes to ``index`` (``index.blocks.write``) for the ``with`` block: the version a
     reindex into ``dest`` copies, from before the copy until the alias has moved off it.
 
@@ -232,13 +235,16 @@ def _write_blocked(client: OpenSearch, settings: Settings, index: str, dest: str
     the write block stays, record and all: nothing should write into a version no alias points
     at (``--delete-old`` deletes it all the same). When it ends with any exception (a failed
     reindex, Ctrl-C, an alias another apply moved) the block is lifted and the record removed,
-    unless the block was there before: a block someone else set is theirs to lift.
+    unless the block was there before: a block someone else set is theirs to lift. With
+    ``takes_over`` the block there is one an apply recorded, which the plan would otherwise lift
+    first (``plan._taking_over``): it is recorded again, as this apply's own.
     """
     with cluster_errors(settings, f"reading the write block of {index}"):
         answer = client.indices.get_settings(
             index=index, name=reindex_block.WRITE_BLOCK, flat_settings=True
         )
-    ours = not reindex_block.is_write_blocked((answer.get(index) or {}).get("settings") or {})
+    flat = (answer.get(index) or {}).get("settings") or {}
+    ours = takes_over or not reindex_block.is_write_blocked(flat)
     try:
         if ours:
             with cluster_errors(settings, f"blocking writes to {index} for the reindex"):

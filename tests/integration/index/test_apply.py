@@ -18,6 +18,7 @@ from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
 from loader.index import apply as apply_module
 from loader.index.apply import apply_config, check_index_compatible
 from loader.index.render import INDEX_FILE, config_names, packaged_file
+from tests.killed import apply_killed_at_first_reindex_poll
 
 DIMENSION = 8  # a test dimension; production reads it from the embedding model
 
@@ -349,6 +350,41 @@ def test_a_copy_that_misses_a_write_is_refused_before_the_swap(client, settings,
     assert copy_record(client, v2) is None
     written = client.index(index=alias, id="c100", body=chunk(100), refresh=True)
     assert written["_index"] == v1 and written["result"] == "created"
+
+
+def test_a_reindex_keeps_the_block_another_apply_recorded_until_its_swap(
+    client, settings, monkeypatch
+):
+    """Two applies racing: the first (here SIGKILLed as it polls its copy; it could as well
+    still be copying) recorded and set the block on v1. The second, copying v1 too, takes the
+    block over instead of lifting it first: before, its plan lifted the block, then set its own,
+    and a push in between wrote into v1 while the first apply copied it."""
+    alias = settings.index_name
+    names = config_names(alias)
+    v1, v3 = names.version_index(1), names.version_index(3)
+    apply_config(settings, dimension=DIMENSION, client=client)
+    index_docs(client, alias)
+    apply_killed_at_first_reindex_poll(settings, DIMENSION, number_of_shards=2)
+    assert write_block(client, v1) == "true"
+    applying = connect(settings)
+    real_put_settings = applying.indices.put_settings
+    lifted: list[str] = []
+
+    def put_settings(*args, **kwargs):
+        if (kwargs.get("body") or {}).get("index.blocks.write", True) is None:
+            lifted.append(kwargs.get("index"))
+        return real_put_settings(*args, **kwargs)
+
+    monkeypatch.setattr(applying.indices, "put_settings", put_settings)
+    plan = apply_config(
+        settings.replace(text_analyzer="standard"), dimension=DIMENSION, client=applying
+    )
+
+    assert plan.applied and lifted == []  # never writable while it was being copied
+    assert client.indices.get_alias(name=alias) == {v3: {"aliases": {alias: {}}}}
+    assert write_block(client, v1) == "true"
+    assert block_record(client, v1)["dest"] == v3
+    assert documents(client, v3) == documents(client, v1)
 
 
 def test_a_failed_reindex_lifts_the_block_and_leaves_the_alias(
