@@ -156,9 +156,10 @@ def check_documents(client: OpenSearch, settings: Settings) -> Check:
 def check_copy(client: OpenSearch, settings: Settings, index: str) -> Check:
     """``index`` (the alias's) against the kept version a `loader apply` copied it from (the
     one whose write-block record names it as the copy's destination), per document and
-    doc_hash, as apply checks a copy before its swap (``copy_check.compare_versions``). A copy
-    apply checked (``_meta.loader_copy``) is not compared again: pushes since the swap make the
-    two differ."""
+    doc_hash, as apply checks a copy before its swap (``copy_check.compare_versions``), leaving
+    out documents only ``index`` holds (pushed since the swap: no copy makes one). A copy apply
+    checked (``_meta.loader_copy``) is not compared again: pushes since the swap make the two
+    differ."""
     alias = settings.index_name
     with cluster_errors(settings, f"reading the mappings of the versions of {alias!r}"):
         answer = client.indices.get_mapping(index=f"{alias}-v*")
@@ -184,19 +185,19 @@ def check_copy(client: OpenSearch, settings: Settings, index: str) -> Check:
         return Check(COPY_NAME, "skip", f"no kept version {index} was copied from")
     source = sources[-1]
     with cluster_errors(settings, f"comparing the chunks of {source} and {index}"):
-        found = copy_check.compare_versions(client, source, index)
+        found = copy_check.compare_versions(client, source, index, dest_only=False)
     if found.equal:
         return Check(
             COPY_NAME,
             "ok",
-            f"{index} holds the chunks of the {found.documents} documents of {source}, the "
-            "version it was copied from",
+            f"{index} holds the chunks of each of the {found.documents} documents of {source},"
+            " the version it was copied from",
         )
     paths = _sources(client, settings, f"{source},{index}", found.shown_ids())
     detail = (
-        f"{index} differs from {source}, the version a `loader apply` copied it from (one "
-        "that did not check its copy; pushes since the alias moved count too): "
-        f"{found.describe(paths)}"
+        f"{index} does not hold every document of {source} as it is there, the version a "
+        "`loader apply` copied it from (one that did not check its copy; a document changed "
+        f"or removed since the alias moved counts too): {found.describe(paths)}"
     )
     fix = (
         f"push the folders of the tenants named again (`loader push <folder> --tenant <t>`): "

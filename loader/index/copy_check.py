@@ -173,11 +173,14 @@ def compare(
     source: str,
     dest: str,
     limit: int = SHOWN,
+    dest_only: bool = True,
 ) -> VersionComparison:
     """Compare two versions' ``chunk_groups`` document by document. Pure.
 
     A document differs when its chunk count under any ``doc_hash`` differs, or it is in one
-    version only. ``documents`` counts the documents of either version."""
+    version only; with ``dest_only`` false a document only ``dest`` holds is left out (no copy
+    makes one: doctor's, where it is a push since the swap). ``documents`` counts the documents
+    compared."""
     found = VersionComparison(source, dest)
     olds, news = stored_documents(source_rows), stored_documents(dest_rows)
     old, new = next(olds, None), next(news, None)
@@ -186,6 +189,8 @@ def compare(
             pair, old = DocumentDifference(old, None), next(olds, None)
         elif old is None or _order(new.doc_id) < _order(old.doc_id):
             pair, new = DocumentDifference(None, new), next(news, None)
+            if not dest_only:
+                continue
         else:
             pair, old, new = DocumentDifference(old, new), next(olds, None), next(news, None)
         found.documents += 1
@@ -199,10 +204,13 @@ def compare(
     return found
 
 
-def compare_versions(client: OpenSearch, source: str, dest: str) -> VersionComparison:
-    """Compare the chunks ``source`` and ``dest`` hold (what is refreshed in each); raises
-    opensearch-py's errors."""
-    return compare(chunk_groups(client, source), chunk_groups(client, dest), source, dest)
+def compare_versions(
+    client: OpenSearch, source: str, dest: str, dest_only: bool = True
+) -> VersionComparison:
+    """Compare the chunks ``source`` and ``dest`` hold (what is refreshed in each), as
+    ``compare``; raises opensearch-py's errors."""
+    groups = chunk_groups(client, source), chunk_groups(client, dest)
+    return compare(*groups, source, dest, dest_only=dest_only)
 
 
 def source_paths(client: OpenSearch, index: str, doc_ids: list[str]) -> dict[str, str]:

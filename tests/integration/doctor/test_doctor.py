@@ -320,8 +320,8 @@ def test_finds_a_version_that_lacks_documents_of_the_version_it_was_copied_from(
 ):
     """What an apply that did not check its copy left (one before the check, copying while a
     push wrote): v2 behind the alias lacks a document v1, the version it was copied from, holds.
-    Doctor compares the two as apply does before its swap and names it; the push it names
-    writes it again."""
+    Doctor compares the two as apply does before its swap and names it (not a document pushed
+    since the swap, only in v2); the push it names writes it again."""
     alias = settings.index_name
     v1, v2 = f"{alias}-v1", f"{alias}-v2"
     apply_config(
@@ -334,6 +334,9 @@ def test_finds_a_version_that_lacks_documents_of_the_version_it_was_copied_from(
     meta = client.indices.get_mapping(index=v2)[v2]["mappings"]["_meta"]
     unchecked = {key: value for key, value in meta.items() if key != "loader_copy"}
     client.indices.put_mapping(index=v2, body={"_meta": unchecked})
+    # A document pushed since the swap is only in v2: no copy makes one, it is left out.
+    (tmp_path / "kb" / "new.md").write_text("---\ntenant: A\n---\n# New\n\nA new page.\n")
+    assert push(tmp_path / "kb", settings, client=client, embedder=embedder).added == 1
     client.delete_by_query(
         index=v2, body={"query": {"term": {"source": "refunds.md"}}}, refresh=True
     )
@@ -341,9 +344,10 @@ def test_finds_a_version_that_lacks_documents_of_the_version_it_was_copied_from(
     report = _doctor(settings, client, embedder)
     (check,) = [check for check in report.failures if check.name == "copied version"]
     assert check.detail == (
-        f"{v2} differs from {v1}, the version a `loader apply` copied it from (one that did not "
-        "check its copy; pushes since the alias moved count too): 1 of 2 documents differ (by "
-        f"tenant: 'A' 1): kb/refunds.md (tenant 'A'): 1 chunk in {v1}, none in {v2}"
+        f"{v2} does not hold every document of {v1} as it is there, the version a `loader "
+        "apply` copied it from (one that did not check its copy; a document changed or removed "
+        "since the alias moved counts too): 1 of 2 documents differ (by tenant: 'A' 1): "
+        f"kb/refunds.md (tenant 'A'): 1 chunk in {v1}, none in {v2}"
     )
     assert check.fix == (
         "push the folders of the tenants named again (`loader push <folder> --tenant <t>`): it "
@@ -352,6 +356,6 @@ def test_finds_a_version_that_lacks_documents_of_the_version_it_was_copied_from(
     assert push(tmp_path / "kb", settings, client=client, embedder=embedder).failed == 0
     names = {check.name: check for check in _doctor(settings, client, embedder).checks}
     assert names["copied version"].line() == (
-        f"ok    copied version: {v2} holds the chunks of the 2 documents of {v1}, the version "
-        "it was copied from"
+        f"ok    copied version: {v2} holds the chunks of each of the 2 documents of {v1}, the "
+        "version it was copied from"
     )

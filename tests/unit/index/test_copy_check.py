@@ -58,3 +58,16 @@ def test_chunks_without_a_doc_id_sort_first_as_opensearch_returns_them():
         "1 of 2 documents differ (by tenant: None 1): None (tenant None): 2 chunks in kb-v2, "
         "none in kb-v3",
     )
+
+
+def test_documents_only_the_copy_holds_can_be_left_out():
+    # doctor's view: a document pushed into the copy since the swap is no copy's loss.
+    source = [row("a", "h1:1", 1), row("c", "h3:1", 1)]
+    dest = [row("a", "h1:1", 1), row("b", "h2:1", 1)]
+    found = compare(source, dest, "kb-v2", "kb-v3", dest_only=False)
+    assert (found.documents, found.differing, found.describe({"c": "faq.md"})) == (
+        2,
+        1,
+        "1 of 2 documents differ (by tenant: 't' 1): kb/faq.md (tenant 't'): 1 chunk in kb-v2, "
+        "none in kb-v3",
+    )
