@@ -9,7 +9,9 @@ One line per check -- ``ok``, ``warn`` or ``FAIL`` with its fix -- in the order 
 - ``probes``: what only running a query shows -- hybrid scores really fused by each pipeline,
   filters inside the k-NN search, chunks per tenant, chunks cut with other chunking settings;
 - ``documents``: half-written documents (a push stopped between two bulk requests), found by
-  aggregating the chunks by document.
+  aggregating the chunks by document; and the version behind the alias against the kept version
+  a `loader apply` copied it from (``loader.index.copy_check``, the check apply makes before its
+  swap).
 
 A room of its own above ``index``, ``ingest`` and ``query``, because it checks all of them: it may
 import ``loader.cluster``, ``loader.index``, ``loader.ingest``, ``loader.models`` and the shared

@@ -6,8 +6,11 @@ Every chunk carries its document's ``doc_hash``, which records the document's ch
 chunks carry one ``doc_hash`` and there are as many as it records -- what a push asks before it
 takes a document for unchanged (``loader.ingest.plan.is_unchanged``); any other document is
 rewritten by the next push of its folder. Doctor finds the others with one composite aggregation
-over ``(doc_id, doc_hash)``, paged (``DOCUMENT_PAGE`` buckets a request, keys and counts only: no
-chunk is read), names the first ``SHOWN_DOCUMENTS`` and counts the rest.
+over ``(doc_id, doc_hash)``, paged (``loader.index.copy_check.chunk_groups``: keys and counts
+only, no chunk is read), names the first ``SHOWN_DOCUMENTS`` and counts the rest.
+
+Copied versions: the version the alias points at against the kept version a `loader apply`
+copied it from, with the comparison apply makes before its swap (``check_copy``).
 
 Example::
 
@@ -21,11 +24,12 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors
 from loader.doctor.report import Check
+from loader.index import copy_check, reindex_block
+from loader.index.plan import version_of
 from loader.ingest.plan import recorded_chunk_count
 from loader.settings import Settings
 
@@ -33,11 +37,9 @@ if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
 NAME = "half-written documents"
+COPY_NAME = "copied version"
 # Documents named in the report; the others are counted.
 SHOWN_DOCUMENTS = 10
-# Composite buckets (one per document and doc_hash) a request: ~130 bytes each in the answer.
-DOCUMENT_PAGE = 10_000
-_SOURCES = ("doc_id", "doc_hash", "tenant", "collection")
 
 
 @dataclass(frozen=True)
@@ -83,11 +85,8 @@ class DocumentScan:
 def documents(rows: Iterable[Mapping[str, Any]]) -> Iterator[DocumentChunks]:
     """Group composite buckets (``key``: doc_id, doc_hash, tenant, collection; ``doc_count``),
     sorted by doc_id as the composite aggregation returns them, into documents."""
-    for doc_id, group in groupby(rows, key=lambda row: row["key"]["doc_id"]):
-        buckets = list(group)
-        key = buckets[0]["key"]
-        counts = {bucket["key"]["doc_hash"]: bucket["doc_count"] for bucket in buckets}
-        yield DocumentChunks(doc_id, str(key["tenant"]), str(key["collection"]), counts)
+    for doc in copy_check.stored_documents(rows):
+        yield DocumentChunks(str(doc.doc_id), str(doc.tenant), str(doc.collection), doc.counts)
 
 
 def scan_documents(rows: Iterable[Mapping[str, Any]], limit: int = SHOWN_DOCUMENTS) -> DocumentScan:
@@ -136,51 +135,78 @@ def half_written_check(scan: DocumentScan, sources: Mapping[str, str]) -> Check:
 
 def _rows(client: OpenSearch, settings: Settings) -> Iterator[Mapping[str, Any]]:
     """Every ``(doc_id, doc_hash, tenant, collection)`` bucket with its chunk count, page by
-    page in doc_id order."""
-    composite: dict[str, Any] = {
-        "size": DOCUMENT_PAGE,
-        "sources": [{name: {"terms": {"field": name}}} for name in _SOURCES],
-    }
-    keep = [
-        f"aggregations.documents.{part}"
-        for part in ("after_key", "buckets.key", "buckets.doc_count")
-    ]
-    while True:
-        with cluster_errors(
-            settings, f"grouping the chunks of {settings.index_name!r} by document"
-        ):
-            answer = client.search(
-                index=settings.index_name,
-                body={"size": 0, "aggs": {"documents": {"composite": composite}}},
-                filter_path=keep,
-            )
-        page = (answer.get("aggregations") or {}).get("documents") or {}
-        buckets = page.get("buckets") or []
-        yield from buckets
-        if len(buckets) < DOCUMENT_PAGE or not page.get("after_key"):
-            return
-        composite["after"] = page["after_key"]
+    page in doc_id order (``loader.index.copy_check.chunk_groups``)."""
+    with cluster_errors(settings, f"grouping the chunks of {settings.index_name!r} by document"):
+        yield from copy_check.chunk_groups(client, settings.index_name)
 
 
-def _sources(client: OpenSearch, settings: Settings, doc_ids: list[str]) -> dict[str, str]:
+def _sources(client: OpenSearch, settings: Settings, index: str, doc_ids: list[str]) -> dict:
     """doc_id -> source path, one chunk read per document."""
-    if not doc_ids:
-        return {}
     with cluster_errors(settings, f"reading the sources of {len(doc_ids)} documents"):
-        answer = client.search(
-            index=settings.index_name,
-            body={
-                "size": len(doc_ids),
-                "query": {"terms": {"doc_id": doc_ids}},
-                "collapse": {"field": "doc_id"},
-                "_source": ["doc_id", "source"],
-            },
-        )
-    return {hit["_source"]["doc_id"]: hit["_source"]["source"] for hit in answer["hits"]["hits"]}
+        return copy_check.source_paths(client, index, doc_ids)
 
 
 def check_documents(client: OpenSearch, settings: Settings) -> Check:
     """The half-written documents check of the index behind ``settings.index_name``."""
     scan = scan_documents(_rows(client, settings))
-    sources = _sources(client, settings, [doc.doc_id for doc in scan.shown])
+    sources = _sources(client, settings, settings.index_name, [doc.doc_id for doc in scan.shown])
     return half_written_check(scan, sources)
+
+
+def check_copy(client: OpenSearch, settings: Settings, index: str) -> Check:
+    """``index`` (the alias's) against the kept version a `loader apply` copied it from (the
+    one whose write-block record names it as the copy's destination), per document and
+    doc_hash, as apply checks a copy before its swap (``copy_check.compare_versions``), leaving
+    out documents only ``index`` holds (pushed since the swap: no copy makes one). A copy apply
+    checked (``_meta.loader_copy``) is not compared again: pushes since the swap make the two
+    differ."""
+    alias = settings.index_name
+    with cluster_errors(settings, f"reading the mappings of the versions of {alias!r}"):
+        answer = client.indices.get_mapping(index=f"{alias}-v*")
+    metas = {
+        name: ((body.get("mappings") or {}).get("_meta") or {})
+        for name, body in answer.items()
+        if version_of(alias, name) is not None
+    }
+    checked = (metas.get(index) or {}).get(copy_check.META_KEY)
+    if isinstance(checked, Mapping):
+        return Check(
+            COPY_NAME,
+            "ok",
+            f"{index} held the {checked.get('chunks', '?')} chunks of "
+            f"{str(checked.get('from', '?'))[:60]} when the alias moved to it (checked by "
+            "`loader apply`)",
+        )
+    sources = sorted(
+        (name for name, meta in metas.items() if _copied_to(meta) == index),
+        key=lambda name: version_of(alias, name) or 0,
+    )
+    if not sources:
+        return Check(COPY_NAME, "skip", f"no kept version {index} was copied from")
+    source = sources[-1]
+    with cluster_errors(settings, f"comparing the chunks of {source} and {index}"):
+        found = copy_check.compare_versions(client, source, index, dest_only=False)
+    if found.equal:
+        return Check(
+            COPY_NAME,
+            "ok",
+            f"{index} holds the chunks of each of the {found.documents} documents of {source},"
+            " the version it was copied from",
+        )
+    paths = _sources(client, settings, f"{source},{index}", found.shown_ids())
+    detail = (
+        f"{index} does not hold every document of {source} as it is there, the version a "
+        "`loader apply` copied it from (one that did not check its copy; a document changed "
+        f"or removed since the alias moved counts too): {found.describe(paths)}"
+    )
+    fix = (
+        f"push the folders of the tenants named again (`loader push <folder> --tenant <t>`): "
+        f"it writes what {index} lacks; then `loader apply --delete-old` deletes {source}"
+    )
+    return Check(COPY_NAME, "fail", detail, fix)
+
+
+def _copied_to(meta: Mapping[str, Any]) -> Any:
+    """The destination the write-block record of a version names (``reindex_block``)."""
+    record = meta.get(reindex_block.META_KEY)
+    return record.get("dest") if isinstance(record, Mapping) else None

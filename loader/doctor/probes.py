@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors
-from loader.doctor.documents import check_documents
+from loader.doctor.documents import check_copy, check_documents
 from loader.doctor.report import Check, DoctorReport
 from loader.errors import ClusterError
 from loader.index.render import DesiredConfig
@@ -242,5 +242,6 @@ def probe_index(
     aggregations = _counts(client, settings, report)
     _chunking_check(aggregations, settings, report)
     report.checks.append(check_documents(client, settings))
+    report.checks.append(check_copy(client, settings, index))
     _filter_check(client, settings, desired, desired.dimension, report)
     _fused_check(client, settings, desired, report)

@@ -47,7 +47,7 @@ from opensearchpy import OpenSearch
 from loader.cluster.client import bad_request_reason, cluster_errors, connect, safe_url
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
-from loader.index import reindex_block
+from loader.index import copy_check, reindex_block
 from loader.index.bulk_load import restore_index
 from loader.index.diff import describe_fingerprint, normalize
 from loader.index.plan import STEP_ML_MODEL, Change, Plan, plan_changes
@@ -201,7 +201,8 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
                 change = _with_model_id(change, ml_model_id)
             if change.kind == "reindex":
                 source, dest = change.payload["source"], change.payload["dest"]
-                copying.enter_context(_write_blocked(client, settings, source, dest))
+                takes_over = bool(change.payload.get("takes_over_block"))
+                copying.enter_context(_write_blocked(client, settings, source, dest, takes_over))
             with cluster_errors(settings, f"{change.action} {change.kind} {change.name}"):
                 try:
                     _execute(client, settings, plan.alias, change)
@@ -221,7 +222,9 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
 
 
 @contextlib.contextmanager
-def _write_blocked(client: OpenSearch, settings: Settings, index: str, dest: str) -> Iterator[None]:
+def _write_blocked(
+    client: OpenSearch, settings: Settings, index: str, dest: str, takes_over: bool = False
+) -> Iterator[None]:
     """Block writes to ``index`` (``index.blocks.write``) for the ``with`` block: the version a
     reindex into ``dest`` copies, from before the copy until the alias has moved off it.
 
@@ -232,13 +235,16 @@ def _write_blocked(client: OpenSearch, settings: Settings, index: str, dest: str
     the write block stays, record and all: nothing should write into a version no alias points
     at (``--delete-old`` deletes it all the same). When it ends with any exception (a failed
     reindex, Ctrl-C, an alias another apply moved) the block is lifted and the record removed,
-    unless the block was there before: a block someone else set is theirs to lift.
+    unless the block was there before: a block someone else set is theirs to lift. With
+    ``takes_over`` the block there is one an apply recorded, which the plan would otherwise lift
+    first (``plan._taking_over``): it is recorded again, as this apply's own.
     """
     with cluster_errors(settings, f"reading the write block of {index}"):
         answer = client.indices.get_settings(
             index=index, name=reindex_block.WRITE_BLOCK, flat_settings=True
         )
-    ours = not reindex_block.is_write_blocked((answer.get(index) or {}).get("settings") or {})
+    flat = (answer.get(index) or {}).get("settings") or {}
+    ours = takes_over or not reindex_block.is_write_blocked(flat)
     try:
         if ours:
             with cluster_errors(settings, f"blocking writes to {index} for the reindex"):
@@ -321,9 +327,14 @@ def _move_alias(client: OpenSearch, alias: str, payload: Mapping[str, str]) -> N
 
 
 def _reindex(client: OpenSearch, settings: Settings, source: str, dest: str) -> None:
-    """Copy every document as a server-side task, wait for it, and make the copy searchable.
+    """Copy every document as a server-side task, wait for it, make the copy searchable, and
+    check it holds every chunk of ``source`` (``_check_copy``) before the alias may move.
     Interrupted (Ctrl-C), the task is cancelled: left running, it would go on filling an index
     nothing points at, beside the next apply's own copy."""
+    # _reindex reads a point-in-time of what is refreshed: writes acknowledged before the write
+    # block but not yet refreshed (the refresh interval, or a shard gone search-idle) would not
+    # be copied, and the moved alias would lose them.
+    client.indices.refresh(index=source)
     started = client.reindex(
         body={"source": {"index": source}, "dest": {"index": dest}},
         wait_for_completion=False,
@@ -354,6 +365,32 @@ def _reindex(client: OpenSearch, settings: Settings, source: str, dest: str) -> 
         )
     client.indices.refresh(index=dest)
     log.info("reindexed %s documents %s -> %s", response.get("created", "?"), source, dest)
+    _check_copy(client, source, dest)
+
+
+def _check_copy(client: OpenSearch, source: str, dest: str) -> None:
+    """Refuse the swap unless ``dest`` holds the chunks of ``source``, counted per document and
+    doc_hash (``copy_check``); record the check in ``dest``'s ``_meta`` when it does.
+
+    Raises:
+        ClusterError: the copy differs, naming the documents (the apply stops before the swap:
+            the block on ``source`` is lifted).
+    """
+    client.indices.refresh(index=source)  # what a write the block did not stop would add
+    found = copy_check.compare_versions(client, source, dest)
+    if not found.equal:
+        paths = copy_check.source_paths(client, f"{source},{dest}", found.shown_ids())
+        raise ClusterError(
+            f"the copy {dest} does not hold the chunks of {source}, so the alias was not moved: "
+            f"{found.describe(paths)} (written during the copy: is another `loader apply` "
+            f"running?). The alias stays on {source}; run `loader apply` again (`loader apply "
+            f"--delete-old` deletes {dest})"
+        )
+    answer = client.indices.get_mapping(index=dest)
+    meta = ((answer.get(dest) or {}).get("mappings") or {}).get("_meta") or {}
+    record = copy_check.copy_record(found)
+    client.indices.put_mapping(index=dest, body={"_meta": {**meta, copy_check.META_KEY: record}})
+    log.info("checked %s: it holds the %s chunks of %s", dest, found.chunks, source)
 
 
 # --- the guard push calls --------------------------------------------------------------------

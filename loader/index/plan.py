@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
@@ -200,7 +200,14 @@ def _index_changes(
         step = _new_version(desired_index, state.index_name, next_index, diff)
     else:
         step = _IndexStep(state.index_name, _in_place_changes(state.index_name, diff))
-    if lift is not None:
+    reindex = next((change for change in step.changes if change.kind == "reindex"), None)
+    if lift is not None and reindex is not None:
+        # The reindex blocks the same index: it takes the recorded block over. Lifted first,
+        # a push could write into the version for a moment -- while the apply that recorded
+        # the block, if it is still running, copies it.
+        position = step.changes.index(reindex)
+        step.changes[position] = _taking_over(reindex, lift.payload)
+    elif lift is not None:
         step.changes.insert(0, lift)
     if restore is not None:
         step.changes.insert(0, restore)
@@ -220,6 +227,20 @@ def _reindex_block_lift(
         return None, current
     change = Change(STEP_INDEX, reindex_block.PLAN_KIND, index, "update", lift.detail(), lift)
     return change, reindex_block.lifted_view(current, lift)
+
+
+def _taking_over(reindex: Change, lift: reindex_block.Lift) -> Change:
+    """The reindex of the index ``lift`` would unblock, keeping its block as its own."""
+    source = reindex.payload["source"]
+    left_by = reindex_block.describe(source, lift.record)
+    return replace(
+        reindex,
+        detail=(
+            f"(keeps the write block on {source} left by {left_by}, as its own: a push during "
+            "the copy fails instead of being lost)"
+        ),
+        payload={**reindex.payload, "takes_over_block": True},
+    )
 
 
 def _bulk_load_restore(

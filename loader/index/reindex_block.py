@@ -110,11 +110,16 @@ def lifted_view(index_state: Mapping[str, Any], lift: Lift) -> dict[str, Any]:
 
 
 def block_for_reindex(client: OpenSearch, index: str, dest: str) -> None:
-    """Record the block (keeping every other ``_meta`` key), then set it."""
+    """Record the block (keeping every other ``_meta`` key), then set it with the add index
+    block API (``PUT <index>/_block/write``), which answers once every shard has taken it: a
+    bulk request already past the block check when it was set has finished, so every write
+    acknowledged before is in the index and none comes after. Putting ``index.blocks.write``
+    with ``_settings`` gives no such guarantee: an acknowledged write could still land after
+    the copy's snapshot."""
     answer = client.indices.get_mapping(index=index)
     meta = ((answer.get(index) or {}).get("mappings") or {}).get("_meta") or {}
     client.indices.put_mapping(index=index, body={"_meta": {**meta, META_KEY: new_record(dest)}})
-    client.indices.put_settings(index=index, body={WRITE_BLOCK: True})
+    client.indices.add_block(index=index, block="write")
 
 
 def lift_index(client: OpenSearch, lift: Lift) -> None:

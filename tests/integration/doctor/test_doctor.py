@@ -12,9 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
-from loader.doctor import documents
 from loader.doctor.checks import run_doctor
-from loader.index import bulk_load
+from loader.index import bulk_load, copy_check
 from loader.index.apply import apply_config
 from loader.index.render import render_config
 from loader.ingest.sync import push
@@ -293,7 +292,7 @@ def test_finds_documents_a_killed_push_left_half_written(
     settings, client, embedder, half_written, monkeypatch
 ):
     # One bucket a request: guide.md's two doc_hashes come in two pages of the aggregation.
-    monkeypatch.setattr(documents, "DOCUMENT_PAGE", 1)
+    monkeypatch.setattr(copy_check, "PAGE", 1)
     failed = _failed(_doctor(settings, client, embedder))
     assert failed == {
         "half-written documents": "2 of 4 documents are half-written (a push stopped in the "
@@ -314,3 +313,49 @@ def test_finds_documents_a_killed_push_left_half_written(
     assert _failed(report) == {}
     names = {check.name: check.detail for check in report.checks}
     assert names["half-written documents"] == "the chunks of each of the 4 documents agree"
+
+
+def test_finds_a_version_that_lacks_documents_of_the_version_it_was_copied_from(
+    settings, client, embedder, tmp_path
+):
+    """What an apply that did not check its copy left (one before the check, copying while a
+    push wrote): v2 behind the alias lacks a document v1, the version it was copied from, holds.
+    Doctor compares the two as apply does before its swap and names it (not a document pushed
+    since the swap, only in v2); the push it names writes it again."""
+    alias = settings.index_name
+    v1, v2 = f"{alias}-v1", f"{alias}-v2"
+    apply_config(
+        settings.replace(text_analyzer="standard"), dimension=embedder.dimension, client=client
+    )
+    names = {check.name: check for check in _doctor(settings, client, embedder).checks}
+    assert names["copied version"].detail.startswith(
+        f"{v2} held the 2 chunks of {v1} when the alias moved to it"
+    )
+    meta = client.indices.get_mapping(index=v2)[v2]["mappings"]["_meta"]
+    unchecked = {key: value for key, value in meta.items() if key != "loader_copy"}
+    client.indices.put_mapping(index=v2, body={"_meta": unchecked})
+    # A document pushed since the swap is only in v2: no copy makes one, it is left out.
+    (tmp_path / "kb" / "new.md").write_text("---\ntenant: A\n---\n# New\n\nA new page.\n")
+    assert push(tmp_path / "kb", settings, client=client, embedder=embedder).added == 1
+    client.delete_by_query(
+        index=v2, body={"query": {"term": {"source": "refunds.md"}}}, refresh=True
+    )
+
+    report = _doctor(settings, client, embedder)
+    (check,) = [check for check in report.failures if check.name == "copied version"]
+    assert check.detail == (
+        f"{v2} does not hold every document of {v1} as it is there, the version a `loader "
+        "apply` copied it from (one that did not check its copy; a document changed or removed "
+        "since the alias moved counts too): 1 of 2 documents differ (by tenant: 'A' 1): "
+        f"kb/refunds.md (tenant 'A'): 1 chunk in {v1}, none in {v2}"
+    )
+    assert check.fix == (
+        "push the folders of the tenants named again (`loader push <folder> --tenant <t>`): it "
+        f"writes what {v2} lacks; then `loader apply --delete-old` deletes {v1}"
+    )
+    assert push(tmp_path / "kb", settings, client=client, embedder=embedder).failed == 0
+    names = {check.name: check for check in _doctor(settings, client, embedder).checks}
+    assert names["copied version"].line() == (
+        f"ok    copied version: {v2} holds the chunks of each of the 2 documents of {v1}, the "
+        "version it was copied from"
+    )

@@ -18,6 +18,7 @@ from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
 from loader.index import apply as apply_module
 from loader.index.apply import apply_config, check_index_compatible
 from loader.index.render import INDEX_FILE, config_names, packaged_file
+from tests.killed import apply_killed_at_first_reindex_poll
 
 DIMENSION = 8  # a test dimension; production reads it from the embedding model
 
@@ -84,6 +85,12 @@ def block_record(client, index: str):
     """The record of the block apply set on ``index`` (``_meta.loader_reindex_block``), if any."""
     meta = client.indices.get_mapping(index=index)[index]["mappings"].get("_meta") or {}
     return meta.get("loader_reindex_block")
+
+
+def copy_record(client, index: str):
+    """What apply recorded on ``index`` when it found the copy whole (``_meta.loader_copy``)."""
+    meta = client.indices.get_mapping(index=index)[index]["mappings"].get("_meta") or {}
+    return meta.get("loader_copy")
 
 
 def on_first_reindex_poll(monkeypatch, client, action) -> list[int]:
@@ -294,6 +301,8 @@ def test_a_write_during_the_reindex_is_refused_not_lost(client, settings, monkey
     assert write_block(client, v1) == "true"  # no alias points at it: nothing should write there
     assert block_record(client, v1)["dest"] == v2  # kept beside the block it explains
     assert write_block(client, v2) is None
+    checked = copy_record(client, v2)  # the check before the swap found every chunk copied
+    assert (checked["from"], checked["chunks"], checked["documents"]) == (v1, 6, 6)
     written = client.index(index=alias, id="c99", body=chunk(99), refresh=True)
     assert written["_index"] == v2 and written["result"] == "created"
 
@@ -301,6 +310,81 @@ def test_a_write_during_the_reindex_is_refused_not_lost(client, settings, monkey
     assert [change.line() for change in cleanup.pending] == [f"- delete index {v1} (old version)"]
     assert not client.indices.exists(index=v1)  # the block does not stop --delete-old
     assert client.count(index=alias)["count"] == 7
+
+
+def test_a_copy_that_misses_a_write_is_refused_before_the_swap(client, settings, monkeypatch):
+    """A write the block did not stop (here: another apply lifted the block, as two applies
+    racing can) lands in v1 once the copy is done: the check before the swap finds v1's chunks
+    not all in v2, so the alias stays on v1, which takes writes again, and the apply names the
+    document."""
+    alias = settings.index_name
+    names = config_names(alias)
+    v1, v2 = names.version_index(1), names.version_index(2)
+    apply_config(settings, dimension=DIMENSION, client=client)
+    index_docs(client, alias)
+    applying = connect(settings)
+    real_get = applying.tasks.get
+    late = {**chunk(99), "source": "late.md", "collection": "kb", "doc_hash": "h99:1"}
+
+    def write_after_the_copy(*args, **kwargs):
+        task = real_get(*args, **kwargs)
+        if task.get("completed") and not client.exists(index=v1, id="c99"):
+            client.indices.put_settings(index=v1, body={"index.blocks.write": None})
+            client.index(index=v1, id="c99", body=late)
+        return task
+
+    monkeypatch.setattr(applying.tasks, "get", write_after_the_copy)
+    changed = settings.replace(text_analyzer="standard")
+    with pytest.raises(ClusterError) as refused:
+        apply_config(changed, dimension=DIMENSION, client=applying)
+
+    assert str(refused.value) == (
+        f"the copy {v2} does not hold the chunks of {v1}, so the alias was not moved: 1 of 7 "
+        f"documents differ (by tenant: 'A' 1): kb/late.md (tenant 'A'): 1 chunk in {v1}, none in "
+        f"{v2} (written during the copy: is another `loader apply` running?). The alias stays on "
+        f"{v1}; run `loader apply` again (`loader apply --delete-old` deletes {v2})"
+    )
+    assert client.indices.get_alias(name=alias) == {v1: {"aliases": {alias: {}}}}
+    assert write_block(client, v1) is None
+    assert block_record(client, v1) is None
+    assert copy_record(client, v2) is None
+    written = client.index(index=alias, id="c100", body=chunk(100), refresh=True)
+    assert written["_index"] == v1 and written["result"] == "created"
+
+
+def test_a_reindex_keeps_the_block_another_apply_recorded_until_its_swap(
+    client, settings, monkeypatch
+):
+    """Two applies racing: the first (here SIGKILLed as it polls its copy; it could as well
+    still be copying) recorded and set the block on v1. The second, copying v1 too, takes the
+    block over instead of lifting it first: before, its plan lifted the block, then set its own,
+    and a push in between wrote into v1 while the first apply copied it."""
+    alias = settings.index_name
+    names = config_names(alias)
+    v1, v3 = names.version_index(1), names.version_index(3)
+    apply_config(settings, dimension=DIMENSION, client=client)
+    index_docs(client, alias)
+    apply_killed_at_first_reindex_poll(settings, DIMENSION, number_of_shards=2)
+    assert write_block(client, v1) == "true"
+    applying = connect(settings)
+    real_put_settings = applying.indices.put_settings
+    lifted: list[str] = []
+
+    def put_settings(*args, **kwargs):
+        if (kwargs.get("body") or {}).get("index.blocks.write", True) is None:
+            lifted.append(kwargs.get("index"))
+        return real_put_settings(*args, **kwargs)
+
+    monkeypatch.setattr(applying.indices, "put_settings", put_settings)
+    plan = apply_config(
+        settings.replace(text_analyzer="standard"), dimension=DIMENSION, client=applying
+    )
+
+    assert plan.applied and lifted == []  # never writable while it was being copied
+    assert client.indices.get_alias(name=alias) == {v3: {"aliases": {alias: {}}}}
+    assert write_block(client, v1) == "true"
+    assert block_record(client, v1)["dest"] == v3
+    assert documents(client, v3) == documents(client, v1)
 
 
 def test_a_failed_reindex_lifts_the_block_and_leaves_the_alias(

@@ -15,6 +15,10 @@ class ReindexingClient:
         self.cancelled: list[str] = []
         self.polls = 0
         self.tasks = self
+        self.indices = self
+
+    def refresh(self, index: str) -> dict:
+        return {}
 
     def reindex(self, **_: object) -> dict:
         return {"task": "node:42"}

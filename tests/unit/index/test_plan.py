@@ -269,6 +269,28 @@ def test_the_block_a_killed_apply_left_on_the_alias_index_is_lifted_with_its_rec
     assert not plan_changes(desired, state).has_changes
 
 
+def test_a_reindex_of_the_blocked_index_keeps_the_recorded_block_instead_of_lifting_it(desired):
+    # Another apply recorded the block on v1 and is (maybe still) copying it into v2: lifted
+    # first, v1 would take pushes for a moment while that copy runs.
+    state = state_in_sync(desired)
+    state.versions[2] = "kb-v2"
+    state.index["settings"]["index.blocks.write"] = "true"
+    state.index["mappings"]["_meta"]["loader_reindex_block"] = RECORD
+    state.index["mappings"]["properties"]["position"]["type"] = "long"
+    plan = plan_changes(desired, state)
+    assert [change.line() for change in plan.pending][1:] == [
+        "+ create reindex kb-v1 -> kb-v3 (keeps the write block on kb-v1 left by a `loader "
+        "apply` copying kb-v1 to kb-v2, started 2026-12-01T11:30:00Z that did not finish, as "
+        "its own: a push during the copy fails instead of being lost)",
+        "~ update alias kb -> kb-v3 (was kb-v1; one atomic _aliases call)",
+    ]
+    assert plan.pending[1].payload == {
+        "source": "kb-v1",
+        "dest": "kb-v3",
+        "takes_over_block": True,
+    }
+
+
 def test_a_meta_update_after_the_lift_does_not_write_the_record_back(desired):
     # An index built before fingerprints gets its _meta put in place, after the lift.
     state = state_in_sync(desired)

@@ -1,0 +1,107 @@
+"""A push running while `loader apply` copies the index into a new version (issue #31), three
+times: every chunk the push reports written is in the version the alias ends on (the copy, or
+the old version when the apply refused a copy that differs and says why); what the write block
+refused the push names as failed. Before, writes acknowledged just before the block but not yet
+refreshed were not copied (a reindex reads what is refreshed), and the moved alias lost them
+while the push reported them written."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+
+from opensearchpy import helpers
+
+from loader.cluster.client import connect
+from loader.doctor.documents import check_copy
+from loader.errors import ClusterError
+from loader.index.apply import apply_config
+from loader.ingest.sync import push
+
+ROUNDS = 3  # one analyzer of ``analyzers`` each
+FILES = 80  # of CHUNKS chunks each, written one chunk a bulk request
+CHUNKS = 3
+STARTED = 50  # chunks visible before the apply starts
+ROUND_SECONDS = 240
+
+
+def _folder(root, name: str):
+    folder = root / name
+    folder.mkdir()
+    for number in range(FILES):
+        parts = "".join(
+            f"## Part {part}\n\nPart {part} of file {number} of {name}.\n\n"
+            for part in range(CHUNKS)
+        )
+        (folder / f"f{number:03d}.md").write_text(f"# File {number}\n\n{parts}", encoding="utf-8")
+    return folder
+
+
+def _visible(client, alias: str, collection: str) -> int:
+    body = {"query": {"term": {"collection": collection}}}
+    return client.count(index=alias, body=body)["count"]
+
+
+def _chunks_by_source(client, alias: str, collection: str) -> Counter:
+    """source path -> chunks of ``collection`` in the index behind ``alias`` (refreshed first)."""
+    client.indices.refresh(index=alias)
+    hits = helpers.scan(
+        client,
+        index=alias,
+        query={"query": {"term": {"collection": collection}}, "_source": ["source"]},
+    )
+    return Counter(hit["_source"]["source"] for hit in hits)
+
+
+def _pushing(folder, settings, embedder, reports: list) -> threading.Thread:
+    """A thread that pushes ``folder`` as tenant t and appends its report to ``reports``."""
+
+    def run() -> None:
+        client = connect(settings)
+        reports.append(push(folder, settings, tenant="t", client=client, embedder=embedder))
+
+    return threading.Thread(target=run)
+
+
+def test_a_push_during_the_reindex_loses_no_chunk_it_wrote(
+    client, base_settings, unique_name, embedder, tmp_path
+):
+    alias = unique_name
+    settings = base_settings.replace(index_name=alias, bulk_batch_size=1)
+    apply_config(settings, dimension=embedder.dimension, client=client)
+    analyzers = ("standard", "simple", "whitespace")  # one new index version a round
+    refused_by_block = 0
+    for round_number in range(ROUNDS):
+        collection = f"round{round_number}"
+        folder = _folder(tmp_path, collection)
+        reports: list = []
+        pushing = _pushing(folder, settings, embedder, reports)
+        deadline = time.monotonic() + ROUND_SECONDS
+        pushing.start()
+        while _visible(client, alias, collection) < STARTED:
+            assert pushing.is_alive() and time.monotonic() < deadline, "the push did not start"
+            time.sleep(0.02)
+        changed = settings.replace(text_analyzer=analyzers[round_number])
+        source = next(iter(client.indices.get_alias(name=alias)))
+        try:
+            apply_config(changed, dimension=embedder.dimension, client=client)
+        except ClusterError as exc:  # the copy differed: the alias stays, the apply says why
+            assert f"does not hold the chunks of {source}, so the alias was not moved" in str(exc)
+        pushing.join(timeout=max(1.0, deadline - time.monotonic()))
+        assert not pushing.is_alive(), "the push did not finish in time"
+
+        (report,) = reports
+        (target,) = client.indices.get_alias(name=alias)
+        failed = {error["source"] for error in report.errors}
+        refused_by_block += len(failed)
+        stored = _chunks_by_source(client, alias, collection)
+        written = {f"f{number:03d}.md" for number in range(FILES)} - failed
+        lost = sorted(path for path in written if stored[path] != CHUNKS)
+        assert not lost, (
+            f"round {round_number}: {len(lost)} written documents not whole in {target}"
+        )
+        check = check_copy(client, settings, target)
+        assert check.status != "fail", check.line()
+    # The push ran into the write block: the apply copied while it wrote.
+    assert refused_by_block > 0
