@@ -1,6 +1,7 @@
 """A section whose heading path is longer than the embedded prefix's budget, pushed to the real
 node: the chunk stores the whole trail, a BM25 search for the outermost heading's words finds it
-(those words are not in its embedded content), and every result form shows the whole trail."""
+(those words are not in its embedded content), and every result form (search, assembled context,
+`loader search` and its --json, `loader serve`) shows the whole trail."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ from loader.ingest.sync import push
 from loader.query.context import assemble
 from loader.query.request import SearchRequest
 from loader.query.search import search
+from loader.query.serve import create_app
+from tests.integration.query.http_server import Server
 
 TITLE = "Northwind Fleet Telematics Gateway Administrator and Integration Guide"
 PATH = (
@@ -96,3 +99,13 @@ def test_a_path_over_the_budget_is_stored_found_and_shown_whole(
     assert as_json.exit_code == 0, as_json.output
     (shown,) = json.loads(as_json.output)["hits"]
     assert (shown["title"], shown["heading_path"]) == (TITLE, list(PATH))
+
+    with Server(create_app(settings)) as server:
+        status, answer = server.request(
+            "POST",
+            "/search",
+            {"question": question, "tenant": settings.tenant, "mode": "bm25", "rerank": False},
+        )
+    assert status == 200, answer
+    (served,) = answer["hits"]
+    assert (served["title"], served["heading_path"]) == (TITLE, list(PATH))
