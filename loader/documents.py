@@ -56,6 +56,10 @@ class Chunk:
 
     ``body`` is the chunk's own text; ``text`` (what is indexed and embedded) is the body prefixed
     with the document title and heading path, e.g. ``"Refund policy > Late deliveries\\n\\n..."``.
+    ``title`` and ``heading_path`` are the whole trail (stored, searched and shown); ``prefix``
+    is what the model's budget holds of it: for a deep path, the title and the innermost
+    headings (``"Admin guide > … > Proxy > Certificates"``, see
+    ``loader.ingest.chunking.limits.fit_prefix``).
     """
 
     source: str
@@ -63,15 +67,12 @@ class Chunk:
     title: str
     heading_path: tuple[str, ...]
     body: str
+    prefix: str
     section_id: str = ""  # id of the parent section (parent-document expansion)
     parent_text: str = ""  # the whole parent section, for parent-document expansion
     window: str = ""  # surrounding sentences, for sentence-window expansion
     page: int | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def prefix(self) -> str:
-        return PATH_SEPARATOR.join((self.title, *self.heading_path))
 
     @property
     def text(self) -> str:

@@ -34,7 +34,7 @@ from loader.settings import Settings, settings_in_scope, tenant_problem
 from loader.text import check_document
 
 # Bump when the chunkers cut the same document differently, so every document is re-chunked.
-CHUNKING_VERSION = "1"
+CHUNKING_VERSION = "2"
 
 
 @dataclass

@@ -1,9 +1,11 @@
 """The limits of a chunk: its heading prefix and token budget, and the safety nets.
 
 The token limit applies to ``chunk.text``, the heading prefix included, so each section gets a
-``Frame`` (``make_frame``): its prefix, shortened when absurdly long, and how many tokens its
-bodies may use. ``enforce_limit`` recounts every finished chunk and cuts any that is still over
-``max_tokens``, so the limit holds whatever the tokenizer.
+``Frame`` (``make_frame``): its whole heading trail (stored and shown), its embedded prefix (as
+much of the trail as a ``MAX_PREFIX_SHARE``-th of the limit holds, innermost heading first:
+``fit_prefix``), and how many tokens its bodies may use. ``enforce_limit`` recounts every
+finished chunk and cuts any that is still over ``max_tokens``, so the limit holds whatever the
+tokenizer.
 
 Characters are limited too (``max_chars``, the ``chunk_max_chars`` setting), because token counts
 can be absurdly low: WordPiece reads any word over 100 characters as one ``[UNK]``, so a 2 MB line
@@ -46,21 +48,23 @@ ELLIPSIS = "\u2026"
 
 @dataclass(frozen=True)
 class Frame:
-    """Where the chunks of one section go: their (possibly shortened) prefix and body budget."""
+    """Where the chunks of one section go: their heading trail, embedded prefix and body budget.
+
+    ``title`` and ``heading_path`` are stored with each chunk and shown in results: the whole
+    trail (only an absurd one, thousands of characters, is cut). ``prefix`` is what the chunk's
+    embedded text starts with: as much of the trail as the model's budget holds
+    (``fit_prefix``).
+    """
 
     title: str
     heading_path: tuple[str, ...]
+    prefix: str
     section_id: str
     prefix_tokens: int
     body_budget: int  # tokens the body may use so that prefix + body stays within the limit
 
 
 # --- the prefix and budget of a section -----------------------------------------------
-
-
-def _first_words(text: str, words: int) -> str:
-    parts = text.split()
-    return text if len(parts) <= words else " ".join(parts[:words]) + ELLIPSIS
 
 
 def clip(text: str, max_chars: int) -> str:
@@ -85,41 +89,89 @@ def _shares(lengths: list[int], room: int) -> list[int]:
     return shares
 
 
-def _fit_prefix(
-    title: str, path: tuple[str, ...], cap: int, char_cap: int, count: TokenCounter
-) -> tuple[str, tuple[str, ...]]:
-    """Shorten an absurdly long title/heading path until the prefix fits in ``cap`` tokens and
-    ``char_cap`` characters."""
+def stored_trail(title: str, path: tuple[str, ...], max_chars: int) -> tuple[str, tuple[str, ...]]:
+    """The title and heading path as stored with every chunk of their section: whole, unless
+    together they are over ``max_chars`` characters (a 2 MB heading line, which every chunk of
+    the section would repeat); then each part gets its share of the characters."""
     parts = [title, *path]
-
-    def fits(candidate: list[str]) -> bool:
-        joined = PATH_SEPARATOR.join(candidate)
-        return len(joined) <= char_cap and count(joined) <= cap
-
-    if fits(parts):
+    if len(PATH_SEPARATOR.join(parts)) <= max_chars:
         return title, path
-    if len(PATH_SEPARATOR.join(parts)) > char_cap:
-        # A huge heading line (a 2 MB line of base64 counts as a few tokens): each part gets its
-        # share of the characters before the token count is even asked.
-        room = char_cap - len(PATH_SEPARATOR) * (len(parts) - 1)
-        parts = [
-            clip(part, max(8, share))
-            for part, share in zip(parts, _shares([len(p) for p in parts], room), strict=True)
-        ]
-        if fits(parts):
-            return parts[0], tuple(parts[1:])
-    for words in (12, 8, 5, 3, 2, 1):
-        cut = [_first_words(part, words) for part in parts]
-        if fits(cut):
-            return cut[0], tuple(cut[1:])
-    if len(parts) > 2:  # too many levels: keep the title and the innermost heading
-        cut = [_first_words(parts[0], 1), ELLIPSIS, _first_words(parts[-1], 1)]
-        if fits(cut):
-            return cut[0], tuple(cut[1:])
-    # Last resort (e.g. one enormous "word"): the title alone, cut by characters.
-    if not title:
-        return ELLIPSIS, ()
-    return clip(split_characters(title, cap, count)[0], char_cap), ()
+    room = max_chars - len(PATH_SEPARATOR) * (len(parts) - 1)
+    parts = [
+        clip(part, max(8, share))
+        for part, share in zip(parts, _shares([len(p) for p in parts], room), strict=True)
+    ]
+    return parts[0], tuple(parts[1:])
+
+
+def _cut_heading(heading: str, cap: int, char_cap: int, count: TokenCounter) -> str:
+    """One heading cut to ``cap`` tokens and ``char_cap`` characters: its first words, else (one
+    enormous word) its first characters, ending in an ellipsis."""
+    heading = clip(heading, char_cap)
+    if count(heading) <= cap:
+        return heading
+    words = heading.removesuffix(ELLIPSIS).split()
+    low, high = 0, len(words)  # the most first words that fit with the ellipsis
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(" ".join(words[:middle]) + ELLIPSIS) <= cap:
+            low = middle
+        else:
+            high = middle - 1
+    if low:
+        return " ".join(words[:low]) + ELLIPSIS
+    room = max(1, cap - count(ELLIPSIS))
+    return split_characters(words[0], room, count)[0] + ELLIPSIS if words else ELLIPSIS
+
+
+def fit_prefix(
+    title: str, path: tuple[str, ...], cap: int, char_cap: int, count: TokenCounter
+) -> str:
+    """The embedded prefix of a section: its title and heading path, within ``cap`` tokens and
+    ``char_cap`` characters.
+
+    The trail is ``title > outer > ... > inner``; when it does not fit, the budget goes to the
+    most specific parts first: the innermost heading, then the title (it tells the sections of
+    the same name in two documents apart: every guide has its "Troubleshooting"), then the
+    other headings from the inside out, as many as fit. Dropped levels become one ellipsis, so
+    a kept heading never reads as the child of one it is not. Only when the innermost heading
+    alone does not fit is it cut (its first words), and then it is the whole prefix.
+
+    Args:
+        title: the document's title.
+        path: the section's headings, outermost first.
+        cap: the most tokens the prefix may count.
+        char_cap: the most characters it may have.
+        count: the model's token counter.
+
+    Returns:
+        The prefix, e.g. ``"Admin guide > … > Proxy > Certificates"`` for
+        ``("Admin guide", ("Setup", "Network", "Proxy", "Certificates"))`` in a small budget.
+    """
+
+    def fits(text: str) -> bool:
+        return len(text) <= char_cap and count(text) <= cap  # length first: a 2 MB heading
+
+    whole = PATH_SEPARATOR.join((title, *path))
+    if fits(whole):
+        return whole
+    if not path:
+        return _cut_heading(title, cap, char_cap, count)
+    if not fits(path[-1]):
+        return _cut_heading(path[-1], cap, char_cap, count)
+
+    def trail(with_title: bool, inner: int) -> str:
+        kept = path[len(path) - inner :]
+        gap = [ELLIPSIS] if inner < len(path) or not with_title else []
+        return PATH_SEPARATOR.join([*([title] if with_title else []), *gap, *kept])
+
+    with_title = bool(title) and fits(trail(True, 1))
+    if not with_title and not fits(trail(False, 1)):
+        return path[-1]  # the innermost fits, but not with the ellipsis before it
+    inner = 1
+    while inner < len(path) and fits(trail(with_title, inner + 1)):
+        inner += 1
+    return trail(with_title, inner)
 
 
 def make_frame(
@@ -130,29 +182,34 @@ def make_frame(
     count: TokenCounter,
     max_chars: int,
 ) -> Frame:
-    """The prefix and body budget of one section's chunks.
+    """The heading trail, embedded prefix and body budget of one section's chunks.
 
     Args:
         doc: the document.
         section: one of its sections.
         ordinal: the section's index in ``doc.sections`` (part of its ``section_id``).
-        max_tokens: the hard limit for ``chunk.text``.
+        max_tokens: the hard limit for ``chunk.text``; the prefix gets at most a
+            ``MAX_PREFIX_SHARE``-th of it.
         count: the token counter.
         max_chars: the hard limit for a chunk body in characters; the prefix gets at most a
-            ``MAX_PREFIX_SHARE``-th of it.
+            ``MAX_PREFIX_SHARE``-th of it, the stored trail at most all of it.
 
     Returns:
         The frame; ``body_budget`` is at least 1.
     """
     cap = max(1, max_tokens // MAX_PREFIX_SHARE)
     char_cap = max(1, max_chars // MAX_PREFIX_SHARE)
-    title, path = _fit_prefix(doc.title, section.heading_path, cap, char_cap, count)
-    if (title, path) != (doc.title, section.heading_path):
-        log.info("%s: heading path too long for the prefix; shortened it", doc.source)
-    prefix_tokens = count(PATH_SEPARATOR.join((title, *path)))
+    prefix = fit_prefix(doc.title, section.heading_path, cap, char_cap, count)
+    if prefix != PATH_SEPARATOR.join((doc.title, *section.heading_path)):
+        log.info(
+            "%s: heading path over the prefix's %d tokens; embedding %r", doc.source, cap, prefix
+        )
+    title, path = stored_trail(doc.title, section.heading_path, max_chars)
+    prefix_tokens = count(prefix)
     return Frame(
         title=title,
         heading_path=path,
+        prefix=prefix,
         section_id=section_id(doc.source, section.heading_path, ordinal),
         prefix_tokens=prefix_tokens,
         body_budget=max(1, max_tokens - prefix_tokens - SAFETY_MARGIN),
@@ -175,6 +232,7 @@ def make_chunk(doc: Document, frame: Frame, body: str, page: int | None, **extra
         title=frame.title,
         heading_path=frame.heading_path,
         body=body,
+        prefix=frame.prefix,
         section_id=frame.section_id,
         page=page,
         metadata=copy.deepcopy(doc.metadata),

@@ -235,3 +235,15 @@ def test_a_stored_doc_hash_records_the_chunk_count(embedder):
     )
     (planned,) = plan.to_write
     assert recorded_chunk_count(planned.doc_hash) == len(planned.chunks)
+
+
+def test_documents_chunked_before_the_whole_heading_trail_are_chunked_again(embedder, monkeypatch):
+    # Chunker version 1 stored a heading path over the prefix's budget cut ("Part III:
+    # Deploying…"): a push must rewrite such documents, though their files did not change.
+    from loader.ingest import plan as push_plan
+
+    monkeypatch.setattr(push_plan, "CHUNKING_VERSION", "1")
+    first, _ = plan([doc("guide.md", "Text.")], embedder)
+    monkeypatch.undo()
+    second, _ = plan([doc("guide.md", "Text.")], embedder, {"default": as_state(first)})
+    assert (second.updated, second.unchanged) == (["guide.md"], 0)

@@ -13,7 +13,7 @@ import string
 
 import pytest
 
-from loader.documents import Block, Document, Section
+from loader.documents import PATH_SEPARATOR, Block, Document, Section
 from loader.errors import ConfigError
 from loader.ingest.chunking import STRATEGIES, ChunkingConfig, chunk_document, chunking_config
 from loader.ingest.chunking.limits import (
@@ -87,6 +87,11 @@ def test_a_2mb_line_without_spaces_is_cut_by_characters(
     # The 2 MB heading is shortened in the prefix of every chunk, not repeated 2 MB at a time.
     assert max(len(chunk.prefix) for chunk in chunks) <= MAX_CHARS // MAX_PREFIX_SHARE
     assert all(chunk.heading_path[0].startswith("hhhh") for chunk in chunks)
+    # The stored trail is whole for any real path, but not 2 MB repeated per chunk either.
+    assert all(
+        len(PATH_SEPARATOR.join((chunk.title, *chunk.heading_path))) <= MAX_CHARS
+        for chunk in chunks
+    )
     # The stored expansions are capped too, and hold the chunk they expand.
     for chunk in chunks:
         assert len(chunk.parent_text) <= EXPANSION_CHARS_FACTOR * MAX_CHARS
