@@ -88,7 +88,24 @@ class Chunk:
         return digest.hexdigest()
 
 
+_SEPARATOR, _ESCAPE = "\x1f", "\x1e"
+
+
+def joined_parts(parts: tuple[str, ...]) -> str:
+    """``parts`` as one string that no other tuple gives: joined by the unit separator as ids
+    always were, so ordinary names keep their ids; parts that hold the separator or the escape
+    character are escaped first. Joined plainly, ``('px\x1fpy', 'kb')`` and ``('px', 'py\x1fkb')``
+    were one id, and a push of one tenant overwrote the other's document. An escaped join always
+    holds the escape character, which a plain one never does, so the two kinds cannot meet."""
+    if not any(_SEPARATOR in part or _ESCAPE in part for part in parts):
+        return _SEPARATOR.join(parts)
+    return _SEPARATOR.join(
+        part.replace(_ESCAPE, _ESCAPE * 2).replace(_SEPARATOR, _ESCAPE + _SEPARATOR)
+        for part in parts
+    )
+
+
 def section_id(source: str, heading_path: tuple[str, ...], ordinal: int) -> str:
     """A stable id for a section: its source, heading path and ordinal within the document."""
-    raw = "\x1f".join((source, *heading_path, str(ordinal)))
+    raw = joined_parts((source, *heading_path, str(ordinal)))
     return hashlib.sha1(raw.encode("utf-8")).hexdigest()[:16]

@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from loader.documents import Chunk, Document
+from loader.documents import Chunk, Document, joined_parts
 from loader.errors import ConfigError, InputError, LoaderError
 from loader.ingest.chunking import chunk_document, chunking_config
 from loader.ingest.readers import Skipped, file_type, is_within
@@ -110,7 +110,8 @@ class PlannedDocument:
 
 
 def stable_id(*parts: str) -> str:
-    return hashlib.sha1("\x1f".join(parts).encode("utf-8")).hexdigest()[:20]
+    """A 20-hex id of ``parts``, different for every different tuple of parts."""
+    return hashlib.sha1(joined_parts(parts).encode("utf-8")).hexdigest()[:20]
 
 
 def chunk_hash(chunk: Chunk, model: str) -> str:

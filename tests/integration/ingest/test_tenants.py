@@ -273,3 +273,18 @@ def test_push_dry_run_prints_the_plan_and_changes_nothing(shared, client, embedd
     )
     report = json.loads(as_json.output)
     assert report["plan"] == lines[:2] and report["chunks_written"] == 0
+
+
+def test_names_holding_the_separator_never_share_a_document(shared, client, embedder, tmp_path):
+    # (tenant 'px\x1fpy', collection 'kb') and (tenant 'px', collection 'py\x1fkb') once gave one
+    # id, and the second push overwrote the first tenant's document with exit 0.
+    pushes = [("px\x1fpy", "kb", "first tenant's text"), ("px", "py\x1fkb", "second tenant's")]
+    for tenant, collection, text in pushes:
+        folder = write(tmp_path / tenant.replace("\x1f", "_") / "kb", {"g.md": f"# G\n\n{text}\n"})
+        report = push(
+            folder, shared, tenant=tenant, collection=collection, client=client, embedder=embedder
+        )
+        assert (report.added, report.failed) == (1, 0)
+    for tenant, _collection, text in pushes:
+        chunks = tenant_chunks(client, shared.index_name, tenant)
+        assert [chunk["content"].endswith(text) for chunk in chunks.values()] == [True], chunks

@@ -6,7 +6,7 @@ import datetime
 
 import pytest
 
-from loader.documents import Document, Section
+from loader.documents import Document, Section, joined_parts
 from loader.errors import InputError
 from loader.ingest.plan import document_id, identify, scope_query
 from loader.settings import Settings
@@ -27,6 +27,41 @@ def test_same_path_in_two_tenants_is_two_documents():
 def test_id_parts_cannot_be_shifted_between_fields():
     assert document_id("a", "b/c", "d") != document_id("a/b", "c", "d")
     assert document_id("ab", "c", "d") != document_id("a", "bc", "d")
+
+
+# Ids written before names could hold the separator; they must not change (an index would see
+# every document as new and removed at once).
+@pytest.mark.parametrize(
+    ("parts", "known_id"),
+    [
+        (("acme", "kb", "pricing.md"), "537651528403d065f7b7"),
+        (("", "kb", "a/b.md"), "0de13dedcfb980dc9908"),
+        (("t é", "docs", "x y/ü.md"), "0cef51bc827a47cb9701"),
+        (("px", "py", "kb"), "0c6e4b3191bb0f082bf6"),
+    ],
+)
+def test_ordinary_names_keep_their_ids(parts, known_id):
+    assert document_id(*parts) == known_id
+
+
+def test_ids_stay_distinct_whatever_the_names_hold():
+    # A tenant or collection holding the unit separator once joined to the same string.
+    assert document_id("px\x1fpy", "kb", "g.md") != document_id("px", "py\x1fkb", "g.md")
+    tricky = [
+        "a",
+        "a\x1f",
+        "\x1fa",
+        "a\x1e",
+        "\x1e",
+        "\x1e\x1f",
+        "\x1f\x1e",
+        "",
+        "\x1f",
+        "a\x1e\x1fb",
+    ]
+    tuples = {(t, c, "g.md") for t in tricky for c in tricky}
+    assert len({document_id(*parts) for parts in tuples}) == len(tuples)
+    assert len({joined_parts(parts) for parts in tuples}) == len(tuples)
 
 
 def test_tenant_comes_from_the_push_then_front_matter_then_settings():
