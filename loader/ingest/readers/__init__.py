@@ -392,7 +392,8 @@ def _read_or_skip(
         )
         return Skipped(printable_name(source), exc.reason, ignored=ignored)
     except Exception as exc:  # one odd file must not stop the other thousand
-        log.warning("unexpected error reading %s", printable_name(source), exc_info=True)
+        # The push names the file and the reason in one line; the traceback is for --debug.
+        log.debug("unexpected error reading %s", printable_name(source), exc_info=True)
         return Skipped(printable_name(source), f"unexpected error: {type(exc).__name__}: {exc}")
 
 
