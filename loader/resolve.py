@@ -34,6 +34,7 @@ from typing import Any, get_type_hints
 from loader.errors import ConfigError
 from loader.settings import Settings, check_setting
 from loader.text import first_surrogate
+from loader.userfile import file_kind, parse_failure, read_user_text
 
 CONFIG_FILE_NAME = "loader.toml"
 ENV_PREFIX = "LOADER_"
@@ -120,15 +121,6 @@ def _check_unicode(name: str, value: Any, origin: str) -> None:
 
 
 # What a path that is not a regular file is, for the message.
-_FILE_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISFIFO, "a named pipe"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
 def _read_config(config_path: str | Path | None) -> tuple[Path, dict[str, Any]]:
     """The config file and its settings: ``config_path``, else ``loader.toml`` in the working
     directory, which may be absent (no settings).
@@ -154,24 +146,14 @@ def _read_config(config_path: str | Path | None) -> tuple[Path, dict[str, Any]]:
     except OSError as exc:
         raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
     if not stat.S_ISREG(mode):
-        kind = next((name for is_kind, name in _FILE_KINDS if is_kind(mode)), "a special file")
-        raise ConfigError(f"config file {path} is {kind}, not a regular file; give a TOML file")
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
         raise ConfigError(
-            f"config file {path} is not UTF-8 text (byte {data[exc.start]:#04x} on line {line}); "
-            "save it as UTF-8"
-        ) from None
+            f"config file {path} is {file_kind(mode)}, not a regular file; give a TOML file"
+        )
+    text = read_user_text(path, "config file")
     try:
         return path, tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"cannot read config file {path}: {exc}") from exc
+    except ValueError as exc:  # TOMLDecodeError, or a number past the int conversion limit
+        raise ConfigError(f"cannot read config file {path}: {parse_failure(exc)}") from None
 
 
 def resolve_settings(

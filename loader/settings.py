@@ -22,11 +22,11 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any
 
 from loader.errors import ConfigError
 from loader.redact import UrlParts, redact_url, split_url
+from loader.userfile import read_user_text
 
 # What a setting decides, so that each consumer can ask the registry rather than keep its own list
 # (which settings need their own index in an eval sweep, which ones a document's hash covers...).
@@ -529,12 +529,7 @@ def rewrite_api_key(settings: Settings) -> str:
     """
     if settings.rewrite_api_key or not settings.rewrite_api_key_file:
         return settings.rewrite_api_key
-    path = Path(settings.rewrite_api_key_file)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ConfigError(f"rewrite_api_key_file {path}: cannot be read ({reason})") from None
+    lines = read_user_text(settings.rewrite_api_key_file, "rewrite_api_key_file").splitlines()
     return lines[0].strip() if lines else ""
 
 

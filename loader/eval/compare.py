@@ -29,6 +29,7 @@ from typing import Any
 from loader.errors import ConfigError, InputError, RegressionError
 from loader.eval.metrics import DEFAULT_KS, metric_names
 from loader.eval.report import markdown_table, table_metrics
+from loader.userfile import parse_failure, read_user_text
 
 log = logging.getLogger(__name__)
 
@@ -318,12 +319,12 @@ def load_results(path: str | Path) -> dict[str, Any]:
             or a configuration is not of that shape.
     """
     path = Path(path)
+    text = read_user_text(path, "results file", error=InputError)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError(f"results file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InputError(f"cannot read results file {path}: {exc}") from exc
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, a huge number
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else parse_failure(exc)
+        raise InputError(f"cannot read results file {path}: {reason}") from None
     if not isinstance(data, dict) or not isinstance(data.get("configurations"), list):
         raise InputError(f"{path} is not a `loader eval` results file (no 'configurations' list)")
     names: set[str] = set()

@@ -45,6 +45,7 @@ from loader.eval.toml_edit import edit_toml, toml_diff
 from loader.models.registry import effective_prefixes
 from loader.resolve import CONFIG_FILE_NAME
 from loader.settings import Settings, check_choice
+from loader.userfile import read_user_text
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -318,7 +319,7 @@ def toml_change(result: TuneResult, config_path: str | Path | None) -> tuple[Pat
     """``loader.toml`` (or ``config_path``) with the winning values: the file, its new text and
     the diff. Only the changed settings' lines change; a missing file would be created."""
     path = Path(config_path) if config_path else Path(CONFIG_FILE_NAME)
-    before = path.read_text(encoding="utf-8") if path.is_file() else ""
+    before = read_user_text(path, "config file") if path.exists() else ""
     after = edit_toml(before, result.changes)
     return path, after, toml_diff(before, after, str(path))
 

@@ -97,6 +97,13 @@ def kept_foreign_warning(owner: str, source: str) -> str:
     )
 
 
+def foreign_write_warning(owner: str, source: str, replaced: bool) -> str:
+    """What a push without ``--tenant`` says when a file's front matter makes it write another
+    tenant's document: allowed, never silent."""
+    what = "replaces that tenant's document" if replaced else "adds it to that tenant"
+    return f"{source} belongs to tenant {owner!r} by its front matter: this push {what}"
+
+
 @dataclass
 class PlannedDocument:
     document: Document
@@ -263,6 +270,9 @@ class PushPlan:
     # Documents of tenants the push met only through front matter, gone from the folder and
     # kept: (tenant, source). Only a push for that tenant deletes them.
     kept_foreign: list[tuple[str, str]] = field(default_factory=list)
+    # Documents written for a tenant other than the push's own, named by their front matter:
+    # source -> (tenant, whether it replaces an indexed document).
+    written_foreign: dict[str, tuple[str, bool]] = field(default_factory=dict)
 
     @property
     def chunks(self) -> int:
@@ -283,7 +293,13 @@ class PushPlan:
             failed=len(self.skipped),
             skipped=list(self.skipped),
             ignored=list(self.ignored),
-            warnings=[kept_foreign_warning(owner, source) for owner, source in self.kept_foreign],
+            warnings=[
+                *(
+                    foreign_write_warning(owner, source, replaced)
+                    for source, (owner, replaced) in self.written_foreign.items()
+                ),
+                *(kept_foreign_warning(owner, source) for owner, source in self.kept_foreign),
+            ],
         )
 
     def lines(self) -> list[str]:
@@ -298,9 +314,11 @@ class PushPlan:
             for source in sources:
                 doc = by_source[source]
                 fresh = sum(1 for h in set(doc.hashes) if h not in self.known_vectors)
+                owner = self.written_foreign.get(source, ("",))[0]
                 lines.append(
                     f"{symbol} {action} {source} ({len(doc.chunks)} chunks, {fresh} to embed"
-                    f"{f', {deleted[source]} stale deleted' if source in deleted else ''})"
+                    f"{f', {deleted[source]} stale deleted' if source in deleted else ''}"
+                    f"{f'; tenant {owner!r}, named by its front matter' if owner else ''})"
                 )
         for source in self.removed:
             lines.append(f"- delete {source} ({deleted.get(source, 0)} chunks)")
@@ -433,6 +451,12 @@ class _Planner:
             return
         (self.plan.added if existing is None else self.plan.updated).append(item.source)
         self.plan.to_write.append(planned)
+        owner = item.metadata["tenant"]
+        if owner != self.own_tenant:
+            self.plan.written_foreign[item.source] = (owner, existing is not None)
+            self.notify(
+                f"warning: {foreign_write_warning(owner, item.source, existing is not None)}"
+            )
         self.chunk_counts[doc_id] = len(planned.chunks)
 
     def plan_deletions(self, keep_removed: bool) -> None:

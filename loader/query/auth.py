@@ -31,6 +31,7 @@ from typing import Any
 
 from loader.errors import ConfigError
 from loader.settings import tenant_problem
+from loader.userfile import read_user_text
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +68,13 @@ class ApiKeys:
         file = Path(path).expanduser()
         name = f"api_keys_file {str(path)!r}"
         try:
-            raw = file.read_bytes()
-            mode = file.stat().st_mode
-        except OSError as exc:
+            text = read_user_text(file, "api_keys_file")
+        except ConfigError as exc:
             raise ConfigError(
-                f"{name} cannot be read ({exc.strerror or type(exc).__name__}); point "
-                "api_keys_file (LOADER_API_KEYS_FILE) at a TOML file with a [keys] table"
+                f"{exc}; point api_keys_file (LOADER_API_KEYS_FILE) at a TOML file with a "
+                "[keys] table"
             ) from None
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ConfigError(f"{name} is not UTF-8 text") from None
-        if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        if file.stat().st_mode & (stat.S_IRWXG | stat.S_IRWXO):
             log.warning("%s can be read by other users; chmod 600 it", name)
         return cls.parse(text, source=name)
 
@@ -88,7 +84,7 @@ class ApiKeys:
         hint = 'expected a [keys] table of "<key>" = "<tenant>" lines'
         try:
             data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
+        except ValueError as exc:  # TOMLDecodeError, or a number past the int conversion limit
             # tomllib's messages can quote table names, which might be keys: only the position.
             where = _TOML_LOCATION.search(str(exc))
             raise ConfigError(

@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from loader.errors import ConfigError
+from loader.userfile import parse_failure, read_user_text
 
 ROLES = ("user", "assistant")
 # Turns kept in a request; a longer conversation is the caller's to trim (the rewriter sends only
@@ -95,16 +96,11 @@ def load_history(path: str | Path) -> tuple[dict[str, str], ...]:
             names the file, and the turn at fault).
     """
     path = Path(path)
+    text = read_user_text(path, "history file")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"history file {path} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"history file {path} cannot be read ({exc.strerror})") from None
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
-        reason = {UnicodeDecodeError: "not UTF-8 text", RecursionError: "nested too deeply"}.get(
-            type(exc), getattr(exc, "msg", "")
-        )
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # ValueError: JSONDecodeError, a huge number
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else parse_failure(exc)
         raise ConfigError(f"history file {path} is not valid JSON ({reason})") from None
     try:
         return check_history(data)

@@ -121,6 +121,9 @@ def printable_name(source: str) -> str:
         return source.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+CHANGED_REASON = "changed while the push read it (replaced or moved); push again"
+
+
 def _os_reason(exc: OSError, path: Path) -> str:
     if exc.errno == errno.ELOOP:
         return "symlink loop"
@@ -128,6 +131,8 @@ def _os_reason(exc: OSError, path: Path) -> str:
         return "broken symlink"
     if exc.errno in (errno.EACCES, errno.EPERM):
         return "permission denied"
+    if exc.errno == errno.EINVAL:  # readlink of a link that stopped being one
+        return CHANGED_REASON
     return f"cannot read: {exc.strerror or exc}"
 
 
@@ -143,8 +148,38 @@ def _file_kind(mode: int) -> str:
     return "not a regular file"
 
 
-def _read(path: Path, source: str, max_bytes: int) -> Document:
-    """Read one file, raising ``Rejected`` with a one-line reason when it cannot be used."""
+def _entry(path: Path) -> tuple[os.stat_result, Path | None]:
+    """What the walk takes ``path`` for: its ``lstat`` and ``None``, or for a symbolic link the
+    ``stat`` of its resolved target and that target. Stat-ing the resolved path (not the link
+    again) means a link re-pointed meanwhile cannot lend its new target's identity.
+
+    Raises:
+        OSError: a broken link (ENOENT), a loop (ELOOP), a link that stopped being one while it
+            was resolved (EINVAL), ...
+    """
+    info = os.lstat(path)
+    if not stat.S_ISLNK(info.st_mode):
+        return info, None
+    target = Path(os.path.realpath(path, strict=True))
+    return target.stat(), target
+
+
+def _read(
+    path: Path,
+    source: str,
+    max_bytes: int,
+    walked: os.stat_result,
+    linked: bool,
+    inside: Path | None = None,
+) -> Document:
+    """Read one file, raising ``Rejected`` with a one-line reason when it cannot be used.
+
+    ``walked`` is what the walk took the file for (``_entry``); ``linked``: it was reached
+    through a symbolic link the walk allowed. The file is opened once and its bytes read from
+    that descriptor (``_open_walked``), so a file swapped for a link, a folder or a FIFO after
+    the walk looked at it is refused, never read through the swapped-in path. ``inside``: the
+    pushed folder (resolved) the opened file must lie in, when links out of it are refused.
+    """
     if first_surrogate(source) is not None:
         # Bytes of another encoding in a name (a Latin-1 archive, say) reach Python as lone
         # surrogates: no id, hash or JSON can hold them.
@@ -154,23 +189,8 @@ def _read(path: Path, source: str, max_bytes: int) -> Document:
         raise Unsupported(
             f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
         )
-    try:
-        info = path.stat()
-    except OSError as exc:
-        raise Rejected(_os_reason(exc, path)) from None
-    if not stat.S_ISREG(info.st_mode):
-        # Checked before opening: reading a FIFO would block forever.
-        raise Rejected(f"not a regular file ({_file_kind(info.st_mode)})")
-    if info.st_size == 0:
-        raise Rejected("empty file")
-    if info.st_size > max_bytes:
-        raise Rejected(
-            f"larger than max_file_bytes ({_human_size(info.st_size)} > {_human_size(max_bytes)})"
-        )
-    try:
-        data = read_bytes(path)
-    except OSError as exc:
-        raise Rejected(_os_reason(exc, path)) from None
+    _check_size(walked, max_bytes)
+    data = _open_walked(path, walked, linked, inside, max_bytes)
     stem = PurePath(source).stem
     if suffix == ".pdf":
         return read_pdf(data, source, stem)
@@ -182,9 +202,78 @@ def _read(path: Path, source: str, max_bytes: int) -> Document:
     return _TEXT_READERS.get(suffix, read_text)(text, source, stem)
 
 
-def read_bytes(path: Path) -> bytes:
-    """The file's bytes (one seam for tests that simulate unreadable files)."""
-    return path.read_bytes()
+def _check_size(info: os.stat_result, max_bytes: int) -> None:
+    if not stat.S_ISREG(info.st_mode):
+        # Checked before opening: reading a FIFO would block forever.
+        raise Rejected(f"not a regular file ({_file_kind(info.st_mode)})")
+    if info.st_size == 0:
+        raise Rejected("empty file")
+    if info.st_size > max_bytes:
+        raise Rejected(
+            f"larger than max_file_bytes ({_human_size(info.st_size)} > {_human_size(max_bytes)})"
+        )
+
+
+def _open_walked(
+    path: Path, walked: os.stat_result, linked: bool, inside: Path | None, max_bytes: int
+) -> bytes:
+    """The bytes of the file the walk saw at ``path``, read from one descriptor.
+
+    Opened without following a link (unless the walk reached it through one), without blocking
+    (a FIFO swapped in must not hang the push), then checked: a regular file, the same device
+    and inode as ``walked``, and (where the system says) inside ``inside``, so that a folder
+    above it swapped for a link out of the pushed folder is caught too.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+    if not linked:
+        flags |= os.O_NOFOLLOW
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and not linked:  # it became a symbolic link
+            raise Rejected(CHANGED_REASON) from None
+        raise Rejected(_os_reason(exc, path)) from None
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            raise Rejected(f"not a regular file ({_file_kind(opened.st_mode)})")
+        if (opened.st_dev, opened.st_ino) != (walked.st_dev, walked.st_ino):
+            raise Rejected(CHANGED_REASON)
+        real = _opened_path(fd)
+        if inside is not None and real is not None and not real.is_relative_to(inside):
+            raise Rejected(CHANGED_REASON)
+        data = read_bytes(fd, max_bytes + 1)
+    except OSError as exc:
+        raise Rejected(_os_reason(exc, path)) from None
+    finally:
+        os.close(fd)
+    if len(data) > max_bytes:  # it grew since the walk looked
+        raise Rejected(f"larger than max_file_bytes (> {_human_size(max_bytes)})")
+    if not data:
+        raise Rejected("empty file")
+    return data
+
+
+def _opened_path(fd: int) -> Path | None:
+    """Where the open file ``fd`` really is (Linux's /proc), or None where the system does not
+    say."""
+    try:
+        return Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return None
+
+
+def read_bytes(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the open file ``fd`` (one seam for tests that simulate
+    unreadable files)."""
+    chunks, size = [], 0
+    while size < limit:
+        chunk = os.read(fd, min(limit - size, 1 << 20))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def read_document(path: Path, root: Path, max_bytes: int) -> Document:
@@ -205,7 +294,11 @@ def read_document(path: Path, root: Path, max_bytes: int) -> Document:
     path, root = Path(path), Path(root)
     source = _source(path, root)
     try:
-        return _read(path, source, max_bytes)
+        try:
+            info, target = _entry(path)
+        except OSError as exc:
+            raise Rejected(_os_reason(exc, path)) from None
+        return _read(path, source, max_bytes, info, linked=target is not None)
     except Rejected as exc:
         raise InputError(f"{printable_name(source)}: {exc.reason}") from None
 
@@ -249,18 +342,19 @@ def iter_documents(
     """
     root = Path(root)
     walk = _Walk(root, require_folder(root), follow_symlinks)
+    inside = None if follow_symlinks else walk.real_root
     for path in walk.paths():
         source = _source(path, root)
         try:
-            info = path.stat()
+            info, target = _entry(path)
         except OSError as exc:
             yield Skipped(printable_name(source), _os_reason(exc, path))
             continue
-        reason = walk.refusal(path, source, info)
+        reason = walk.refusal(path, source, info, target)
         if reason is not None:
             yield Skipped(printable_name(source), reason)
         elif not stat.S_ISDIR(info.st_mode):  # a folder the walk reads is entered by refusal()
-            yield _read_or_skip(path, source, max_bytes)
+            yield _read_or_skip(path, source, max_bytes, info, target is not None, inside)
 
 
 def require_folder(root: Path) -> os.stat_result:
@@ -280,10 +374,17 @@ def require_folder(root: Path) -> os.stat_result:
     return root_info
 
 
-def _read_or_skip(path: Path, source: str, max_bytes: int) -> Document | Skipped:
-    """Read one file; any failure becomes a ``Skipped`` with its reason."""
+def _read_or_skip(
+    path: Path,
+    source: str,
+    max_bytes: int,
+    walked: os.stat_result,
+    linked: bool,
+    inside: Path | None,
+) -> Document | Skipped:
+    """Read one file (as ``_read``); any failure becomes a ``Skipped`` with its reason."""
     try:
-        return _read(path, source, max_bytes)
+        return _read(path, source, max_bytes, walked, linked, inside)
     except Rejected as exc:
         ignored = isinstance(exc, Unsupported)
         log.debug(
@@ -291,7 +392,8 @@ def _read_or_skip(path: Path, source: str, max_bytes: int) -> Document | Skipped
         )
         return Skipped(printable_name(source), exc.reason, ignored=ignored)
     except Exception as exc:  # one odd file must not stop the other thousand
-        log.warning("unexpected error reading %s", printable_name(source), exc_info=True)
+        # The push names the file and the reason in one line; the traceback is for --debug.
+        log.debug("unexpected error reading %s", printable_name(source), exc_info=True)
         return Skipped(printable_name(source), f"unexpected error: {type(exc).__name__}: {exc}")
 
 
@@ -318,9 +420,11 @@ class _Walk:
                 continue
             yield path
 
-    def refusal(self, path: Path, source: str, info: os.stat_result) -> str | None:
-        """Why the entry is not read, or None. A folder to read is entered."""
-        target = path.resolve() if path.is_symlink() else None
+    def refusal(
+        self, path: Path, source: str, info: os.stat_result, target: Path | None
+    ) -> str | None:
+        """Why the entry is not read, or None. A folder to read is entered. ``info`` and
+        ``target`` are ``_entry``'s: the link's resolved target, or None for no link."""
         if (
             target is not None
             and not self.follow_symlinks

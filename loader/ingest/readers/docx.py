@@ -42,6 +42,8 @@ _CUSTOM_PART = "/docProps/custom.xml"
 
 def _open(data: bytes, docx_module: Any) -> Any:
     """The python-docx document, or ``Rejected`` saying what the file is instead."""
+    from lxml import etree  # python-docx's XML parser, imported with it
+
     if data.startswith(_OLE_MAGIC):
         raise Rejected("encrypted or legacy Word file (an OLE container, not a .docx package)")
     if not data.startswith(b"PK"):
@@ -54,6 +56,23 @@ def _open(data: bytes, docx_module: Any) -> Any:
         raise Rejected(f"unreadable Word file: missing part {exc}") from None
     except ValueError as exc:  # "file ... is not a Word file, content type is ..."
         raise Rejected(f"not a Word document: {exc}") from None
+    except etree.XMLSyntaxError as exc:  # a part whose XML is cut short or mangled
+        raise Rejected(f"unreadable Word file: {_broken_part(data)}broken XML ({exc})") from None
+
+
+def _broken_part(data: bytes) -> str:
+    """``"word/document.xml has "`` for the first XML part of the package lxml cannot parse
+    (the parser's error does not say which part it was reading), or ``""``."""
+    from lxml import etree
+
+    with zipfile.ZipFile(io.BytesIO(data)) as package:
+        for name in package.namelist():
+            if name.endswith((".xml", ".rels")):
+                try:
+                    etree.fromstring(package.read(name), etree.XMLParser(resolve_entities=False))
+                except etree.XMLSyntaxError:
+                    return f"{name} has "
+    return ""
 
 
 def _style_chain(style: Any) -> list[Any]:

@@ -30,6 +30,8 @@ _KEY_VALUE = re.compile(r"^([A-Za-z_][\w-]*)\s*:(?:\s+(.*?))?\s*$")
 _LIST_ITEM = re.compile(r"^\s*-\s+(.*?)\s*$")
 _TAG = re.compile(r"<[^>]*>")
 LIST_KEYS = frozenset({"tags"})
+_YAML_BOOLEANS = frozenset({"true", "false", "yes", "no", "on", "off"})
+_YAML_NULLS = frozenset({"null", "~"})
 
 _parser = MarkdownIt("commonmark").enable("table")
 
@@ -45,6 +47,24 @@ def _scalar_or_list(value: str) -> str | list[str]:
     if value.startswith("[") and value.endswith("]"):
         return [_unquote(item) for item in value[1:-1].split(",") if item.strip()]
     return _unquote(value)
+
+
+def _tenant_value(value: str) -> Any:
+    """The ``tenant`` value as YAML reads it when it is no string: ``true`` (and YAML's other
+    booleans) a bool, ``{x: 1}`` a mapping, ``null`` or ``~`` nothing (as an empty ``tenant:``).
+    Every other value reads as for any key. A quoted ``"true"`` stays the name ``true``.
+
+    Without this, ``tenant: true`` would file the document under a tenant named "true", which
+    ``loader.ingest.plan.front_matter_tenant`` refuses when it sees the bool.
+    """
+    if value.casefold() in _YAML_BOOLEANS:
+        return value.casefold() in ("true", "yes", "on")
+    if value.casefold() in _YAML_NULLS:
+        return None
+    if value.startswith("{") and value.endswith("}"):
+        pairs = (item.partition(":") for item in value[1:-1].split(",") if item.strip())
+        return {_unquote(key): _unquote(item) for key, _, item in pairs}
+    return _scalar_or_list(value)
 
 
 def parse_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
@@ -96,7 +116,7 @@ def _parse_pairs(lines: list[str]) -> dict[str, Any]:
             )
         key, value = pair.group(1).lower(), (pair.group(2) or "")
         if value:
-            metadata[key] = _scalar_or_list(value)
+            metadata[key] = _tenant_value(value) if key == "tenant" else _scalar_or_list(value)
             open_list = None
         else:
             metadata[key] = []

@@ -218,11 +218,16 @@ def test_a_front_matter_tenant_never_deletes_that_tenants_other_documents(
         planned
     )
     assert not any(line.startswith("- delete") for line in planned)
+    # The write into globex's scope is named too, not a bare "~ update policy.md".
+    (update,) = [line for line in planned if line.startswith("~ update policy.md")]
+    assert update.endswith("; tenant 'globex', named by its front matter)")
     report = push(mine, acme, client=client, embedder=embedder)
     assert report.deleted == 0 and sorted(report.tenants) == ["acme", "globex"]
     assert report.warnings == [
+        "policy.md belongs to tenant 'globex' by its front matter: this push replaces that "
+        "tenant's document",
         "kept second.md of tenant 'globex', gone from the folder: only a push with --tenant "
-        "'globex' deletes it"
+        "'globex' deletes it",
     ]
     globex = {c["source"]: c for c in tenant_chunks(client, shared.index_name, "globex").values()}
     assert set(globex) == {"policy.md", "second.md"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import re
 
 import pytest
 
@@ -109,3 +110,38 @@ def test_scope_query_filters_on_tenant_and_collection():
     assert scope_query("acme", "kb") == {
         "bool": {"filter": [{"term": {"tenant": "acme"}}, {"term": {"collection": "kb"}}]}
     }
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("true", "must be a name, got bool True"),
+        ("No", "must be a name, got bool False"),
+        ("{x: 1}", "must be a name, got dict {'x': '1'}"),
+    ],
+)
+def test_a_markdown_tenant_yaml_reads_as_no_name_is_refused(
+    tmp_path, value: str, message: str
+) -> None:
+    """The front matter parser is no YAML parser, but a tenant YAML reads as a bool or a mapping
+    must not become the tenant "true" or "{x: 1}"."""
+    from loader.ingest.readers import read_document
+
+    path = tmp_path / "guide.md"
+    path.write_text(f"---\ntenant: {value}\n---\nText.\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"^its front matter's tenant " + re.escape(message)):
+        identify(read_document(path, tmp_path, 1000), "kb", Settings(), None)
+
+
+@pytest.mark.parametrize(("value", "tenant"), [("null", "fallback"), ("~", "fallback"),
+                                              ('"true"', "true"), ("acme", "acme")])  # fmt: skip
+def test_a_markdown_tenant_null_is_none_and_a_quoted_one_a_name(
+    tmp_path, value: str, tenant: str
+) -> None:
+    from loader.ingest.readers import read_document
+
+    path = tmp_path / "guide.md"
+    path.write_text(f"---\ntenant: {value}\n---\nText.\n", encoding="utf-8")
+    document = read_document(path, tmp_path, 1000)
+    identify(document, "kb", Settings(tenant="fallback"), None)
+    assert document.metadata["tenant"] == tenant

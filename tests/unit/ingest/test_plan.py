@@ -204,6 +204,21 @@ def test_front_matter_writes_another_tenants_document_but_never_deletes_its_othe
     assert acme.lines()[-1] == (
         "= keep second.md (tenant 'globex': only a push with --tenant 'globex' deletes it)"
     )
+    # The write into globex's scope is named, in the plan and in the report (--json) alike.
+    assert acme.lines()[0].startswith("~ update policy.md (1 chunks, ")
+    assert acme.lines()[0].endswith("; tenant 'globex', named by its front matter)")
+    assert acme.report().warnings[0] == (
+        "policy.md belongs to tenant 'globex' by its front matter: this push replaces that "
+        "tenant's document"
+    )
+    added, _ = plan([doc("new.md", "New.", tenant="globex")], embedder, states)
+    assert added.lines()[0].endswith("; tenant 'globex', named by its front matter)")
+    assert added.report().warnings[0] == (
+        "new.md belongs to tenant 'globex' by its front matter: this push adds it to that tenant"
+    )
+    # The push's own tenant named in front matter is nothing to warn about.
+    own_named, _ = plan([doc("mine.md", "Mine.", tenant="default")], embedder)
+    assert own_named.report().warnings == [] and "tenant" not in own_named.lines()[0]
     # A push for globex itself deletes it.
     own, _ = plan([doc("policy.md", "New.")], embedder, states, tenant="globex")
     assert own.removed == ["second.md"] and own.kept_foreign == []

@@ -78,7 +78,7 @@ def test_load_history_names_the_file(tmp_path: Path) -> None:
     messages = {
         "missing.json": "history file {} does not exist",
         "broken.json": "history file {} is not valid JSON (Expecting",
-        "latin1.json": "history file {} is not valid JSON (not UTF-8 text)",
+        "latin1.json": "history file {} is not UTF-8 text (byte 0x",
         "deep.json": "history file {} is not valid JSON (nested too deeply)",
         "shape.json": "history file {}: history must be a list",
         "turn.json": "history file {}: history[0].content must be a string, got None",

@@ -407,7 +407,7 @@ def test_rewriter_from_settings(tmp_path) -> None:
         ({"rewrite_url": "http://h/v1", "rewrite_timeout": 0.0}, "rewrite_timeout must be"),
         ({"rewrite_url": "http://h/v1", "rewrite_max_queries": 9}, "rewrite_max_queries must"),
         ({"rewrite_url": "http://h/v1", "rewrite_api_key_file": "/nonexistent/key"},
-         "rewrite_api_key_file /nonexistent/key: cannot be read"),
+         "rewrite_api_key_file /nonexistent/key does not exist"),
     ],
 )  # fmt: skip
 def test_unusable_llm_settings_are_refused(changes, message) -> None:

@@ -149,3 +149,47 @@ def test_a_package_without_core_properties_gets_no_invented_title(tmp_path: Path
     doc = read_document(path, tmp_path, 1_000_000)
     assert doc.title == "Shift notes"
     assert doc.metadata == {}
+
+
+def test_a_part_with_broken_xml_is_one_reason_naming_the_part(tmp_path: Path) -> None:
+    import zipfile
+
+    document = docx.Document()
+    document.add_paragraph("Shift notes.")
+    saved = tmp_path / "saved.docx"
+    document.save(str(saved))
+    path = tmp_path / "broken.docx"
+    with zipfile.ZipFile(saved) as source, zipfile.ZipFile(path, "w") as target:
+        for item in source.infolist():
+            data = source.read(item)
+            if item.filename == "word/document.xml":
+                data = data[: len(data) // 2]  # cut inside the XML
+            target.writestr(item, data)
+    with pytest.raises(
+        InputError,
+        match=r"^broken\.docx: unreadable Word file: word/document\.xml has broken XML \(",
+    ):
+        read_document(path, tmp_path, 1_000_000)
+
+
+def test_an_unforeseen_reader_error_is_one_line_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The push names the file and the reason; the traceback is logged for --debug only."""
+    import logging
+
+    import loader.ingest.readers as readers
+    from loader.ingest.readers import Skipped, iter_documents
+
+    def fails(data: bytes, source: str, stem: str):
+        raise RuntimeError("a reader bug")
+
+    monkeypatch.setattr(readers, "read_docx", fails)
+    (tmp_path / "notes.docx").write_bytes(b"PK\x03\x04")
+    with caplog.at_level(logging.WARNING):
+        items = list(iter_documents(tmp_path, 1_000_000))
+    assert items == [Skipped("notes.docx", "unexpected error: RuntimeError: a reader bug")]
+    assert caplog.records == []
+    with caplog.at_level(logging.DEBUG, logger="loader.ingest.readers"):
+        list(iter_documents(tmp_path, 1_000_000))
+    assert [record.exc_info is not None for record in caplog.records] == [True]

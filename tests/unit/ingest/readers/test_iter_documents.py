@@ -133,14 +133,14 @@ def test_symlink_loops_are_reported_not_followed(tmp_path: Path) -> None:
 
 def test_unreadable_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Root reads anything, so chmod 000 proves nothing here: make the read itself fail.
-    write(tmp_path, "locked.md", "Secret.")
+    locked = write(tmp_path, "locked.md", "Secret.")
     write(tmp_path, "open.md", "Open.")
     real_read = readers.read_bytes
 
-    def read_bytes(path: Path) -> bytes:
-        if path.name == "locked.md":
-            raise PermissionError(13, "Permission denied", str(path))
-        return real_read(path)
+    def read_bytes(fd: int, limit: int) -> bytes:
+        if os.fstat(fd).st_ino == locked.stat().st_ino:
+            raise PermissionError(13, "Permission denied", str(locked))
+        return real_read(fd, limit)
 
     monkeypatch.setattr(readers, "read_bytes", read_bytes)
     assert outcome(tmp_path) == {"locked.md": "permission denied", "open.md": "ok"}
