@@ -147,10 +147,13 @@ def questions_task(
     require_folder(root)
     questions = load_questions(questions_file)[:limit]
 
+    # Read once, here: the source check below and the push both need the documents, and a
+    # second read of 28 PDFs cost two minutes.
+    items = list(iter_documents(root, max_file_bytes))
     # The unreadable files and folders, and the files of types no reader handles: the push names
     # each that a question is judged on.
     sources, unreadable = set(), []
-    for item in iter_documents(root, max_file_bytes):
+    for item in items:
         if isinstance(item, Skipped):
             unreadable.append(item.source)
         else:
@@ -170,7 +173,7 @@ def questions_task(
         name=root.resolve().name,
         kind="questions",
         split="",
-        documents=lambda: iter_documents(root, max_file_bytes),
+        documents=lambda: iter(items),
         queries=[
             EvalQuery(
                 q.id,

@@ -30,6 +30,23 @@ def test_load_task_beir_keeps_the_split_and_limit():
     assert load_task(FIXTURES / "tiny-beir", split="train").qrels == {"q5": {"bees": 1}}
 
 
+def test_a_questions_task_reads_each_document_once(monkeypatch):
+    # The source check and the push both need the documents: reading 28 PDFs twice cost 120 s.
+    from loader.ingest import readers
+
+    reads = []
+    real_read = readers._read
+
+    def counted_read(path, *args, **kwargs):
+        reads.append(path.name)
+        return real_read(path, *args, **kwargs)
+
+    monkeypatch.setattr(readers, "_read", counted_read)
+    task = load_task(FIXTURES / "questions.jsonl", docs=FIXTURES / "docs")
+    pushed = [item.source for item in task.documents()]
+    assert sorted(reads) == sorted(pushed) == ["payments.md", "refunds.md"], reads
+
+
 def test_load_task_questions_file_over_a_docs_folder():
     task = load_task(FIXTURES / "questions.jsonl", docs=FIXTURES / "docs")
     assert (task.name, task.kind, task.document_count) == ("docs", "questions", 2)
