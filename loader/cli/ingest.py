@@ -99,6 +99,7 @@ def push(
         on_event=None if as_json else lambda line: click.echo(printable(line), err=True),
     )
     ignored = f", {len(report.ignored)} ignored" if report.ignored else ""
+    ignored += f", {report.empty} empty" if report.empty else ""
     if as_json:
         echo_json(report.to_dict(), indent=2)
     elif dry_run and not quiet:
