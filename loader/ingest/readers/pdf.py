@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import io
 import logging
+import re
 from typing import Any
 
 from loader.documents import Block, Document
-from loader.ingest.readers.common import Heading, Rejected, assemble, normalize_space, readable_stem
+from loader.ingest.readers.common import Heading, Rejected, assemble, normalize_space
 from loader.ingest.readers.pdf_layout import (
     Segment,
     TableRegion,
@@ -262,7 +263,7 @@ def read_pdf(data: bytes, source: str, stem: str) -> Document:
         if reader.is_encrypted and not reader.decrypt(""):
             raise Rejected("encrypted PDF (needs a password)")
         metadata = reader.metadata
-        title = normalize_space(str(metadata.title or "")) if metadata else ""
+        title = stated_title(metadata.title if metadata else None)
         outline = _outline(reader)
         with pdfplumber.open(io.BytesIO(data)) as pdf:
             layout_title, events = _events(pdf, outline, source)
@@ -270,7 +271,22 @@ def read_pdf(data: bytes, source: str, stem: str) -> Document:
         raise
     except Exception as exc:  # pypdf and pdfminer raise many kinds for broken files
         raise Rejected(f"unreadable PDF: {exc}") from exc
-    # The title is always explicit for PDFs (metadata, the layout's title line, else the file
-    # name): top-level headings are chapters, not a title to drop from heading paths.
+    # The title the document states: its metadata, else the layout's title line, else (in
+    # assemble) its first top-level heading, which then heads its own sections; the file name
+    # only when there is none. The file name came first before, so every chunk of a PDF without
+    # metadata or a lone title line was titled "Plugins rhdh configure".
     events_list: list[Heading | Block] = events
-    return assemble(source, stem, events_list, title=title or layout_title or readable_stem(stem))
+    return assemble(source, stem, events_list, title=title or layout_title or None)
+
+
+# Titles that tools write when the author gave none: no better than the file name.
+_GENERIC_TITLE = re.compile(
+    r"(untitled( document)?|microsoft (word|powerpoint) - .*|.*\.(docx?|odt|rtf|pdf|txt|md))",
+    re.IGNORECASE,
+)
+
+
+def stated_title(raw: object) -> str:
+    """A PDF's metadata title, or "" when it has none or only a tool's placeholder."""
+    title = normalize_space(str(raw or ""))
+    return "" if _GENERIC_TITLE.fullmatch(title) else title

@@ -162,9 +162,7 @@ class StructureOutline:
         title = None
         marks: dict[int, tuple[int, str]] = {}  # first line -> (line count, heading text or "")
         for index, (count, style) in headings.items():
-            text = normalize_space(
-                " ".join(self.items[i].text for i in range(index, index + count))
-            )
+            text = join_wrapped(self.items[i].text for i in range(index, index + count))
             if index == title_index:
                 title = text
                 marks[index] = (count, "")
@@ -247,3 +245,19 @@ def _list_text(run: list[Segment]) -> str:
         else:
             items[-1].append(text)
     return "\n".join(unwrap(item) for item in items)
+
+
+_ENDS_IN_HYPHEN = re.compile(r"\w-$")
+
+
+def join_wrapped(lines: Iterable[str]) -> str:
+    """The lines of one wrapped heading as one line: a line ending in a hyphen after a letter or
+    digit joins the next without a space (``app-`` / ``config.yaml`` is ``app-config.yaml``, not
+    ``app- config.yaml``); the hyphen stays, since a heading's hyphen is usually part of a name."""
+    joined = ""
+    for line in (normalize_space(line) for line in lines):
+        if not line:
+            continue
+        glue = "" if not joined or _ENDS_IN_HYPHEN.search(joined) else " "
+        joined += glue + line
+    return joined

@@ -243,3 +243,16 @@ def test_an_unmatched_bookmark_takes_the_layout_heading_styled_like_the_matched_
     marks = _outline_marks(outline, entries)
     heads = [(e.level, e.text) for e in outline.blocks(marks) if isinstance(e, Heading)]
     assert heads == [(1, "Orders"), (1, "Rückerstattung"), (1, "Couriers")]
+
+
+def test_a_heading_wrapped_after_a_hyphen_joins_without_a_space():
+    # A bookmark-less PDF gave "app- config.yaml" for a heading wrapped at its hyphen.
+    _, events = structure(
+        ("Editing the dynamic plugins app-", 100, 16, BOLD),
+        ("config.yaml file", 118, 16, BOLD),
+        ("Open the file and add the plugin entry, then restart the pods.", 150, 12, BODY),
+        ("Step 2 - Restart", 180, 16, BOLD),
+        ("Restart every pod of the instance after the change is saved.", 206, 12, BODY),
+    )
+    heads = [e.text for e in events if isinstance(e, Heading)]
+    assert heads == ["Editing the dynamic plugins app-config.yaml file", "Step 2 - Restart"]

@@ -13,6 +13,7 @@ from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from loader.errors import InputError
 from loader.ingest.readers import read_document
+from loader.ingest.readers.pdf import read_pdf, stated_title
 from tests.paths import REPO
 from tests.unit.ingest.readers.conftest import HANDBOOK_PATHS
 
@@ -142,6 +143,7 @@ _READ = """
 import sys
 from pathlib import Path
 from loader.ingest.readers import read_document
+from loader.ingest.readers.pdf import read_pdf, stated_title
 path = Path(sys.argv[1])
 print(repr(read_document(path, path.parent, 10_000_000)))
 """
@@ -208,3 +210,52 @@ def test_a_borderless_table_ends_where_the_code_block_under_it_starts(libreoffic
             "    return round(ratio, 1)\n```",
         ),
     ]
+
+
+STATED_TITLE_GUIDE = """# Configuring plugins in Developer Hub
+
+Plugins are configured in the app configuration file that the operator mounts for every replica.
+
+## Editing the app-config.yaml file of the running instance
+
+Open the file and add the plugin entry under the dynamic plugins key, then restart the pods.
+
+# Troubleshooting plugins
+
+When a plugin fails to load, the log names the package and the reason it gave.
+"""
+
+
+def test_a_pdf_without_a_metadata_title_is_titled_by_its_first_top_heading(tmp_path):
+    # LibreOffice writes no Title for a document without one, and two top-level headings leave
+    # no lone title line: every chunk was titled by the file name, "Plugins rhdh configure".
+    from tests.unit.ingest.readers.conftest import _soffice, _tool
+
+    markdown = tmp_path / "plugins-rhdh-configure.md"
+    markdown.write_text(STATED_TITLE_GUIDE, encoding="utf-8")
+    docx = markdown.with_suffix(".docx")
+    subprocess.run([_tool("pandoc"), str(markdown), "-o", str(docx)], check=True, timeout=60)
+    _soffice([docx], tmp_path, tmp_path / "profile", "pdf")
+    pdf = docx.with_suffix(".pdf")
+    document = read_pdf(pdf.read_bytes(), pdf.name, pdf.stem)
+    assert document.title == "Configuring plugins in Developer Hub"
+    assert [section.heading_path for section in document.sections if section.heading_path] == [
+        ("Editing the app-config.yaml file of the running instance",),
+        ("Troubleshooting plugins",),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("raw", "stated"),
+    [
+        ("Courier handbook", "Courier handbook"),
+        ("  Courier   handbook ", "Courier handbook"),
+        ("Untitled", ""),
+        ("untitled document", ""),
+        ("Microsoft Word - plugins.docx", ""),
+        ("plugins-rhdh-configure.docx", ""),
+        (None, ""),
+    ],
+)
+def test_a_tools_placeholder_title_is_no_title(raw, stated):
+    assert stated_title(raw) == stated
