@@ -108,11 +108,20 @@ def _command(session: Any, line: str) -> tuple[str, str, list[str]]:
     raise ConfigError(f"unknown command {name!r}; :help lists the commands")
 
 
-def _turn_lines(number: int, result: Any) -> list[str]:
+def _turn_lines(number: int, result: Any, shown: set[str]) -> list[str]:
+    """A turn's lines; a warning already shown by an earlier turn (no cross-encoder, rerank =
+    auto) is not repeated."""
     from loader.query.result import format_result
 
     searched = " | ".join(result.queries)
-    return [f"[{number}] searched: {searched}", *format_result(result), ""]
+    new = [warning for warning in result.warnings if warning not in shown]
+    shown.update(new)
+    return [
+        f"[{number}] searched: {searched}",
+        *(f"! {warning}" for warning in new),
+        *format_result(result, warnings=False),
+        "",
+    ]
 
 
 @click.command()
@@ -128,7 +137,12 @@ def _turn_lines(number: int, result: Any) -> list[str]:
 @click.option(
     "--k", "k", type=click.IntRange(1, MAX_CANDIDATES), default=None, help="Results per turn."
 )
-@click.option("--rerank/--no-rerank", default=None, help="Rerank (default: the rerank setting).")
+@click.option(
+    "--rerank/--no-rerank",
+    default=None,
+    help="Rerank with the cross-encoder reranker_model (default: the rerank setting; auto: when "
+    "that model is on this machine). --rerank without one is an error.",
+)
 @click.option(
     "--history",
     "history_file",
@@ -173,6 +187,7 @@ def chat(
             )
         )
     turn = 0
+    shown: set[str] = set()
     for line in _input_lines(interactive):
         if line is None:
             output.error(ConfigError("a line that is not UTF-8 text was skipped"))
@@ -192,5 +207,5 @@ def chat(
             continue
         turn += 1
         output.record(
-            {"turn": turn, "message": line, **result.to_dict()}, _turn_lines(turn, result)
+            {"turn": turn, "message": line, **result.to_dict()}, _turn_lines(turn, result, shown)
         )

@@ -66,8 +66,9 @@ FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale
 @click.option(
     "--rerank/--no-rerank",
     default=None,
-    help="Rerank the candidates with the cross-encoder (reranker_model; it must exist locally). "
-    "Default: the rerank setting (on unless LOADER_RERANK=false).",
+    help="Rerank the candidates with the cross-encoder reranker_model (default: the rerank "
+    "setting; auto: when that model is on this machine, else a warning). --rerank without one "
+    "is an error (exit code 6).",
 )
 @click.option("--k", "k", type=int, default=None, help="Results to show (default: top_k).")
 @click.option(
@@ -125,10 +126,10 @@ def search(
     """Search the index for QUESTION: ranked chunks with heading path, source and the score and
     rank of each stage (retrieval, rerank), then the latency of each stage.
 
-    The rerank (on unless the rerank setting is false) needs reranker_model to be a CrossEncoder
-    available locally (there is no model hub); without one, pass --no-rerank or set
-    LOADER_RERANK=false. With --history, the rewrite setting decides how the follow-up is
-    searched (queries: shows what was).
+    The rerank needs reranker_model to be a CrossEncoder on this machine (there is no model
+    hub): with the rerank setting auto (the default) the search reranks when it is, and says on
+    stderr (and in --json's warnings) when it is not. With --history, the rewrite setting
+    decides how the follow-up is searched (concat by default; queries: shows what was).
     """
     from loader.query.conversation import load_history
     from loader.query.request import SearchFilters, SearchRequest
@@ -149,7 +150,9 @@ def search(
     if as_json:
         echo_json(result.to_dict(), indent=2, ensure_ascii=False)
         return
-    for line in format_result(result):
+    for warning in result.warnings:  # on stderr: stdout stays the result
+        click.echo(printable(f"warning: {warning}"), err=True)
+    for line in format_result(result, warnings=False):
         click.echo(printable(line))
 
 

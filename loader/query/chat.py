@@ -75,9 +75,11 @@ class ChatSession:
             history=self.history,
         )
         if self.client is None:
-            from loader.cluster.client import connect
+            from loader.cluster.client import connect, require_cluster
 
-            self.client = connect(self.settings)
+            client = connect(self.settings)
+            require_cluster(client, self.settings)  # a cluster that is down before any model
+            self.client = client
         result = search(request, self.settings, client=self.client)
         # As searched: a longer turn would make every later request's history too long.
         self.history.append({"role": "user", "content": truncate_question(message)})

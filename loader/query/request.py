@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loader.errors import ConfigError
+from loader.models.rerank_check import default_rerank
 from loader.query.conversation import check_history
 from loader.query.identifiers import exact_terms
 from loader.settings import MAX_CANDIDATES, SEARCH_MODES, Settings, tenant_problem
@@ -38,10 +39,10 @@ EXPANSIONS = ("parent", "window")
 # Characters of a question that are searched; the rest is cut off (the embedder sees at most
 # 256 tokens anyway, about 1,000 characters of English).
 MAX_QUESTION_CHARS = 2000
-# Fields of a request whose default is a setting: field -> setting.
+# Fields of a request whose default is a setting: field -> setting (and ``rerank``, whose default
+# the rerank setting decides: ``default_rerank``).
 FROM_SETTINGS = {
     "mode": "search_mode",
-    "rerank": "rerank",
     "k": "top_k",
     "candidates": "candidates",
     "exact_match": "exact_match",
@@ -213,6 +214,8 @@ class SearchRequest:
         history: earlier chat turns ``[{"role": "user"|"assistant", "content"}]``, given to the
             query rewriter (see ``loader.query.search.search``); checked and kept as a tuple
             (``loader.query.conversation.check_history``).
+        warnings: what the result's ``warnings`` start with: why a default left something out
+            (``rerank = auto`` without a cross-encoder).
 
     Build one with ``from_settings``, which takes the settings' defaults for ``mode``,
     ``rerank``, ``k``, ``candidates`` and ``exact_match``.
@@ -236,12 +239,15 @@ class SearchRequest:
     history: Sequence[Mapping[str, str]] = ()
     exact_match: bool = True
     one_per_document: bool = False
+    warnings: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings, question: str, **fields: Any) -> SearchRequest:
         """A request whose fields in ``FROM_SETTINGS`` (``mode``, ``rerank``, ``k``, ``candidates``,
         ``exact_match``) default to those settings; ``None`` for any field means its default, so
-        front ends can pass their unset options through.
+        front ends can pass their unset options through. ``rerank`` defaults to the rerank
+        setting; with ``auto``, to whether ``reranker_model`` is a cross-encoder on this machine
+        (a file-system check, no model loaded), and a warning says so when it is not.
 
         Example::
 
@@ -253,12 +259,17 @@ class SearchRequest:
         """
         given = {name: value for name, value in fields.items() if value is not None}
         defaults = {name: getattr(settings, setting) for name, setting in FROM_SETTINGS.items()}
+        if "rerank" not in given:
+            defaults["rerank"], warning = default_rerank(settings)
+            if warning:
+                defaults["warnings"] = (*given.pop("warnings", ()), warning)
         return cls(question=question, **(defaults | given))
 
     def __post_init__(self) -> None:
         if self.filters is None:
             object.__setattr__(self, "filters", SearchFilters())
         object.__setattr__(self, "history", check_history(self.history))
+        object.__setattr__(self, "warnings", tuple(str(warning) for warning in self.warnings))
         self._check_text()
         self._check_numbers()
         self._check_options()

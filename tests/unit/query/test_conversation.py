@@ -204,7 +204,7 @@ def test_chat_commands_without_a_search(monkeypatch: pytest.MonkeyPatch) -> None
     result = CliRunner().invoke(cli, ["chat"], input=script)
     assert result.exit_code == 0, result.output
     out = result.output
-    assert out.startswith("tenant 'default', rewrite off; :help for commands")
+    assert out.startswith("tenant 'default', rewrite concat; :help for commands")
     for line in (
         "! k must be a positive whole number, got '0'",
         "k 3",
