@@ -207,19 +207,20 @@ class SearchService:
         self._default_rerank: tuple[bool, tuple[str, ...]] | None = None
 
     def start(self, load_models: bool) -> None:
-        """Connect, make sure the cluster answers (before any model loads: a cluster that is
-        down is what to fix first), and with ``load_models`` load (and warm up) the models.
+        """Connect, and with ``load_models`` make sure the cluster answers (before any model
+        loads: a cluster that is down is what to fix first), then load (and warm up) the models.
 
         Raises:
             ClusterError: the cluster does not answer, or not as OpenSearch.
             RerankerUnavailableError: ``rerank = on`` and reranker_model is no cross-encoder here.
         """
         settings = self.settings
-        if self.client is None:
-            self.client = connect(settings, connections=SEARCH_THREADS)
-            require_cluster(self.client, settings)
         if settings.rerank == "on" and self.reranker is None:
             rerank_check.require_reranker(settings.reranker_model)  # asked for: refused at once
+        if self.client is None:
+            self.client = connect(settings, connections=SEARCH_THREADS)
+            if load_models:  # without models the server starts, and answers 503 until it is up
+                require_cluster(self.client, settings)
         if not load_models:
             return
         if self.embedder is None:
