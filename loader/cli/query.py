@@ -164,7 +164,13 @@ def search(
     help="Address to listen on; loopback by default, as without api_keys_file anyone who reaches "
     "the port can search every tenant.",
 )
-@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8000,
+    show_default=True,
+    help="Port to listen on.",
+)
 @settings_options
 def serve(settings: Settings, host: str, port: int) -> None:
     """Serve the search (retrieve, rerank, context) as an HTTP API: POST /search, GET /health,

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -23,6 +24,18 @@ def test_every_command_has_help(name):
     assert result.exit_code == 0, result.output
     assert cli.commands[name].help, f"`loader {name}` has no help text"
     assert "Usage: cli " in result.output or f"Usage: loader {name}" in result.output
+
+
+@pytest.mark.parametrize("name", command_names())
+def test_every_option_of_every_command_has_help(name):
+    """`loader <command> --help` explains every option it lists (--help itself included)."""
+    context = click.Context(cli.commands[name], info_name=name)
+    silent = [
+        "/".join(param.opts)
+        for param in cli.commands[name].get_params(context)
+        if isinstance(param, click.Option) and not param.help
+    ]
+    assert not silent, f"`loader {name}` options without help: {', '.join(silent)}"
 
 
 def test_settings_command_masks_secrets(monkeypatch, tmp_path):
