@@ -44,6 +44,9 @@ SCOPES = {
 }
 
 SEARCH_MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax")
+# What a search may put in place of each chunk: its parent section or its sentence window (here,
+# not in loader.query.request, so that the command line's options import no query code).
+EXPANSIONS = ("parent", "window")
 CHUNK_STRATEGIES = (
     "structure",
     "fixed",

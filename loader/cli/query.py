@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from loader.cli.common import echo_json, handle_errors, settings_options
-from loader.query.request import EXPANSIONS
 from loader.settings import (
+    EXPANSIONS,
     REWRITE_CHOICES,
     REWRITE_MODES,
     SEARCH_MODES,

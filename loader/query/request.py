@@ -32,10 +32,9 @@ from loader.errors import ConfigError
 from loader.models.rerank_check import default_rerank
 from loader.query.conversation import check_history
 from loader.query.identifiers import exact_terms
-from loader.settings import MAX_CANDIDATES, SEARCH_MODES, Settings, tenant_problem
+from loader.settings import EXPANSIONS, MAX_CANDIDATES, SEARCH_MODES, Settings, tenant_problem
 from loader.text import first_surrogate, require_unicode
 
-EXPANSIONS = ("parent", "window")
 # Characters of a question that are searched; the rest is cut off (the embedder sees at most
 # 256 tokens anyway, about 1,000 characters of English).
 MAX_QUESTION_CHARS = 2000
