@@ -53,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -436,7 +437,18 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
     require_cluster(client, settings)
     if settings.rerank == "on":  # likewise exit code 6, not uvicorn's 3 (start() checks it too)
         rerank_check.require_reranker(settings.reranker_model)
-    uvicorn.run(create_app(settings, client=client), host=host, port=port, log_level="info")
+    previous = signal.signal(signal.SIGTERM, _exit_after_terminate)
+    try:
+        uvicorn.run(create_app(settings, client=client), host=host, port=port, log_level="info")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_after_terminate(_signum: int, _frame: Any) -> None:
+    """SIGTERM (a service manager's stop) ends ``loader serve`` with exit code 0. uvicorn shuts
+    down gracefully on it, then raises it again once its own handler is gone, which without
+    this handler kills the process (exit status 143, what a supervisor reads as a failure)."""
+    raise SystemExit(0)
 
 
 def _check_can_listen(host: str, port: int) -> None:
