@@ -65,7 +65,7 @@ from loader.ingest.plan import (
     chunk_id,
     plan_push,
 )
-from loader.ingest.readers import Skipped, iter_documents, require_folder
+from loader.ingest.readers import SUPPORTED_SUFFIXES, Skipped, iter_documents, require_folder
 from loader.ingest.workers import embed_passages
 from loader.settings import Settings
 from loader.text import require_unicode
@@ -149,7 +149,19 @@ def push(
     root = Path(root)
     require_folder(root)
     items = iter_documents(root, settings.max_file_bytes, follow_symlinks=settings.follow_symlinks)
-    return sync_documents(items, settings, collection=collection or root.resolve().name, **options)
+    report = sync_documents(
+        items, settings, collection=collection or root.resolve().name, **options
+    )
+    if not (report.added + report.updated + report.unchanged + report.failed):
+        # A wrong folder, or one of files no reader handles: say so, or a push that did nothing
+        # (or deleted the collection's chunks) looks like success.
+        warning = (
+            f"no documents in {root}: push reads files ending in {', '.join(SUPPORTED_SUFFIXES)}"
+            + (f"; the {len(report.ignored)} it found are of other types" if report.ignored else "")
+        )
+        report.warnings.append(warning)
+        (options.get("on_event") or (lambda line: None))(warning)
+    return report
 
 
 def sync_documents(
