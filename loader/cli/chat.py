@@ -14,7 +14,6 @@ from loader.cli.query import rewrite_options
 from loader.errors import ConfigError, LoaderError
 from loader.redact import scrub_secrets
 from loader.settings import (
-    MAX_CANDIDATES,
     REWRITE_CHOICES,
     REWRITE_MODES,
     SEARCH_MODES,
@@ -124,7 +123,7 @@ def _turn_lines(number: int, result: Any, shown: set[str]) -> list[str]:
     ]
 
 
-@click.command()
+@click.command(short_help="Talk to the index: each line a follow-up question.")
 @click.option(
     "--tenant",
     default=None,
@@ -134,9 +133,7 @@ def _turn_lines(number: int, result: Any, shown: set[str]) -> list[str]:
 @click.option(
     "--mode", type=click.Choice(SEARCH_MODES), default=None, help="Search mode (default: setting)."
 )
-@click.option(
-    "--k", "k", type=click.IntRange(1, MAX_CANDIDATES), default=None, help="Results per turn."
-)
+@click.option("--k", "k", type=int, default=None, help="Results per turn (default: top_k).")
 @click.option(
     "--rerank/--no-rerank",
     default=None,

@@ -17,7 +17,7 @@ from loader.settings import (
 from loader.terminal import printable, printable_lines
 
 
-@click.command(name="eval")
+@click.command(name="eval", short_help="Measure recall, MRR, nDCG and latency on a dataset.")
 @click.argument("dataset", type=click.Path(exists=True))
 @click.option(
     "--docs",

@@ -9,7 +9,7 @@ from loader.settings import SEARCH_MODES, Settings
 from loader.terminal import printable
 
 
-@click.command()
+@click.command(short_help="Show where a question's expected document ranks, stage by stage.")
 @click.argument("question")
 @click.option(
     "--expect",

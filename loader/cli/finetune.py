@@ -12,7 +12,7 @@ from loader.settings import Settings
 from loader.terminal import printable
 
 
-@click.command(name="fine-tune")
+@click.command(name="fine-tune", short_help="Train the embedding model on judged questions.")
 @click.argument("dataset", type=click.Path(exists=True, file_okay=False))
 @click.option(
     "--out",

@@ -50,7 +50,7 @@ def rewrite_options(func: Callable) -> Callable:
 FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale")
 
 
-@click.command()
+@click.command(short_help="Search the index: ranked chunks with their sources.")
 @click.argument("question")
 @click.option(
     "--tenant",
@@ -156,7 +156,7 @@ def search(
         click.echo(printable(line))
 
 
-@click.command()
+@click.command(short_help="Serve the search as an HTTP API.")
 @click.option(
     "--host",
     default="127.0.0.1",

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
 from loader.query.conversation import MAX_HISTORY_TURNS, check_history
-from loader.query.request import MAX_CANDIDATES, SearchRequest, truncate_question
+from loader.query.request import MAX_CANDIDATES, SearchRequest, check_depth, truncate_question
 from loader.query.rewrite import rewriter_from_settings
 from loader.query.search import search
 from loader.settings import REWRITE_CHOICES, REWRITE_MODES, SEARCH_MODES, Settings
@@ -55,6 +55,8 @@ class ChatSession:
     client: Any = None
 
     def __post_init__(self) -> None:
+        if self.k is not None:  # checked now, as search checks it: or every turn would fail
+            check_depth("k", self.k)
         self.history = list(check_history(self.history))
         rewriter_from_settings(self.settings)  # unusable rewrite settings: refused up front
 

@@ -139,6 +139,21 @@ def _shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def check_depth(name: str, value: object) -> None:
+    """Refuse a ``k`` or ``candidates`` that is not a whole number from 1 to ``MAX_CANDIDATES``
+    (OpenSearch's index.max_result_window): the one range of every front end.
+
+    Raises:
+        ConfigError: e.g. "k must be a positive whole number, got 0".
+    """
+    # 0 would reach OpenSearch as size 0, which the hybrid query answers with a server error
+    # ("score normalization processor cannot produce final query result").
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive whole number, got {_shown(value)}")
+    if value > MAX_CANDIDATES:
+        raise ConfigError(f"{name} must be at most {MAX_CANDIDATES}, got {value}")
+
+
 def truncate_question(question: str, limit: int = MAX_QUESTION_CHARS) -> str:
     """``question`` cut to at most ``limit`` characters, at a word boundary when one is near."""
     if len(question) <= limit:
@@ -299,15 +314,7 @@ class SearchRequest:
 
     def _check_numbers(self) -> None:
         for name in ("k", "candidates"):
-            value = getattr(self, name)
-            # 0 would reach OpenSearch as size 0, which the hybrid query answers with a server
-            # error ("score normalization processor cannot produce final query result").
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive whole number, got {_shown(value)}")
-        if self.candidates > MAX_CANDIDATES:
-            raise ConfigError(f"candidates must be at most {MAX_CANDIDATES}, got {self.candidates}")
-        if self.k > MAX_CANDIDATES:
-            raise ConfigError(f"k must be at most {MAX_CANDIDATES}, got {self.k}")
+            check_depth(name, getattr(self, name))
 
     def _check_options(self) -> None:
         if self.expand not in (None, *EXPANSIONS):

@@ -275,7 +275,7 @@ def test_chat_refuses_unusable_rewrite_settings_up_front() -> None:
     [
         (["--tenant", " x"], "Invalid value for '--tenant': must not start or end with whitespace"),
         (["--tenant", ""], "Invalid value for '--tenant': must not be empty or blank"),
-        (["--k", "20000"], "Invalid value for '--k': 20000 is not in the range 1<=x<=10000."),
+        (["--k", "20000"], "Error: k must be at most 10000, got 20000"),
     ],
 )
 def test_chat_refuses_a_tenant_or_k_no_turn_could_use_before_it_starts(args, message) -> None:
