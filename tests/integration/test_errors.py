@@ -178,8 +178,9 @@ def doing(command: str) -> str:
     """What each command was doing when its first request failed."""
     return {
         "apply": f"reading index alias {INDEX}",
-        "push": f"reading the mapping of {INDEX}",  # push first checks the index's id scheme
-        "search": f"searching {INDEX!r} with template '{INDEX}-bm25'",
+        # push and search ask for the cluster's banner before they load a model
+        "push": "checking that OpenSearch answers",
+        "search": "checking that OpenSearch answers",
     }[command]
 
 
