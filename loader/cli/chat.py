@@ -174,6 +174,7 @@ def chat(
         rerank=rerank,
         history=list(load_history(history_file)) if history_file else [],
     )
+    session.connect()  # a cluster that is down ends the session now (exit code 3), not each turn
     output = _Output(as_json, secret_values(settings))
     interactive = sys.stdin is not None and sys.stdin.isatty() and not as_json
     if not as_json:

@@ -86,7 +86,6 @@ def fine_tune_embedder(
         ClusterError, ModelError: as raised by apply, push and search.
     """
     from loader.cluster.client import connect, require_cluster
-    from loader.models.embedding import embedder_for, resolve_model_path, torch_model_path
 
     notify = on_event or (lambda line: None)
     _check(request)
@@ -100,6 +99,8 @@ def fine_tune_embedder(
         task, settings, client, request.index_prefix, show_progress=show_progress, notify=notify
     )
     run_settings = indexes.prepare(EvalConfig(settings.chunk_strategy, "vector"))
+    from loader.models.embedding import embedder_for, resolve_model_path, torch_model_path
+
     embedder = embedder_for(run_settings)
     started = time.perf_counter()
     mined = mine_examples(

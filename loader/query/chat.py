@@ -76,17 +76,25 @@ class ChatSession:
             rerank=self.rerank,
             history=self.history,
         )
-        if self.client is None:
-            from loader.cluster.client import connect, require_cluster
-
-            client = connect(self.settings)
-            require_cluster(client, self.settings)  # a cluster that is down before any model
-            self.client = client
+        self.connect()
         result = search(request, self.settings, client=self.client)
         # As searched: a longer turn would make every later request's history too long.
         self.history.append({"role": "user", "content": truncate_question(message)})
         del self.history[:-MAX_HISTORY_TURNS]  # the latest turns; older ones no longer matter
         return result
+
+    def connect(self) -> None:
+        """Connect, unless connected, and make sure the cluster answers (before any model loads).
+
+        Raises:
+            ClusterError: the cluster does not answer, or not as OpenSearch.
+        """
+        if self.client is None:
+            from loader.cluster.client import connect, require_cluster
+
+            client = connect(self.settings)
+            require_cluster(client, self.settings)
+            self.client = client
 
     def set_mode(self, mode: str) -> str:
         """Search with ``mode`` from now on."""

@@ -177,8 +177,8 @@ def run(command: str, url: str, folder: Path, *extra: str) -> Result:
 def doing(command: str) -> str:
     """What each command was doing when its first request failed."""
     return {
-        "apply": f"reading index alias {INDEX}",
-        # push and search ask for the cluster's banner before they load a model
+        # each asks for the cluster's banner before it loads a model
+        "apply": "checking that OpenSearch answers",
         "push": "checking that OpenSearch answers",
         "search": "checking that OpenSearch answers",
     }[command]

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.paths import REPO, SAMPLE_DOCS
+from tests.paths import FIXTURES, REPO, SAMPLE_DOCS
+
+TINY_BEIR = FIXTURES / "eval" / "tiny-beir"
 
 # What loading the embedding model or the reranker imports; none may be imported before the
 # cluster answered.
@@ -49,6 +51,7 @@ def run_against_down_cluster(
     }
     config = tmp_path / "loader.toml"
     config.write_text("", encoding="utf-8")
+    args = tuple(arg.format(tmp=tmp_path) for arg in args)
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "loader", *args, "--config", str(config)],
@@ -77,10 +80,16 @@ def imported(stderr: str) -> set[str]:
         ("search", "How long do refunds take for late deliveries?"),
         ("search", "refund", "--rerank"),  # a rerank asked for: the cluster is still named first
         ("push", str(SAMPLE_DOCS)),
+        ("apply",),  # needs the model's dimension
+        ("explain", "refund", "--expect", "refund-policy.md"),
+        ("chat",),  # ends at once, not with an error per line typed
+        ("eval", str(TINY_BEIR), "--no-rerank", "--out-dir", "{tmp}/out"),
+        ("fine-tune", str(TINY_BEIR), "--out", "{tmp}/model"),
     ],
-    ids=["search", "search-rerank", "push"],
+    ids=["search", "search-rerank", "push", "apply", "explain", "chat", "eval", "fine-tune"],
 )
 def test_a_down_cluster_is_named_before_any_model_loads(tmp_path, args):
+    # (doctor reports the cluster as its first, failed, check: tests/integration/test_errors.py)
     done, seconds = run_against_down_cluster(tmp_path, *args)
     errors = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
     assert done.returncode == 3, done.stderr[-2000:]
