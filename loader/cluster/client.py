@@ -125,12 +125,20 @@ def require_cluster(client: OpenSearch, settings: Settings) -> None:
     Raises:
         ClusterUnavailableError: nothing answers (exit code 3; the URL named, credentials
             removed: "is OpenSearch running?").
-        AuthenticationError: the credentials are refused (exit code 4).
+        AuthenticationError: the credentials are refused (401, exit code 4); a 403 (a user
+            allowed to search but not to read the banner) is an answer, not an error.
         ClusterError: something else answers (a web server's page, JSON without a version).
     """
     timeout = min(settings.request_timeout, PROBE_TIMEOUT)
-    with cluster_errors(settings, "checking that OpenSearch answers"):
-        answer = client.info(request_timeout=timeout)
+    try:
+        with cluster_errors(settings, "checking that OpenSearch answers"):
+            answer = client.info(request_timeout=timeout)
+    except AuthenticationError as exc:
+        if isinstance(exc.__cause__, opensearchpy.AuthorizationException):
+            # 403: the security plugin knows the user, who may search without the right to
+            # GET / (cluster:monitor/main); the cluster answered, which is all this asks.
+            return
+        raise
     if not isinstance(answer.get("version"), dict):
         raise ClusterError(
             f"{safe_url(settings.opensearch_url)} answered without a version, so it is not an "
