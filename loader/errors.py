@@ -85,6 +85,14 @@ class ModelError(LoaderError):
     public_reason = "a model failed on this server; the server's log has the reason"
 
 
+class RerankerUnavailableError(ModelError):
+    """A rerank was asked for (``--rerank``, ``rerank = on``, ``"rerank": true``) and
+    ``reranker_model`` is no cross-encoder on this machine: the request asks for what the
+    server cannot do, so a 4xx over HTTP, naming the setting; exit code 6 as any model error."""
+
+    http_status = 422
+
+
 class InputError(LoaderError):
     """A document could not be read: binary, undecodable, empty, too large or malformed."""
 

@@ -186,6 +186,8 @@ def resolve_settings(
         # A secret, or the URL's user info, must not reach the message (secret_values is not
         # known yet to mask it).
         hide = known[name].metadata["secret"] or name in ("opensearch_url", "rewrite_url")
+        if known[name].metadata["parse"]:  # e.g. rerank = false, written before rerank = "auto"
+            value = known[name].metadata["parse"](value)
         values[name] = _coerce(name, value, types[name], origin, hide)
         _check_unicode(name, values[name], origin)  # first: the other messages show the value
         check_setting(name, values[name], origin)

@@ -44,6 +44,9 @@ SCOPES = {
 }
 
 SEARCH_MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax")
+# What a search may put in place of each chunk: its parent section or its sentence window (here,
+# not in loader.query.request, so that the command line's options import no query code).
+EXPANSIONS = ("parent", "window")
 CHUNK_STRATEGIES = (
     "structure",
     "fixed",
@@ -60,6 +63,34 @@ EMBEDDING_LOCATIONS = ("client", "cluster")
 # Query rewriting of follow-ups: none, a chat model, or the no-model fallback (previous question
 # + the follow-up); and what the chat model is asked for.
 REWRITE_CHOICES = ("off", "llm", "concat")
+# Whether searches rerank: auto does exactly when reranker_model is a cross-encoder on this
+# machine (``loader.models.rerank_check``); on without one is an error, not a slow attempt.
+RERANK_CHOICES = ("auto", "on", "off")
+_TRUE_WORDS = ("1", "true", "yes", "on")
+_FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def parse_rerank(value: Any) -> Any:
+    """The ``rerank`` setting's value from a bool or any spelling of one (``true``, ``no``,
+    ``1``) as written before it had ``auto``: ``on`` or ``off``; other values unchanged (then
+    checked against ``RERANK_CHOICES``).
+
+    Example::
+
+        parse_rerank(False), parse_rerank("TRUE"), parse_rerank("auto")   # 'off', 'on', 'auto'
+    """
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, str):
+        word = value.strip().lower()
+        if word in _TRUE_WORDS:
+            return "on"
+        if word in _FALSE_WORDS:
+            return "off"
+        return word if word == "auto" else value
+    return value
+
+
 REWRITE_MODES = ("standalone", "decompose", "multi-query", "hyde")
 
 
@@ -128,6 +159,7 @@ def _setting(
     maximum: float | None = None,
     above: float | None = None,
     check: Callable[[str], str | None] | None = None,
+    parse: Callable[[Any], Any] | None = None,
 ) -> Any:
     """A field of ``Settings``.
 
@@ -137,6 +169,8 @@ def _setting(
             its consumer, as the chunking settings and ``push_workers`` are).
         check: for a text setting, a function saying what is wrong with a value (``"must not be
             empty or blank"``), or returning ``None``; e.g. ``index_name_problem``.
+        parse: turns a value of another form (a bool, text from the environment) into the
+            setting's own before it is checked; e.g. ``parse_rerank``.
     """
     assert scope in SCOPES, scope
     assert above is None or minimum is maximum is None, "above is an exclusive minimum, alone"
@@ -150,6 +184,7 @@ def _setting(
         "maximum": maximum,
         "above": above,
         "check": check,
+        "parse": parse,
     }
     return field(default=default, metadata=metadata)
 
@@ -388,10 +423,15 @@ class Settings:
         "Find identifiers (R-2207, E1043, 44821, quoted strings) in questions and rank the chunks "
         "holding them first (the templates' exact_terms).",
     )
-    rerank: bool = _setting(
+    rerank: str = _setting(
         "query",
-        True,
-        "Rerank the candidates with the cross-encoder (search, serve); off keeps fusion order.",
+        "auto",
+        "Rerank the candidates with the cross-encoder reranker_model (search, chat, explain, "
+        "eval, serve): auto when it is a cross-encoder on this machine (a folder, or the model "
+        "cache, with its config.json), and says so when it is not; on always (an error without "
+        "one); off keeps fusion order. true and false mean on and off.",
+        choices=RERANK_CHOICES,
+        parse=parse_rerank,
     )
     reranker_model: str = _setting(
         "query", "cross-encoder/ms-marco-MiniLM-L-6-v2", "CrossEncoder name or path for the rerank."
@@ -414,7 +454,7 @@ class Settings:
     # --- query rewriting (follow-up questions) -----------------------------------------------
     rewrite: str = _setting(
         "query",
-        "off",
+        "concat",
         'Rewrite a follow-up ("and for UPI?") with the conversation before searching: llm asks '
         "the chat model at rewrite_url, concat searches it with the last standalone question.",
         choices=REWRITE_CHOICES,
@@ -451,6 +491,8 @@ class Settings:
         # Cheap (no I/O), and every way a Settings is made passes here: resolve_settings, a
         # replace by a flag or an eval sweep, a test.
         for f in fields(self):
+            if f.metadata["parse"]:  # Settings(rerank=False) is rerank="off"
+                object.__setattr__(self, f.name, f.metadata["parse"](getattr(self, f.name)))
             check_setting(f.name, getattr(self, f.name))
 
     def public_items(self) -> dict[str, Any]:

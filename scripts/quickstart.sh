@@ -8,7 +8,7 @@ bash scripts/setup.sh
 loader up
 loader apply
 loader push docs/
-# No trained cross-encoder can be downloaded on an offline machine: rerank is off here; set
-# reranker_model to a local CrossEncoder folder to turn it on.
-loader search --no-rerank \
-    "Do I get a refund if my order is more than 45 minutes late, and how is it paid?"
+# rerank = auto: without a cross-encoder on this machine (none can be downloaded offline) the
+# search says so in one line and keeps fusion order; set reranker_model to a local CrossEncoder
+# folder to turn it on.
+loader search "Do I get a refund if my order is more than 45 minutes late, and how is it paid?"

@@ -38,6 +38,8 @@ PASSWORD = "Kq7Esc\x1bQu2ote\"Bs3lash\\Ap4ost'Pc5nt%Sp6ace Rs7vd:/?#@Lt8né"
 WORDS = re.findall(r"[A-Za-z0-9]{3,}", PASSWORD)
 TOKEN = base64.b64encode(f"{USER}:{PASSWORD}".encode("latin-1")).decode("ascii")
 BODY_KINDS = ("json", "text", "page")
+# What an OpenSearch node answers to GET / (the part loader.cluster.client.require_cluster reads).
+BANNER = {"version": {"distribution": "opensearch", "number": "3.6.0"}, "tagline": "OpenSearch"}
 # Sent raw after the echo: a terminal would clear its screen (nothing may print it unescaped).
 TERMINAL_SEQUENCE = "\x1b[2J"
 
@@ -58,6 +60,9 @@ class _EchoHandler(BaseHTTPRequestHandler):
 
     def answer(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.server.banner and self.command == "GET" and self.path == "/":
+            self.reply(200, json.dumps(BANNER), "application/json")
+            return
         status, kind = self.server.status, self.server.kind
         echo = echo_of(self.headers.get("Authorization", ""))
         if kind == "json":
@@ -69,6 +74,9 @@ class _EchoHandler(BaseHTTPRequestHandler):
         else:
             body = f"<html><body><h1>Proxy</h1><p>{html.escape(echo)}</p></body></html>"
             content_type = "text/plain"  # as some proxies label their pages
+        self.reply(status, body, content_type)
+
+    def reply(self, status: int, body: str, content_type: str) -> None:
         data = body.encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", content_type)
@@ -88,8 +96,12 @@ class EchoUpstream(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, status: int = 400, kind: str = "json") -> None:
+    def __init__(self, status: int = 400, kind: str = "json", banner: bool = False) -> None:
+        """``banner``: answer ``GET /`` as an OpenSearch node does, so that a command that
+        checks the cluster first (``loader serve``) gets past its start; every other request
+        gets the hostile answer."""
         super().__init__(("127.0.0.1", 0), _EchoHandler)
+        self.banner = banner
         self.answer(status, kind)
 
     def answer(self, status: int, kind: str) -> None:

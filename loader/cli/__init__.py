@@ -33,7 +33,13 @@ class _LoaderGroup(click.Group):
 @click.version_option(package_name="loader")
 def cli() -> None:
     """Hybrid search for RAG on OpenSearch: apply the configuration, push documents, search, and
-    measure retrieval quality."""
+    measure retrieval quality.
+
+    \b
+    Example: a local node, the sample documents, one question
+      loader up && loader apply && loader push docs/
+      loader search "How long do refunds take for late deliveries?"
+    """
 
 
 for command in (

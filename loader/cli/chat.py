@@ -14,7 +14,6 @@ from loader.cli.query import rewrite_options
 from loader.errors import ConfigError, LoaderError
 from loader.redact import scrub_secrets
 from loader.settings import (
-    MAX_CANDIDATES,
     REWRITE_CHOICES,
     REWRITE_MODES,
     SEARCH_MODES,
@@ -108,14 +107,23 @@ def _command(session: Any, line: str) -> tuple[str, str, list[str]]:
     raise ConfigError(f"unknown command {name!r}; :help lists the commands")
 
 
-def _turn_lines(number: int, result: Any) -> list[str]:
+def _turn_lines(number: int, result: Any, shown: set[str]) -> list[str]:
+    """A turn's lines; a warning already shown by an earlier turn (no cross-encoder, rerank =
+    auto) is not repeated."""
     from loader.query.result import format_result
 
     searched = " | ".join(result.queries)
-    return [f"[{number}] searched: {searched}", *format_result(result), ""]
+    new = [warning for warning in result.warnings if warning not in shown]
+    shown.update(new)
+    return [
+        f"[{number}] searched: {searched}",
+        *(f"! {warning}" for warning in new),
+        *format_result(result, warnings=False),
+        "",
+    ]
 
 
-@click.command()
+@click.command(short_help="Talk to the index: each line a follow-up question.")
 @click.option(
     "--tenant",
     default=None,
@@ -125,10 +133,13 @@ def _turn_lines(number: int, result: Any) -> list[str]:
 @click.option(
     "--mode", type=click.Choice(SEARCH_MODES), default=None, help="Search mode (default: setting)."
 )
+@click.option("--k", "k", type=int, default=None, help="Results per turn (default: top_k).")
 @click.option(
-    "--k", "k", type=click.IntRange(1, MAX_CANDIDATES), default=None, help="Results per turn."
+    "--rerank/--no-rerank",
+    default=None,
+    help="Rerank with the cross-encoder reranker_model (default: the rerank setting; auto: when "
+    "that model is on this machine). --rerank without one is an error.",
 )
-@click.option("--rerank/--no-rerank", default=None, help="Rerank (default: the rerank setting).")
 @click.option(
     "--history",
     "history_file",
@@ -163,6 +174,7 @@ def chat(
         rerank=rerank,
         history=list(load_history(history_file)) if history_file else [],
     )
+    session.connect()  # a cluster that is down ends the session now (exit code 3), not each turn
     output = _Output(as_json, secret_values(settings))
     interactive = sys.stdin is not None and sys.stdin.isatty() and not as_json
     if not as_json:
@@ -173,6 +185,7 @@ def chat(
             )
         )
     turn = 0
+    shown: set[str] = set()
     for line in _input_lines(interactive):
         if line is None:
             output.error(ConfigError("a line that is not UTF-8 text was skipped"))
@@ -192,5 +205,5 @@ def chat(
             continue
         turn += 1
         output.record(
-            {"turn": turn, "message": line, **result.to_dict()}, _turn_lines(turn, result)
+            {"turn": turn, "message": line, **result.to_dict()}, _turn_lines(turn, result, shown)
         )

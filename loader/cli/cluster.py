@@ -19,7 +19,7 @@ from loader.settings import (
 from loader.terminal import printable
 
 
-@click.command(name="settings")
+@click.command(name="settings", short_help="Show every setting, its value and its source.")
 @config_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def settings_command(config_path: str | None, as_json: bool) -> None:
@@ -37,8 +37,8 @@ def settings_command(config_path: str | None, as_json: bool) -> None:
         click.echo(f"    {helps[name]}")
 
 
-@click.command()
-@settings_options
+@click.command(short_help="Start a local single-node OpenSearch in Docker.")
+@settings_options(index=False)
 def up(settings: Settings) -> None:
     """Start a local single-node OpenSearch in Docker (idempotent) and print its URL."""
     from loader.cluster.local import start_local
@@ -47,8 +47,8 @@ def up(settings: Settings) -> None:
     click.echo(printable(url))
 
 
-@click.command()
-@settings_options
+@click.command(short_help="Stop the local OpenSearch `loader up` started.")
+@settings_options(index=False)
 def down(settings: Settings) -> None:
     """Stop and remove the local OpenSearch started by `loader up` (idempotent)."""
     from loader.cluster.local import stop_local

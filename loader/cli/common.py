@@ -47,8 +47,15 @@ config_option = click.option(
 )
 
 
-def settings_options(func: Callable) -> Callable:
-    """--config, --url and --debug, shared by every command that talks to a cluster."""
+def settings_options(func: Callable | None = None, *, index: bool = True) -> Any:
+    """--config, --url, --index and --debug, shared by every command that talks to a cluster;
+    ``@settings_options(index=False)`` leaves --index out, for commands no index concerns
+    (``up``, ``down``): an option that means nothing to a command is not offered."""
+    if func is None:
+        return functools.partial(settings_options, index=index)
+    index_option = click.option(
+        "--index", "index_name", default=None, help="Index alias to work on."
+    )
 
     @config_option
     @click.option(
@@ -58,15 +65,14 @@ def settings_options(func: Callable) -> Callable:
         metavar="URL",
         help="OpenSearch URL (default: $OPENSEARCH_URL or http://127.0.0.1:9200).",
     )
-    @click.option("--index", "index_name", default=None, help="Index alias to work on.")
     @click.option("--debug", is_flag=True, help="Show tracebacks and debug logging.")
     @functools.wraps(func)
     def wrapper(
         *args: Any,
         config_path: str | None,
         opensearch_url: str | None,
-        index_name: str | None,
         debug: bool,
+        index_name: str | None = None,
         **kwargs: Any,
     ) -> Any:
         configure_logging(debug)
@@ -84,7 +90,7 @@ def settings_options(func: Callable) -> Callable:
             finally:
                 _SECRET_FILTER.secrets = []
 
-    return wrapper
+    return index_option(wrapper) if index else wrapper
 
 
 def configure_logging(debug: bool = False) -> None:

@@ -9,7 +9,7 @@ from loader.settings import Settings
 from loader.terminal import printable
 
 
-@click.command()
+@click.command(short_help="Check the cluster, the index and the query path.")
 @click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
 @settings_options
 def doctor(settings: Settings, as_json: bool) -> None:

@@ -17,7 +17,7 @@ from loader.settings import (
 from loader.terminal import printable, printable_lines
 
 
-@click.command(name="eval")
+@click.command(name="eval", short_help="Measure recall, MRR, nDCG and latency on a dataset.")
 @click.argument("dataset", type=click.Path(exists=True))
 @click.option(
     "--docs",
@@ -45,11 +45,11 @@ from loader.terminal import printable, printable_lines
     type=click.Choice(list(RERANK_CHOICES)),
     is_flag=False,
     flag_value="on",
-    default="off",
-    show_default=True,
-    help="Rerank with the cross-encoder: --rerank, --rerank both (each mode with and without).",
+    default=None,
+    help="Rerank with the cross-encoder: --rerank, --rerank both (each mode with and without). "
+    "Default: the rerank setting (auto: when reranker_model is on this machine).",
 )
-@click.option("--no-rerank", is_flag=True, help="No rerank (the default).")
+@click.option("--no-rerank", is_flag=True, help="No rerank.")
 @click.option(
     "--candidates",
     type=click.IntRange(min=1),

@@ -9,7 +9,7 @@ from loader.settings import SEARCH_MODES, Settings
 from loader.terminal import printable
 
 
-@click.command()
+@click.command(short_help="Show where a question's expected document ranks, stage by stage.")
 @click.argument("question")
 @click.option(
     "--expect",
@@ -38,8 +38,8 @@ from loader.terminal import printable
 @click.option(
     "--rerank/--no-rerank",
     default=None,
-    help="Explain the rerank stage too (default: the rerank setting; left out with a note when "
-    "the reranker cannot be loaded).",
+    help="Explain the rerank stage too (default: the rerank setting; auto: when reranker_model "
+    "is on this machine, else a note says why not). --rerank without one is an error.",
 )
 @click.option("--lang", default=None, help="Only chunks in this language.")
 @click.option("--tag", "tags", multiple=True, help="Only chunks with this tag (repeat: any).")

@@ -12,7 +12,7 @@ from loader.settings import Settings
 from loader.terminal import printable
 
 
-@click.command(name="fine-tune")
+@click.command(name="fine-tune", short_help="Train the embedding model on judged questions.")
 @click.argument("dataset", type=click.Path(exists=True, file_okay=False))
 @click.option(
     "--out",
@@ -24,9 +24,19 @@ from loader.terminal import printable
 @click.option(
     "--test-split", default="test", show_default=True, help="The split eval measures: refused."
 )
-@click.option("--epochs", type=int, default=1, show_default=True)
-@click.option("--learning-rate", type=float, default=2e-5, show_default=True)
-@click.option("--batch-size", type=int, default=32, show_default=True)
+@click.option(
+    "--epochs", type=int, default=1, show_default=True, help="Passes over the mined examples."
+)
+@click.option(
+    "--learning-rate", type=float, default=2e-5, show_default=True, help="AdamW learning rate."
+)
+@click.option(
+    "--batch-size",
+    type=int,
+    default=32,
+    show_default=True,
+    help="Examples per step; the others in a batch are each question's extra negatives.",
+)
 @click.option("--max-tokens", type=int, default=256, show_default=True, help="Cut while training.")
 @click.option("--negatives", type=int, default=3, show_default=True, help="Hard ones per question.")
 @click.option(

@@ -11,7 +11,7 @@ from loader.settings import (
 from loader.terminal import printable
 
 
-@click.command()
+@click.command(short_help="Create or update the index, pipelines and templates.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
 @click.option(
     "--delete-old", is_flag=True, help="Delete index versions older than the one the alias ends on."

@@ -15,7 +15,7 @@ from loader.settings import (
 from loader.terminal import printable
 
 
-@click.command()
+@click.command(short_help="Chunk, embed and index a folder's documents, kept in sync.")
 @click.argument("folder", type=click.Path(file_okay=False))
 @click.option(
     "--tenant",

@@ -9,8 +9,8 @@ from typing import Any
 import click
 
 from loader.cli.common import echo_json, handle_errors, settings_options
-from loader.query.request import EXPANSIONS
 from loader.settings import (
+    EXPANSIONS,
     REWRITE_CHOICES,
     REWRITE_MODES,
     SEARCH_MODES,
@@ -50,7 +50,7 @@ def rewrite_options(func: Callable) -> Callable:
 FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale")
 
 
-@click.command()
+@click.command(short_help="Search the index: ranked chunks with their sources.")
 @click.argument("question")
 @click.option(
     "--tenant",
@@ -66,8 +66,9 @@ FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale
 @click.option(
     "--rerank/--no-rerank",
     default=None,
-    help="Rerank the candidates with the cross-encoder (reranker_model; it must exist locally). "
-    "Default: the rerank setting (on unless LOADER_RERANK=false).",
+    help="Rerank the candidates with the cross-encoder reranker_model (default: the rerank "
+    "setting; auto: when that model is on this machine, else a warning). --rerank without one "
+    "is an error (exit code 6).",
 )
 @click.option("--k", "k", type=int, default=None, help="Results to show (default: top_k).")
 @click.option(
@@ -125,10 +126,10 @@ def search(
     """Search the index for QUESTION: ranked chunks with heading path, source and the score and
     rank of each stage (retrieval, rerank), then the latency of each stage.
 
-    The rerank (on unless the rerank setting is false) needs reranker_model to be a CrossEncoder
-    available locally (there is no model hub); without one, pass --no-rerank or set
-    LOADER_RERANK=false. With --history, the rewrite setting decides how the follow-up is
-    searched (queries: shows what was).
+    The rerank needs reranker_model to be a CrossEncoder on this machine (there is no model
+    hub): with the rerank setting auto (the default) the search reranks when it is, and says on
+    stderr (and in --json's warnings) when it is not. With --history, the rewrite setting
+    decides how the follow-up is searched (concat by default; queries: shows what was).
     """
     from loader.query.conversation import load_history
     from loader.query.request import SearchFilters, SearchRequest
@@ -149,11 +150,13 @@ def search(
     if as_json:
         echo_json(result.to_dict(), indent=2, ensure_ascii=False)
         return
-    for line in format_result(result):
+    for warning in result.warnings:  # on stderr: stdout stays the result
+        click.echo(printable(f"warning: {warning}"), err=True)
+    for line in format_result(result, warnings=False):
         click.echo(printable(line))
 
 
-@click.command()
+@click.command(short_help="Serve the search as an HTTP API.")
 @click.option(
     "--host",
     default="127.0.0.1",
@@ -161,7 +164,13 @@ def search(
     help="Address to listen on; loopback by default, as without api_keys_file anyone who reaches "
     "the port can search every tenant.",
 )
-@click.option("--port", type=click.IntRange(1, 65535), default=8000, show_default=True)
+@click.option(
+    "--port",
+    type=click.IntRange(1, 65535),
+    default=8000,
+    show_default=True,
+    help="Port to listen on.",
+)
 @settings_options
 def serve(settings: Settings, host: str, port: int) -> None:
     """Serve the search (retrieve, rerank, context) as an HTTP API: POST /search, GET /health,

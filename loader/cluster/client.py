@@ -112,6 +112,41 @@ def connect(settings: Settings, *, connections: int = 10) -> OpenSearch:
     return OpenSearch(**kwargs)
 
 
+# Seconds the first request waits for the cluster's banner (at most request_timeout): a node
+# answers GET / in milliseconds, and a user waiting on a wrong URL learns it soon.
+PROBE_TIMEOUT = 5.0
+
+
+def require_cluster(client: OpenSearch, settings: Settings) -> None:
+    """Make sure the cluster answers, and as OpenSearch does, before any slow work: a command
+    that loads a model first would make a user wait for it, then report a model error, when the
+    thing to fix is the URL or the cluster.
+
+    Raises:
+        ClusterUnavailableError: nothing answers (exit code 3; the URL named, credentials
+            removed: "is OpenSearch running?").
+        AuthenticationError: the credentials are refused (401, exit code 4); a 403 (a user
+            allowed to search but not to read the banner) is an answer, not an error.
+        ClusterError: something else answers (a web server's page, JSON without a version).
+    """
+    timeout = min(settings.request_timeout, PROBE_TIMEOUT)
+    try:
+        with cluster_errors(settings, "checking that OpenSearch answers"):
+            answer = client.info(request_timeout=timeout)
+    except AuthenticationError as exc:
+        if isinstance(exc.__cause__, opensearchpy.AuthorizationException):
+            # 403: the security plugin knows the user, who may search without the right to
+            # GET / (cluster:monitor/main); the cluster answered, which is all this asks.
+            return
+        raise
+    if not isinstance(answer.get("version"), dict):
+        raise ClusterError(
+            f"{safe_url(settings.opensearch_url)} answered without a version, so it is not an "
+            "OpenSearch cluster; check that OPENSEARCH_URL points at one",
+            public_reason="OpenSearch's address answered something that is not OpenSearch",
+        )
+
+
 @contextlib.contextmanager
 def cluster_errors(settings: Settings, doing: str) -> Iterator[None]:
     """Turn opensearch-py's exceptions raised while ``doing`` into ``ClusterError`` classes."""

@@ -245,15 +245,28 @@ def index_alias(prefix: str, dataset: str, strategy: str, config: EvalConfig | N
     return alias
 
 
-def rerank_options(choice: str) -> tuple[bool, ...]:
-    """``--rerank on|off|both`` -> the rerank flags to run: ``(True,)``, ``(False,)``, both.
+def rerank_options(choice: str | None, settings: Settings) -> tuple[tuple[bool, ...], str | None]:
+    """``--rerank on|off|both`` -> the rerank flags to run: ``(True,)``, ``(False,)``, both;
+    ``None`` (no option) follows the rerank setting as a search does (``auto``: on exactly when
+    reranker_model is a cross-encoder here), with the warning to show when auto leaves it off.
 
     Raises:
         ConfigError: another choice.
+        RerankerUnavailableError: a rerank asked for, and reranker_model is no cross-encoder
+            here (at once, before any document is pushed).
     """
+    from loader.models.rerank_check import default_rerank, require_reranker
+
+    if choice is None:
+        rerank, warning = default_rerank(settings)
+        choice = "on" if rerank else "off"
+    else:
+        warning = None
     if choice not in RERANK_CHOICES:
         raise ConfigError(f"rerank {choice!r} is not one of {', '.join(RERANK_CHOICES)}")
-    return RERANK_CHOICES[choice]
+    if True in RERANK_CHOICES[choice]:
+        require_reranker(settings.reranker_model)
+    return RERANK_CHOICES[choice], warning
 
 
 def config_settings(settings: Settings, config: EvalConfig, alias: str) -> Settings:

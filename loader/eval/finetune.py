@@ -85,19 +85,22 @@ def fine_tune_embedder(
         InputError: the dataset or its split is missing.
         ClusterError, ModelError: as raised by apply, push and search.
     """
-    from loader.cluster.client import connect
-    from loader.models.embedding import embedder_for, resolve_model_path, torch_model_path
+    from loader.cluster.client import connect, require_cluster
 
     notify = on_event or (lambda line: None)
     _check(request)
     task = load_task(request.dataset, split=request.split, limit=request.limit)
     if task.kind != "beir":
         raise ConfigError("fine-tune needs a BEIR folder (corpus, queries, qrels/<split>.tsv)")
-    client = client or connect(settings)
+    if client is None:
+        client = connect(settings)
+        require_cluster(client, settings)  # a cluster that is down is named before any model
     indexes = EvalIndexes(
         task, settings, client, request.index_prefix, show_progress=show_progress, notify=notify
     )
     run_settings = indexes.prepare(EvalConfig(settings.chunk_strategy, "vector"))
+    from loader.models.embedding import embedder_for, resolve_model_path, torch_model_path
+
     embedder = embedder_for(run_settings)
     started = time.perf_counter()
     mined = mine_examples(

@@ -226,7 +226,7 @@ def evaluate(
         ConfigError: unknown mode or strategy, bad candidates.
         ClusterError, ModelError: as raised by apply, push and search.
     """
-    from loader.cluster.client import connect
+    from loader.cluster.client import connect, require_cluster
 
     started = time.perf_counter()
     notify = on_event or (lambda line: None)
@@ -234,7 +234,9 @@ def evaluate(
     configs = plan_configurations(
         list(strategies or [settings.chunk_strategy]), modes, rerank_options, sweep
     )
-    client = client or connect(settings)
+    if client is None:
+        client = connect(settings)
+        require_cluster(client, settings)  # a cluster that is down is named before any model
     indexes = EvalIndexes(task, settings, client, index_prefix, sweep, show_progress, notify)
     report = _new_report(task, settings, candidates)
     for config in configs:
@@ -294,7 +296,8 @@ class EvalRequest:
         limit: only the first ``limit`` queries.
         strategies: chunking strategies (empty: the ``chunk_strategy`` setting).
         modes: search modes (empty: all four).
-        rerank: ``on``, ``off`` or ``both`` (each mode with and without the rerank).
+        rerank: ``on``, ``off`` or ``both`` (each mode with and without the rerank); ``None``:
+            the rerank setting, as a search (``auto``: on when reranker_model is available).
         candidates: documents retrieved per query (chunks for the section metrics).
         sweep: ``SETTING=V1,V2`` (see ``loader.eval.configs.parse_sweep``).
         index_prefix: first part of the eval indices' aliases.
@@ -312,7 +315,7 @@ class EvalRequest:
     limit: int | None = None
     strategies: tuple[str, ...] = ()
     modes: tuple[str, ...] = ()
-    rerank: str = "off"
+    rerank: str | None = None
     candidates: int = DEFAULT_CANDIDATES
     sweep: str | None = None
     index_prefix: str = DEFAULT_INDEX_PREFIX
@@ -394,6 +397,9 @@ def run_eval(
         check_comparable(previous, gate, str(request.previous))
     # Every swept value is checked now: not after the rows before it ran.
     sweep = parse_sweep(request.sweep, settings) if request.sweep else None
+    reranks, rerank_warning = rerank_options(request.rerank, settings)
+    if rerank_warning:
+        log.warning("%s", rerank_warning)
     _check_writable(request)
     task = load_task(
         request.dataset,
@@ -407,7 +413,7 @@ def run_eval(
         settings,
         strategies=request.strategies or None,
         modes=request.modes or DEFAULT_MODES,
-        rerank_options=rerank_options(request.rerank),
+        rerank_options=reranks,
         candidates=request.candidates,
         sweep=sweep,
         index_prefix=request.index_prefix,

@@ -44,7 +44,13 @@ from typing import Any
 import opensearchpy
 from opensearchpy import OpenSearch
 
-from loader.cluster.client import bad_request_reason, cluster_errors, connect, safe_url
+from loader.cluster.client import (
+    bad_request_reason,
+    cluster_errors,
+    connect,
+    require_cluster,
+    safe_url,
+)
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
 from loader.index import copy_check, reindex_block
@@ -101,12 +107,14 @@ def plan_apply(
     Returns:
         The plan.
     """
-    if dimension is None:
-        dimension = model_dimension(settings)
     from loader.index import ml_model as ml
 
     ml.check_cluster_embedding(settings)
-    client = client or connect(settings)
+    if client is None:
+        client = connect(settings)
+        require_cluster(client, settings)  # a cluster that is down is named before the model
+    if dimension is None:
+        dimension = model_dimension(settings)
     model_change = None
     ml_model_id = None
     # embedding_location = cluster needs the model too (the ingest pipeline's text_embedding
@@ -166,7 +174,9 @@ def apply_config(
     Returns:
         The plan, with ``applied`` set when its changes were made.
     """
-    client = client or connect(settings)
+    if client is None:
+        client = connect(settings)
+        require_cluster(client, settings)  # before plan_apply loads the model for its dimension
     plan = plan_apply(
         settings,
         dimension=dimension,

@@ -31,14 +31,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
-
-import jinja2
+from typing import TYPE_CHECKING, Any
 
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ConfigError
 from loader.models.registry import EMBEDDING_META_KEY, index_fingerprint
 from loader.settings import Settings
+
+if TYPE_CHECKING:  # imported where a template is rendered: a search needs only the names
+    import jinja2
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,8 @@ def _describe_roots(project_dir: str | Path | None) -> str:
 
 
 def _environment(project_dir: str | Path | None, mustache: bool) -> jinja2.Environment:
+    import jinja2
+
     # ChoiceLoader: the project's file wins over the packaged default of the same name.
     loaders: list[jinja2.BaseLoader] = []
     project = _project_root(project_dir)
@@ -244,6 +247,8 @@ def render_file(
     Returns:
         The parsed JSON object.
     """
+    import jinja2
+
     env = _environment(project_dir, mustache=name.startswith(SEARCH_TEMPLATE_FOLDER))
     context = {
         "settings": settings,

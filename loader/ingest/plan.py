@@ -23,15 +23,17 @@ import hashlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from loader.documents import Chunk, Document, joined_parts
 from loader.errors import ConfigError, InputError, LoaderError
 from loader.ingest.chunking import chunk_document, chunking_config
 from loader.ingest.readers import Skipped, file_type, is_within
-from loader.models.embedding import Embedder
 from loader.settings import Settings, settings_in_scope, tenant_problem
 from loader.text import check_document
+
+if TYPE_CHECKING:  # the model module is imported where a model is loaded, not by every command
+    from loader.models.embedding import Embedder
 
 # Bump when the chunkers cut the same document differently, so every document is re-chunked.
 CHUNKING_VERSION = "2"

@@ -41,12 +41,12 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from opensearchpy import OpenSearch
 
-from loader.cluster.client import cluster_errors, connect
+from loader.cluster.client import cluster_errors, connect, require_cluster
 from loader.documents import PATH_SEPARATOR, Document
 from loader.ingest.bulk import (
     BLOCKED_REMEDY,
@@ -65,11 +65,13 @@ from loader.ingest.plan import (
     chunk_id,
     plan_push,
 )
-from loader.ingest.readers import Skipped, iter_documents, require_folder
+from loader.ingest.readers import SUPPORTED_SUFFIXES, Skipped, iter_documents, require_folder
 from loader.ingest.workers import embed_passages
-from loader.models.embedding import Embedder, embedder_for
 from loader.settings import Settings
 from loader.text import require_unicode
+
+if TYPE_CHECKING:  # the model module is imported where a model is loaded
+    from loader.models.embedding import Embedder
 
 # A chunk's vector: a float32 row just embedded, or the list of floats read back from the index.
 Vector = list[float] | np.ndarray
@@ -147,7 +149,19 @@ def push(
     root = Path(root)
     require_folder(root)
     items = iter_documents(root, settings.max_file_bytes, follow_symlinks=settings.follow_symlinks)
-    return sync_documents(items, settings, collection=collection or root.resolve().name, **options)
+    report = sync_documents(
+        items, settings, collection=collection or root.resolve().name, **options
+    )
+    if not (report.added + report.updated + report.unchanged + report.failed):
+        # A wrong folder, or one of files no reader handles: say so, or a push that did nothing
+        # (or deleted the collection's chunks) looks like success.
+        warning = (
+            f"no documents in {root}: push reads files ending in {', '.join(SUPPORTED_SUFFIXES)}"
+            + (f"; the {len(report.ignored)} it found are of other types" if report.ignored else "")
+        )
+        report.warnings.append(warning)
+        (options.get("on_event") or (lambda line: None))(warning)
+    return report
 
 
 def sync_documents(
@@ -213,9 +227,15 @@ def _prepare(
     settings: Settings, client: OpenSearch | None, embedder: Embedder | None
 ) -> tuple[OpenSearch, Embedder]:
     """Connect and load the embedder (unless given), then check that the index can take this
-    push at all: the model's dimension, document ids with the tenant."""
-    client = client or connect(settings)
-    embedder = embedder or embedder_for(settings)
+    push at all: the model's dimension, document ids with the tenant. A cluster that does not
+    answer is named before the model loads."""
+    if client is None:
+        client = connect(settings)
+        require_cluster(client, settings)
+    if embedder is None:
+        from loader.models.embedding import embedder_for
+
+        embedder = embedder_for(settings)
     from loader.index import bulk_load
     from loader.index.apply import check_index_compatible
 

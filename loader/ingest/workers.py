@@ -32,13 +32,15 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from loader.errors import ConfigError, LoaderError, ModelError
-from loader.models.embedding import Embedder, embedder_for
 from loader.settings import Settings, settings_in_scope
+
+if TYPE_CHECKING:  # the model module is imported where a model is loaded
+    from loader.models.embedding import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -200,6 +202,8 @@ def _start_worker(settings: Settings, threads: int, parent: int) -> None:
             import torch
 
             torch.set_num_threads(threads)  # process-wide: torch has no per-model count
+        from loader.models.embedding import embedder_for
+
         embedder = embedder_for(settings, threads=threads)
         embedder.model  # noqa: B018 - load now, so that tasks only embed
         _worker_embedder = embedder

@@ -18,9 +18,11 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+import os
 import shutil
 import tempfile
 import zipfile
@@ -88,22 +90,39 @@ def model_fingerprint(model_path: str | Path) -> str:
         16 hex characters; equal for equal model content.
     """
     folder = Path(model_path)
-    digest = hashlib.sha256(f"export-format-{EXPORT_FORMAT}".encode())
-    found = False
-    for name in FINGERPRINT_FILES:
-        path = folder / name
-        if path.is_file():
-            found = True
-            digest.update(name.encode())
-            with path.open("rb") as handle:
-                for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
-                    digest.update(block)
-    if not found:
+    files = [(name, folder / name) for name in FINGERPRINT_FILES if (folder / name).is_file()]
+    if not files:
         raise ModelError(
             f"embedding model folder {folder} has none of {', '.join(FINGERPRINT_FILES)}; "
             "set embedding_model to a local sentence-transformers folder"
         )
-    return digest.hexdigest()[:16]
+    # Hashing the weights costs ~70 ms a process (90 MB for MiniLM), on every search's start:
+    # the result is kept under the files' identity (inode, size, change times), which any
+    # write changes.
+    identity = hashlib.sha256(f"{EXPORT_FORMAT}:{folder.resolve()}".encode())
+    for name, path in files:
+        stat = path.stat()
+        identity.update(
+            f"{name}:{stat.st_ino}:{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ctime_ns}".encode()
+        )
+    memo = models_cache_root() / "fingerprints" / identity.hexdigest()[:32]
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        known = memo.read_text(encoding="ascii").strip()
+        if len(known) == 16:
+            return known
+    digest = hashlib.sha256(f"export-format-{EXPORT_FORMAT}".encode())
+    for name, path in files:
+        digest.update(name.encode())
+        with path.open("rb") as handle:
+            for block in iter(lambda handle=handle: handle.read(1 << 20), b""):
+                digest.update(block)
+    fingerprint = digest.hexdigest()[:16]
+    with contextlib.suppress(OSError):  # a cache that cannot be written: hashed next time
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        partial = memo.with_name(f".{memo.name}.{os.getpid()}")
+        partial.write_text(fingerprint, encoding="ascii")
+        partial.replace(memo)  # whole or absent for a concurrent reader
+    return fingerprint
 
 
 # --- the local ONNX file of a sentence-transformers model ---------------------------------------

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from loader.errors import ConfigError, ModelError
 from loader.models.embedding import resolve_model_path
 from loader.models.onnx_export import eager_attention, trace_to_onnx
+from loader.models.rerank_check import require_reranker
 from loader.settings import RERANK_BACKENDS
 
 if TYPE_CHECKING:
@@ -219,7 +220,9 @@ class Reranker:
         cache_dir: root of the ONNX exports (default ``onnx_cache_root()``).
 
     Raises:
-        ModelError: the model cannot be loaded or exported; ConfigError: an unknown backend.
+        RerankerUnavailableError: ``model`` is no cross-encoder on this machine (decided from its
+            files, before torch is imported); ModelError: the model cannot be loaded or
+            exported; ConfigError: an unknown backend.
     """
 
     def __init__(
@@ -239,6 +242,7 @@ class Reranker:
             raise ConfigError(f"rerank_max_tokens must be at least 8, got {max_tokens}")
         if batch_size < 1:
             raise ConfigError(f"rerank_batch_size must be at least 1, got {batch_size}")
+        require_reranker(model)
         self.name = model
         self.backend = backend
         self.max_tokens = max_tokens

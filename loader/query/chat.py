@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
 from loader.query.conversation import MAX_HISTORY_TURNS, check_history
-from loader.query.request import MAX_CANDIDATES, SearchRequest, truncate_question
+from loader.query.request import MAX_CANDIDATES, SearchRequest, check_depth, truncate_question
 from loader.query.rewrite import rewriter_from_settings
 from loader.query.search import search
 from loader.settings import REWRITE_CHOICES, REWRITE_MODES, SEARCH_MODES, Settings
@@ -55,6 +55,8 @@ class ChatSession:
     client: Any = None
 
     def __post_init__(self) -> None:
+        if self.k is not None:  # checked now, as search checks it: or every turn would fail
+            check_depth("k", self.k)
         self.history = list(check_history(self.history))
         rewriter_from_settings(self.settings)  # unusable rewrite settings: refused up front
 
@@ -74,15 +76,25 @@ class ChatSession:
             rerank=self.rerank,
             history=self.history,
         )
-        if self.client is None:
-            from loader.cluster.client import connect
-
-            self.client = connect(self.settings)
+        self.connect()
         result = search(request, self.settings, client=self.client)
         # As searched: a longer turn would make every later request's history too long.
         self.history.append({"role": "user", "content": truncate_question(message)})
         del self.history[:-MAX_HISTORY_TURNS]  # the latest turns; older ones no longer matter
         return result
+
+    def connect(self) -> None:
+        """Connect, unless connected, and make sure the cluster answers (before any model loads).
+
+        Raises:
+            ClusterError: the cluster does not answer, or not as OpenSearch.
+        """
+        if self.client is None:
+            from loader.cluster.client import connect, require_cluster
+
+            client = connect(self.settings)
+            require_cluster(client, self.settings)
+            self.client = client
 
     def set_mode(self, mode: str) -> str:
         """Search with ``mode`` from now on."""

@@ -35,9 +35,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from loader.cluster.client import cluster_errors, connect
+from loader.cluster.client import cluster_errors, connect, require_cluster
 from loader.documents import PATH_SEPARATOR
-from loader.errors import ModelError
+from loader.errors import ModelError, RerankerUnavailableError
 from loader.index.render import config_names
 from loader.query import context
 from loader.query.explanation import (
@@ -391,13 +391,17 @@ def _hit_matcher(expected: Expected) -> Callable[[SearchHit], bool]:
 def _load_reranker(
     request: SearchRequest, settings: Settings, reranker: Reranker | None, notes: list[str]
 ) -> Reranker | None:
-    """The reranker when the request reranks and one can be loaded; else a note says why not."""
+    """The reranker when the request reranks and one can be loaded; else a note says why not.
+    A rerank asked for when reranker_model is no cross-encoder here is an error, as in search.
+    """
     if not request.rerank or reranker is not None:
         return reranker if request.rerank else None
     from loader.models.rerank import load_reranker
 
     try:
         return load_reranker(settings)
+    except RerankerUnavailableError:
+        raise
     except ModelError as exc:
         notes.append(f"no rerank stage: {exc}")
         return None
@@ -438,13 +442,16 @@ def explain(
     """
     readings = Expected.readings(expect) if isinstance(expect, str) else []
     target = readings[0] if readings else expect
-    client = client or connect(settings)
+    if client is None:
+        client = connect(settings)
+        require_cluster(client, settings)  # a cluster that is down is named before any model
     chunks = None
     if len(readings) > 1:  # each '#' may belong to the file name or to a heading
         sources = [reading.source for reading in readings]
         chunks = _indexed_chunks(client, settings, sources, request.tenant, str(expect))
         target = Expected.choose(readings, _owners(chunks), request.tenant)
     report = ExplainReport(request.searched, request.tenant, request.mode, request.k, request.depth)
+    report.notes.extend(request.warnings)  # rerank = auto without a cross-encoder
     reranker = _load_reranker(request, settings, reranker, report.notes)
 
     def searcher(wanted: SearchRequest) -> _Lists:

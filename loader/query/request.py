@@ -29,19 +29,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loader.errors import ConfigError
+from loader.models.rerank_check import default_rerank
 from loader.query.conversation import check_history
 from loader.query.identifiers import exact_terms
-from loader.settings import MAX_CANDIDATES, SEARCH_MODES, Settings, tenant_problem
+from loader.settings import EXPANSIONS, MAX_CANDIDATES, SEARCH_MODES, Settings, tenant_problem
 from loader.text import first_surrogate, require_unicode
 
-EXPANSIONS = ("parent", "window")
 # Characters of a question that are searched; the rest is cut off (the embedder sees at most
 # 256 tokens anyway, about 1,000 characters of English).
 MAX_QUESTION_CHARS = 2000
-# Fields of a request whose default is a setting: field -> setting.
+# Fields of a request whose default is a setting: field -> setting (and ``rerank``, whose default
+# the rerank setting decides: ``default_rerank``).
 FROM_SETTINGS = {
     "mode": "search_mode",
-    "rerank": "rerank",
     "k": "top_k",
     "candidates": "candidates",
     "exact_match": "exact_match",
@@ -139,6 +139,21 @@ def _shown(value: object, limit: int = 60) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def check_depth(name: str, value: object) -> None:
+    """Refuse a ``k`` or ``candidates`` that is not a whole number from 1 to ``MAX_CANDIDATES``
+    (OpenSearch's index.max_result_window): the one range of every front end.
+
+    Raises:
+        ConfigError: e.g. "k must be a positive whole number, got 0".
+    """
+    # 0 would reach OpenSearch as size 0, which the hybrid query answers with a server error
+    # ("score normalization processor cannot produce final query result").
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{name} must be a positive whole number, got {_shown(value)}")
+    if value > MAX_CANDIDATES:
+        raise ConfigError(f"{name} must be at most {MAX_CANDIDATES}, got {value}")
+
+
 def truncate_question(question: str, limit: int = MAX_QUESTION_CHARS) -> str:
     """``question`` cut to at most ``limit`` characters, at a word boundary when one is near."""
     if len(question) <= limit:
@@ -213,6 +228,8 @@ class SearchRequest:
         history: earlier chat turns ``[{"role": "user"|"assistant", "content"}]``, given to the
             query rewriter (see ``loader.query.search.search``); checked and kept as a tuple
             (``loader.query.conversation.check_history``).
+        warnings: what the result's ``warnings`` start with: why a default left something out
+            (``rerank = auto`` without a cross-encoder).
 
     Build one with ``from_settings``, which takes the settings' defaults for ``mode``,
     ``rerank``, ``k``, ``candidates`` and ``exact_match``.
@@ -236,12 +253,15 @@ class SearchRequest:
     history: Sequence[Mapping[str, str]] = ()
     exact_match: bool = True
     one_per_document: bool = False
+    warnings: tuple[str, ...] = ()
 
     @classmethod
     def from_settings(cls, settings: Settings, question: str, **fields: Any) -> SearchRequest:
         """A request whose fields in ``FROM_SETTINGS`` (``mode``, ``rerank``, ``k``, ``candidates``,
         ``exact_match``) default to those settings; ``None`` for any field means its default, so
-        front ends can pass their unset options through.
+        front ends can pass their unset options through. ``rerank`` defaults to the rerank
+        setting; with ``auto``, to whether ``reranker_model`` is a cross-encoder on this machine
+        (a file-system check, no model loaded), and a warning says so when it is not.
 
         Example::
 
@@ -253,12 +273,17 @@ class SearchRequest:
         """
         given = {name: value for name, value in fields.items() if value is not None}
         defaults = {name: getattr(settings, setting) for name, setting in FROM_SETTINGS.items()}
+        if "rerank" not in given:
+            defaults["rerank"], warning = default_rerank(settings)
+            if warning:
+                defaults["warnings"] = (*given.pop("warnings", ()), warning)
         return cls(question=question, **(defaults | given))
 
     def __post_init__(self) -> None:
         if self.filters is None:
             object.__setattr__(self, "filters", SearchFilters())
         object.__setattr__(self, "history", check_history(self.history))
+        object.__setattr__(self, "warnings", tuple(str(warning) for warning in self.warnings))
         self._check_text()
         self._check_numbers()
         self._check_options()
@@ -289,15 +314,7 @@ class SearchRequest:
 
     def _check_numbers(self) -> None:
         for name in ("k", "candidates"):
-            value = getattr(self, name)
-            # 0 would reach OpenSearch as size 0, which the hybrid query answers with a server
-            # error ("score normalization processor cannot produce final query result").
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{name} must be a positive whole number, got {_shown(value)}")
-        if self.candidates > MAX_CANDIDATES:
-            raise ConfigError(f"candidates must be at most {MAX_CANDIDATES}, got {self.candidates}")
-        if self.k > MAX_CANDIDATES:
-            raise ConfigError(f"k must be at most {MAX_CANDIDATES}, got {self.k}")
+            check_depth(name, getattr(self, name))
 
     def _check_options(self) -> None:
         if self.expand not in (None, *EXPANSIONS):

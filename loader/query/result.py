@@ -153,8 +153,11 @@ def _summary_line(result: SearchResult) -> str:
     )
 
 
-def format_result(result: SearchResult, snippet_chars: int = SNIPPET_CHARS) -> list[str]:
-    """Plain-text lines for a result, as ``loader search`` prints them.
+def format_result(
+    result: SearchResult, snippet_chars: int = SNIPPET_CHARS, warnings: bool = True
+) -> list[str]:
+    """Plain-text lines for a result, as ``loader search`` prints them (``warnings``: with
+    ``! <warning>`` lines first; ``loader search`` prints those on stderr).
 
     Per hit: rank, ``title > heading path`` and source; the chunk id and every stage's rank and
     score; the text, whitespace collapsed and cut at ``snippet_chars``. Then one summary line.
@@ -167,7 +170,7 @@ def format_result(result: SearchResult, snippet_chars: int = SNIPPET_CHARS) -> l
 
         1 result of 3 candidates for tenant 'A' (bm25, reranked) in 41.2 ms: embed 0.0 ms, ...
     """
-    lines = [f"! {warning}" for warning in result.warnings]
+    lines = [f"! {warning}" for warning in result.warnings] if warnings else []
     if result.truncated:
         lines.append(
             f"! the question was cut to {len(result.question)} characters "

@@ -57,7 +57,13 @@ from typing import TYPE_CHECKING, Any
 
 import opensearchpy
 
-from loader.cluster.client import bad_request_reason, cluster_errors, connect, safe_url
+from loader.cluster.client import (
+    bad_request_reason,
+    cluster_errors,
+    connect,
+    require_cluster,
+    safe_url,
+)
 from loader.errors import ClusterError, QueryError
 from loader.index.render import config_names
 from loader.query import context
@@ -141,7 +147,8 @@ def _load_models(
     reranker: Reranker | None,
 ) -> tuple[Embedder | None, Reranker | None]:
     """The embedder (``None`` in bm25 mode) and the reranker (``None`` without rerank), loaded
-    from the settings unless given: a model that cannot load fails the search up front."""
+    from the settings unless given: a model that cannot load fails the search up front (a
+    reranker_model that is nowhere on disk at once: ``loader.models.rerank_check``)."""
     if request.rerank and reranker is None:
         from loader.models.rerank import load_reranker
 
@@ -354,7 +361,8 @@ def search(
     Args:
         request: what to search (checked when it was built; see ``SearchRequest``).
         settings: resolved settings (index_name, models, rrf_rank_constant, the cluster ...).
-        client, embedder, reranker: reuse loaded ones (default: loaded once per process).
+        client, embedder, reranker: reuse loaded ones (default: loaded once per process). Without
+            a client, one is connected and the cluster must answer before any model loads.
         rewriter: turns ``(request.history, question)`` into 1..N standalone queries, fused by
             RRF (default: ``rewriter_from_settings(settings)``; ``IdentityRewriter()`` for none).
 
@@ -371,8 +379,10 @@ def search(
     timings = _Timings()
     searched = _searched_question(request)
     rewriter = rewriter if rewriter is not None else rewriter_from_settings(settings)
+    if client is None:
+        client = connect(settings)
+        require_cluster(client, settings)  # a cluster that is down is named before any model
     embedder, reranker = _load_models(request, settings, embedder, reranker)
-    client = client or connect(settings)
     with timings.stage("rewrite_ms"):
         rewrite = rewrite_question(rewriter, request.history, searched)
     queries = rewrite.queries
@@ -400,5 +410,5 @@ def search(
         timings=finished,
         truncated=request.truncated,
         hypothetical=rewrite.hypothetical,
-        warnings=list(rewrite.warnings),
+        warnings=[*request.warnings, *rewrite.warnings],
     )

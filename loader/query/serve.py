@@ -29,9 +29,13 @@ below 1, a malformed date (``2020-13-45``) or decay scale (``0d``), a body that 
 422; a POST without a Content-Length, or any request with a Transfer-Encoding, 411; a body over
 ``MAX_BODY_BYTES`` or a question over ``MAX_QUESTION_CHARS`` characters 413; a search OpenSearch
 still refuses as a bad request 400. 503: the cluster cannot be reached or did not answer in time,
-or the request asks for a rerank and no cross-encoder can be loaded (``"rerank": false`` requests
-are still served: the reranker loads at startup when the ``rerank`` setting is on, else at the
-first request that asks for it, and a reranker that cannot load does not stop the server). 502:
+or the request asks for a rerank and the cross-encoder failed to load. 422 names the setting when
+a request asks for a rerank (``"rerank": true``) and ``reranker_model`` is no cross-encoder on
+this server (judged from its files, at once). A request that leaves ``rerank`` out gets the
+``rerank`` setting: ``auto`` reranks when the reranker loads, else answers with a warning
+saying there is none; the reranker loads at startup unless the setting is off, and one that
+cannot load does not stop the server (``rerank = on`` without one does). The cluster must answer
+before any model loads. 502:
 the cluster answered with an error of its own (e.g. the index was never applied). Error bodies
 never carry the cluster's URL or a stack trace; the server's log has the full reason. Every
 library error is answered through ``loader_error`` (its class's ``http_status`` and
@@ -49,6 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import signal
 import socket
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -59,8 +64,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from loader.cluster.client import cluster_errors, connect, safe_url
-from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
+from loader.cluster.client import cluster_errors, connect, require_cluster, safe_url
+from loader.errors import (
+    ClusterError,
+    ConfigError,
+    LoaderError,
+    ModelError,
+    RerankerUnavailableError,
+)
+from loader.models import rerank_check
 from loader.query.auth import ApiKeys, require_api_key
 from loader.query.body import KeyedSearchRequest, SearchRequest
 from loader.query.request import MAX_QUESTION_CHARS
@@ -81,10 +93,13 @@ SEARCH_THREADS = 40
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
     400: {"description": "OpenSearch refused the search as a bad request."},
+    422: {
+        "description": "Invalid request (the message names the field), or a rerank asked for "
+        "and no cross-encoder on this server."
+    },
     413: {"description": "Body or question too large."},
-    422: {"description": "Invalid request; the message names the field."},
     502: {"description": "OpenSearch answered with an error of its own."},
-    503: {"description": "OpenSearch cannot be reached, or no cross-encoder for a rerank."},
+    503: {"description": "OpenSearch cannot be reached, or the cross-encoder failed to load."},
 }
 KEYED_RESPONSES: dict[int | str, dict[str, Any]] = RESPONSES | {
     401: {"description": "No API key, or an unknown one."},
@@ -178,7 +193,8 @@ async def _limit_body_size(request: Request, call_next: Callable[[Request], Awai
 
 class SearchService:
     """What the handlers share: the settings, the client, the embedder, and the reranker, which
-    loads at startup (with the ``rerank`` setting) or at the first request that asks for one."""
+    loads at startup (unless the ``rerank`` setting is off) or at the first request that asks
+    for one."""
 
     def __init__(self, settings: Settings, client: Any, embedder: Any, reranker: Any) -> None:
         self.settings = settings
@@ -189,11 +205,23 @@ class SearchService:
         self.reranker = reranker
         self._reranker_lock = threading.Lock()
         self._reranker_failure: ModelError | None = None
+        self._default_rerank: tuple[bool, tuple[str, ...]] | None = None
 
     def start(self, load_models: bool) -> None:
-        """Connect, and with ``load_models`` load (and warm up) the models."""
+        """Connect, and with ``load_models`` make sure the cluster answers (before any model
+        loads: a cluster that is down is what to fix first), then load (and warm up) the models.
+
+        Raises:
+            ClusterError: the cluster does not answer, or not as OpenSearch.
+            RerankerUnavailableError: ``rerank = on`` and reranker_model is no cross-encoder here.
+        """
         settings = self.settings
-        self.client = self.client or connect(settings, connections=SEARCH_THREADS)
+        if settings.rerank == "on" and self.reranker is None:
+            rerank_check.require_reranker(settings.reranker_model)  # asked for: refused at once
+        if self.client is None:
+            self.client = connect(settings, connections=SEARCH_THREADS)
+            if load_models:  # without models the server starts, and answers 503 until it is up
+                require_cluster(self.client, settings)
         if not load_models:
             return
         if self.embedder is None:
@@ -201,8 +229,29 @@ class SearchService:
 
             self.embedder = embedder_for(settings)  # model, backend, instructions
             self.embedder.embed_queries(["warm up"])  # the model loads lazily
-        if settings.rerank:
-            self.get_reranker()
+        self.default_rerank()
+
+    def default_rerank(self) -> tuple[bool, tuple[str, ...]]:
+        """Whether a request that leaves ``rerank`` out reranks, and the warnings its answer
+        then carries: the rerank setting; ``auto`` is decided once, on whether the reranker
+        loads (a warning on the log says why not, and each such answer says there is none)."""
+        with self._reranker_lock:
+            decided = self._default_rerank
+        if decided is not None:
+            return decided
+        rerank, problem = rerank_check.default_rerank(self.settings)
+        if self.settings.rerank == "auto" and rerank and self.get_reranker() is None:
+            rerank, problem = False, str(self._reranker_failure)
+        warnings: tuple[str, ...] = ()
+        if self.settings.rerank == "auto" and not rerank:
+            log.warning("%s", scrub_secrets(str(problem), self.secrets))
+            warnings = (
+                f"no rerank: rerank is auto and reranker_model {self.settings.reranker_model!r} "
+                "is not a cross-encoder on this server (its log says why)",
+            )
+        with self._reranker_lock:
+            self._default_rerank = (rerank, warnings)
+        return rerank, warnings
 
     def get_reranker(self) -> Any:
         """The reranker, loaded at the first call; ``None`` (once and for all) if it cannot be."""
@@ -212,6 +261,9 @@ class SearchService:
 
                 try:
                     self.reranker = load_reranker(self.settings)
+                except RerankerUnavailableError as exc:  # no such model here: the request's 4xx
+                    log.warning("%s", scrub_secrets(str(exc), self.secrets))
+                    self._reranker_failure = exc
                 except (ModelError, ConfigError) as exc:
                     log.warning(
                         "no cross-encoder available, rerank requests answer 503: %s",
@@ -221,7 +273,7 @@ class SearchService:
                         f"no cross-encoder available: {exc}",
                         public_reason="no cross-encoder available: reranker_model "
                         f"{self.settings.reranker_model!r} cannot be loaded (the server's log "
-                        'has the reason); send "rerank": false, or set rerank=false or '
+                        'has the reason); send "rerank": false, or set rerank=off or '
                         "reranker_model on the server",
                     )
             return self.reranker
@@ -250,6 +302,9 @@ class SearchService:
             request = body.to_request(self.settings, tenant)
         except LoaderError as exc:
             return loader_error(exc, self.secrets)
+        if body.rerank is None:  # the server's default, and its warning (no server paths)
+            rerank, warnings = self.default_rerank()
+            request = request.replace(rerank=rerank, warnings=warnings)
         reranker = self.get_reranker() if request.rerank else None
         if request.rerank and reranker is None:
             assert self._reranker_failure is not None
@@ -366,6 +421,8 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
         ConfigError: fastapi or uvicorn is missing (``pip install 'loader[serve]'``), the host and
             port cannot be listened on, or ``api_keys_file`` cannot be read or is malformed
             (before anything listens).
+        ClusterError: the cluster does not answer, or not as OpenSearch (before any model).
+        RerankerUnavailableError: ``rerank = on`` and reranker_model is no cross-encoder here.
     """
     try:
         import uvicorn
@@ -374,7 +431,24 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
             f"loader serve needs uvicorn and fastapi: pip install 'loader[serve]' ({exc})"
         ) from exc
     _check_can_listen(host, port)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    # Before uvicorn: a cluster that is down is exit code 3 naming it, not uvicorn's failed
+    # startup after the models loaded.
+    client = connect(settings, connections=SEARCH_THREADS)
+    require_cluster(client, settings)
+    if settings.rerank == "on":  # likewise exit code 6, not uvicorn's 3 (start() checks it too)
+        rerank_check.require_reranker(settings.reranker_model)
+    previous = signal.signal(signal.SIGTERM, _exit_after_terminate)
+    try:
+        uvicorn.run(create_app(settings, client=client), host=host, port=port, log_level="info")
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _exit_after_terminate(_signum: int, _frame: Any) -> None:
+    """SIGTERM (a service manager's stop) ends ``loader serve`` with exit code 0. uvicorn shuts
+    down gracefully on it, then raises it again once its own handler is gone, which without
+    this handler kills the process (exit status 143, what a supervisor reads as a failure)."""
+    raise SystemExit(0)
 
 
 def _check_can_listen(host: str, port: int) -> None:

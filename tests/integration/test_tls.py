@@ -291,8 +291,8 @@ def test_certificates_are_verified_by_default(proxy, tmp_path):
     result = invoke(["apply", "--index", "tls-never-created"], env, tmp_path)
     assert result.exit_code == ClusterError.exit_code, result.output
     assert result.stderr.startswith(
-        f"Error: TLS handshake with {proxy.url} failed while reading index alias "
-        "tls-never-created: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
+        f"Error: TLS handshake with {proxy.url} failed while checking that OpenSearch answers: "
+        "[SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
     )
     assert result.stderr.endswith("; point ca_certs at the cluster's CA certificate\n")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.output

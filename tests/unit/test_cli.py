@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -23,6 +24,54 @@ def test_every_command_has_help(name):
     assert result.exit_code == 0, result.output
     assert cli.commands[name].help, f"`loader {name}` has no help text"
     assert "Usage: cli " in result.output or f"Usage: loader {name}" in result.output
+
+
+def test_top_level_help_is_whole_and_shows_an_example():
+    """Every command's line is whole (click cuts a long first sentence with '...'), no line is
+    wider than the terminal, and one example shows the first hour."""
+    result = CliRunner().invoke(cli, ["--help"], terminal_width=80)
+    assert result.exit_code == 0
+    lines = result.output.splitlines()
+    commands = lines[lines.index("Commands:") + 1 :]
+    assert not [line for line in commands if line.endswith("...")]
+    assert not [line for line in lines if len(line) > 80]
+    assert '    loader search "How long do refunds take for late deliveries?"' in lines
+    assert "  up         Start a local single-node OpenSearch in Docker." in lines
+
+
+@pytest.mark.parametrize("name", ["up", "down"])
+def test_commands_no_index_concerns_offer_no_index_option(name):
+    # --help last: were --index accepted again, the command would print its help, not run (a
+    # real `loader down` stops the node every test uses).
+    result = CliRunner().invoke(cli, [name, "--index", "kb", "--help"])
+    assert result.exit_code == 2 and "No such option '--index'" in result.output
+
+
+@pytest.mark.parametrize(
+    "args", [["search", "refund"], ["explain", "refund"], ["chat"]], ids=lambda a: a[0]
+)
+def test_every_command_that_searches_takes_the_same_k_range(args):
+    """search, explain and chat refuse the same --k values with the same message (the request's
+    check, so --json gets it as JSON), before any cluster or model; 10000 is OpenSearch's
+    index.max_result_window."""
+    for value, message in (
+        ("0", "k must be a positive whole number, got 0"),
+        ("10001", "k must be at most 10000, got 10001"),
+    ):
+        result = CliRunner().invoke(cli, [*args, "--k", value, "--url", "http://127.0.0.1:9"])
+        assert (result.exit_code, result.stderr) == (2, f"Error: {message}\n")
+
+
+@pytest.mark.parametrize("name", command_names())
+def test_every_option_of_every_command_has_help(name):
+    """`loader <command> --help` explains every option it lists (--help itself included)."""
+    context = click.Context(cli.commands[name], info_name=name)
+    silent = [
+        "/".join(param.opts)
+        for param in cli.commands[name].get_params(context)
+        if isinstance(param, click.Option) and not param.help
+    ]
+    assert not silent, f"`loader {name}` options without help: {', '.join(silent)}"
 
 
 def test_settings_command_masks_secrets(monkeypatch, tmp_path):

@@ -262,8 +262,9 @@ TYPO += "LOADER_EMBEDDING_MODEL?); ignored\n"
         (
             ["apply", "--dry-run", "--url", "http://127.0.0.1:9"],
             3,
-            "Error: cannot connect to http://127.0.0.1:9 while reading index alias chunks; is "
-            "OpenSearch running? (`loader up` starts a local one; OPENSEARCH_URL names another)\n",
+            "Error: cannot connect to http://127.0.0.1:9 while checking that OpenSearch answers; "
+            "is OpenSearch running? (`loader up` starts a local one; OPENSEARCH_URL names "
+            "another)\n",
         ),
     ],
 )

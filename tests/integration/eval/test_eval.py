@@ -274,6 +274,7 @@ def test_an_ignored_file_is_named_only_when_a_question_is_judged_on_it(
         str(docs),
         "--mode",
         "bm25",
+        "--no-rerank",  # else rerank = auto warns that there is no cross-encoder here
         "--json",
     )
     assert result.exit_code == 0, result.output

@@ -169,3 +169,22 @@ def test_an_ignored_file_keeps_the_chunks_it_once_had(settings, client, docs, mo
         "docs: 0 added, 0 updated, 1 unchanged, 0 deleted, 0 failed, 4 ignored; "
     ), result.stdout
     assert indexed_sources(client, settings.index_name) == before
+
+
+def test_a_folder_without_documents_is_a_warning_naming_it_and_what_push_reads(settings, tmp_path):
+    """The wrong folder, or one of images only: the push succeeds (nothing failed) but says
+    that it found no document, naming the folder and the suffixes it reads."""
+    images = tmp_path / "images"
+    (images / "img").mkdir(parents=True)
+    (images / "img" / "logo.png").write_bytes(png())
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    reads = ", ".join(readers.SUPPORTED_SUFFIXES)
+    for folder, found in ((images, "; the 1 it found are of other types"), (empty, "")):
+        warning = f"no documents in {folder}: push reads files ending in {reads}{found}"
+        result = push(settings, folder)
+        assert result.exit_code == 0, result.output
+        assert result.stderr.splitlines()[-1] == warning
+        assert reads.startswith(".md, .markdown, .html, .htm, .txt, .pdf, .docx, .rst")
+        report = json.loads(push(settings, folder, "--json").stdout)
+        assert report["warnings"] == [warning]

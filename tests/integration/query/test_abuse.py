@@ -379,7 +379,8 @@ def test_abuse_through_the_cli(settings, tmp_path, mode):
 
 def test_the_rerank_setting_is_the_cli_default(settings, tmp_path):
     """LOADER_RERANK=false turns the rerank of `loader search` off (no cross-encoder needed);
-    --rerank still asks for one."""
+    --rerank still asks for one (an error without it); the default, auto, searches without it
+    and warns."""
     env = {
         "OPENSEARCH_URL": settings.opensearch_url,
         "LOADER_RERANKER_MODEL": str(tmp_path / "no-such-cross-encoder"),
@@ -390,10 +391,12 @@ def test_the_rerank_setting_is_the_cli_default(settings, tmp_path):
         asked = CliRunner().invoke(cli, [*args, "--rerank"], env={**env, "LOADER_RERANK": "false"})
         default = CliRunner().invoke(cli, args, env=env)
     assert off.exit_code == 0, off.output
-    assert json.loads(off.stdout)["reranked"] is False
-    for result in (asked, default):
-        assert result.exit_code == ModelError.exit_code, result.output
-        assert result.stderr.startswith("Error: cannot load reranker model")
+    assert json.loads(off.stdout)["reranked"] is False and json.loads(off.stdout)["warnings"] == []
+    assert asked.exit_code == ModelError.exit_code, asked.output
+    assert asked.stderr.startswith("Error: rerank is on but reranker_model ")
+    assert default.exit_code == 0, default.output
+    assert json.loads(default.stdout)["reranked"] is False
+    assert json.loads(default.stdout)["warnings"][0].startswith("no rerank (rerank = auto): ")
 
 
 def serve_cases(embedder) -> list[dict]:

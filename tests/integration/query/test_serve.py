@@ -352,8 +352,9 @@ def test_a_template_that_lost_its_tenant_filter_still_shows_no_other_tenant(
 
 
 def test_serve_starts_without_a_cross_encoder_and_serves_rerank_false(settings, embedder):
-    """A reranker_model that does not exist no longer stops the server: rerank-free requests are
-    served, rerank requests get a 503 that says what to do."""
+    """A reranker_model that does not exist does not stop the server: requests that leave
+    rerank out are served without it (rerank = auto) and say so in their warnings; a request
+    that asks for a rerank gets a 422 naming the setting, decided from the files at once."""
     no_model = settings.replace(reranker_model="/nonexistent/cross-encoder")
     with Server(create_app(no_model, embedder=embedder)) as running:
         for mode in ("bm25", "hybrid-rrf"):
@@ -364,17 +365,23 @@ def test_serve_starts_without_a_cross_encoder_and_serves_rerank_false(settings, 
             )
             assert status == 200, body
             assert body["reranked"] is False and body["hits"][0]["source"] == "printer.md"
-        for request in (
-            {"question": "E1043", "tenant": "A", "rerank": True},
-            {"question": "E1043", "tenant": "A"},  # the rerank setting is on
-        ):
-            status, body = running.request("POST", "/search", request)
-            assert status == 503, body
-            assert body["error"] == (
-                "no cross-encoder available: reranker_model '/nonexistent/cross-encoder' cannot "
-                'be loaded (the server\'s log has the reason); send "rerank": false, or set '
-                "rerank=false or reranker_model on the server"
-            )
+            assert body["warnings"] == []
+        status, body = running.request("POST", "/search", {"question": "E1043", "tenant": "A"})
+        assert status == 200 and body["reranked"] is False, body
+        assert body["hits"][0]["source"] == "printer.md"
+        assert body["warnings"] == [
+            "no rerank: rerank is auto and reranker_model '/nonexistent/cross-encoder' is not a "
+            "cross-encoder on this server (its log says why)"
+        ]
+        status, body = running.request(
+            "POST", "/search", {"question": "E1043", "tenant": "A", "rerank": True}
+        )
+        assert status == 422, body
+        assert body["error"] == (
+            "rerank: reranker_model '/nonexistent/cross-encoder' is not available on this "
+            'server; send "rerank": false, or leave rerank out (the server then reranks when it '
+            "can)"
+        )
         # bad input is still a 4xx, checked before the missing model is
         for request, message in (
             (
@@ -388,6 +395,21 @@ def test_serve_starts_without_a_cross_encoder_and_serves_rerank_false(settings, 
             assert status == 422 and body["error"].startswith(message), body
         status, body = running.request("GET", "/health")
         assert status == 200, body
+
+
+def test_a_cross_encoder_that_fails_to_load(settings, embedder, tmp_path):
+    """A folder that looks like a model (config.json) but does not load: rerank = auto serves
+    without it and warns; a request asking for a rerank gets the 503 of a model that failed."""
+    broken = tmp_path / "broken-cross-encoder"
+    broken.mkdir()
+    (broken / "config.json").write_text('{"num_labels": 1}', encoding="utf-8")
+    with Server(create_app(settings.replace(reranker_model=str(broken)), embedder=embedder)) as on:
+        status, body = on.request("POST", "/search", {"question": "E1043", "tenant": "A"})
+        assert status == 200 and body["reranked"] is False, body
+        assert body["warnings"][0].startswith("no rerank: rerank is auto and reranker_model")
+        request = {"question": "E1043", "tenant": "A", "rerank": True}
+        status, body = on.request("POST", "/search", request)
+        assert status == 503 and body["error"].startswith("no cross-encoder available: "), body
 
 
 def test_the_rerank_setting_is_the_default_of_requests(settings, embedder):

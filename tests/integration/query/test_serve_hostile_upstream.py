@@ -85,7 +85,9 @@ class ServeProcess:
 
 @pytest.fixture(scope="module")
 def upstream() -> Iterator[EchoUpstream]:
-    with EchoUpstream() as running:
+    # A proxy that let the server start (serve asks for the banner before loading its models)
+    # and went hostile after.
+    with EchoUpstream(banner=True) as running:
         yield running
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from loader.errors import ConfigError
+from loader.errors import ConfigError, RerankerUnavailableError
 from loader.eval.configs import (
     EvalConfig,
     Sweep,
@@ -129,12 +129,30 @@ def test_index_alias_per_strategy_and_index_side_sweep_value():
     assert index_alias("eval", "my docs:v2", "fixed") == "eval-my-docs-v2-fixed"
 
 
-def test_rerank_options_per_choice():
-    assert rerank_options("on") == (True,)
-    assert rerank_options("off") == (False,)
-    assert rerank_options("both") == (False, True)
+def test_rerank_options_per_choice(tmp_path):
+    model = tmp_path / "cross-encoder"  # what the file-system check looks for
+    model.mkdir()
+    (model / "config.json").write_text('{"num_labels": 1}', encoding="utf-8")
+    settings = Settings(reranker_model=str(model))
+    assert rerank_options("on", settings) == ((True,), None)
+    assert rerank_options("off", settings) == ((False,), None)
+    assert rerank_options("both", settings) == ((False, True), None)
+    assert rerank_options(None, settings) == ((True,), None)  # auto, and the model is there
     with pytest.raises(ConfigError, match="rerank 'sometimes' is not one of on, off, both"):
-        rerank_options("sometimes")
+        rerank_options("sometimes", settings)
+
+
+def test_rerank_options_follow_the_setting_and_refuse_a_missing_model(tmp_path):
+    """Without --rerank, eval does what a search does: auto is off (with a warning) when
+    reranker_model is nowhere here; --rerank on or both is refused before anything is pushed."""
+    missing = Settings(reranker_model=str(tmp_path / "none"))
+    reranks, warning = rerank_options(None, missing)
+    assert reranks == (False,)
+    assert warning.startswith(f"no rerank (rerank = auto): reranker_model '{tmp_path}/none': ")
+    assert rerank_options(None, missing.replace(rerank="off")) == ((False,), None)
+    for choice in ("on", "both"):
+        with pytest.raises(RerankerUnavailableError, match="rerank is on but reranker_model"):
+            rerank_options(choice, missing)
 
 
 def test_config_settings_carry_the_alias_strategy_and_swept_value():

@@ -168,7 +168,11 @@ def test_cli_eval_questions_file_needs_docs(tmp_path):
 def test_eval_request_defaults_leave_the_choices_to_the_library():
     request = EvalRequest("datasets/scifact")
     assert (request.modes, request.strategies, request.gate_metrics) == ((), (), ())
-    assert (request.rerank, request.candidates, request.threshold) == ("off", 100, 0.01)
+    assert (request.rerank, request.candidates, request.threshold) == (
+        None,
+        100,
+        0.01,
+    )  # rerank: the setting
     assert (request.out_dir, request.index_prefix, request.chart) == ("eval-results", "eval", True)
 
 

@@ -11,7 +11,8 @@ from loader.query.request import SearchRequest
 from loader.query.search import search
 from loader.settings import Settings
 
-SETTINGS = Settings(index_name="docs")
+# rerank on: the tests give a FakeReranker (auto would find no cross-encoder on disk).
+SETTINGS = Settings(index_name="docs", rerank="on")
 
 
 def chunk(chunk_id: str, body: str, **extra: Any) -> dict[str, Any]:

@@ -204,7 +204,7 @@ def test_chat_commands_without_a_search(monkeypatch: pytest.MonkeyPatch) -> None
     result = CliRunner().invoke(cli, ["chat"], input=script)
     assert result.exit_code == 0, result.output
     out = result.output
-    assert out.startswith("tenant 'default', rewrite off; :help for commands")
+    assert out.startswith("tenant 'default', rewrite concat; :help for commands")
     for line in (
         "! k must be a positive whole number, got '0'",
         "k 3",
@@ -253,7 +253,8 @@ def test_chat_keeps_a_long_turn_as_it_was_searched(monkeypatch: pytest.MonkeyPat
 
 
 def test_chat_with_standard_input_closed_ends_at_once() -> None:
-    # `loader chat <&-` (a service manager, cron): Python's sys.stdin is None, not a stream.
+    # `loader chat <&-` (a service manager, cron): Python's sys.stdin is None, not a stream. No
+    # cluster answers here: the session ends at once with that error (as JSON too), no crash.
     done = subprocess.run(
         [sys.executable, "-m", "loader", "chat", "--json"],
         preexec_fn=lambda: os.close(0),
@@ -262,7 +263,13 @@ def test_chat_with_standard_input_closed_ends_at_once() -> None:
         timeout=60,
         env={**os.environ, "OPENSEARCH_URL": "http://127.0.0.1:1", "HF_HUB_OFFLINE": "1"},
     )
-    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+    message = (
+        "cannot connect to http://127.0.0.1:1 while checking that OpenSearch answers; is "
+        "OpenSearch running? (`loader up` starts a local one; OPENSEARCH_URL names another)"
+    )
+    assert done.returncode == 3, done.stderr
+    assert json.loads(done.stdout) == {"error": message, "exit_code": 3}
+    assert done.stderr == f"Error: {message}\n"
 
 
 def test_chat_refuses_unusable_rewrite_settings_up_front() -> None:
@@ -275,7 +282,7 @@ def test_chat_refuses_unusable_rewrite_settings_up_front() -> None:
     [
         (["--tenant", " x"], "Invalid value for '--tenant': must not start or end with whitespace"),
         (["--tenant", ""], "Invalid value for '--tenant': must not be empty or blank"),
-        (["--k", "20000"], "Invalid value for '--k': 20000 is not in the range 1<=x<=10000."),
+        (["--k", "20000"], "Error: k must be at most 10000, got 20000"),
     ],
 )
 def test_chat_refuses_a_tenant_or_k_no_turn_could_use_before_it_starts(args, message) -> None:

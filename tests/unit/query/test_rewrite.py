@@ -372,8 +372,9 @@ class _Empty:
 
 
 def test_rewriter_from_settings(tmp_path) -> None:
-    assert rewriter_from_settings(Settings()) is None
-    assert isinstance(rewriter_from_settings(Settings(rewrite="concat")), ConcatRewriter)
+    assert rewriter_from_settings(Settings(rewrite="off")) is None
+    # concat by default: follow-ups are searched with the question they follow.
+    assert isinstance(rewriter_from_settings(Settings()), ConcatRewriter)
     key_file = tmp_path / "key"
     key_file.write_text(API_KEY + "\n", encoding="utf-8")
     settings = Settings(
