@@ -313,6 +313,22 @@ def _dimension(settings: Settings, dimension: int | None, report: DoctorReport) 
         return None
 
 
+def _int8_check(settings: Settings) -> Check:
+    """Whether this CPU's int8 vectors agree with fp32 as on the CPUs the recipe was made on."""
+    from loader.models.embedding import cpu_features, int8_agreement, int8_cpu_warning
+
+    try:
+        lowest = int8_agreement(settings)
+    except ModelError as exc:
+        return Check("int8 vectors", "fail", str(exc), "fix embedding_model", ModelError)
+    warning = int8_cpu_warning(settings, lowest)
+    if warning:
+        return Check("int8 vectors", "warn", warning, "set embedding_backend=onnx")
+    return Check(
+        "int8 vectors", "ok", f"agree with fp32 to a cosine of {lowest:.4f} on {cpu_features()}"
+    )
+
+
 def run_doctor(
     settings: Settings, *, client: OpenSearch | None = None, dimension: int | None = None
 ) -> DoctorReport:
@@ -340,6 +356,8 @@ def run_doctor(
         dimension = _dimension(settings, dimension, report)
         if dimension is None:
             return report
+        if settings.embedding_backend == "onnx-int8":
+            report.checks.append(_int8_check(settings))
         plan = _plan(client, settings, dimension, report)
         if plan is not None:
             _plan_checks(plan, report)

@@ -206,7 +206,8 @@ def describe_fingerprint(fingerprint: Mapping[str, Any]) -> str:
     """``bge-small-en-v1.5 (onnx, 384 dims)`` for plans and errors."""
     prefix = fingerprint.get("passage_prefix")
     return (
-        f"{fingerprint.get('model')} ({fingerprint.get('backend')}, "
+        f"{fingerprint.get('model')} ({fingerprint.get('backend')}"
+        f"{f' {recipe}' if (recipe := fingerprint.get('int8_recipe')) else ''}, "
         f"{fingerprint.get('dimension')} dims{f', passages prefixed {prefix!r}' if prefix else ''})"
     )
 

@@ -204,6 +204,13 @@ def sync_documents(
         require_unicode("tenant", tenant)
     notify = on_event or (lambda line: None)
     client, embedder = _prepare(settings, client, embedder)
+    cpu_warning = None
+    if settings.embedding_backend == "onnx-int8" and not dry_run:
+        from loader.models.embedding import int8_cpu_warning
+
+        cpu_warning = int8_cpu_warning(settings)
+        if cpu_warning:
+            notify(f"warning: {cpu_warning}")
     plan = plan_push(
         _progress(items, show_progress, "reading"),
         settings,
@@ -215,6 +222,8 @@ def sync_documents(
         on_event=notify,
     )
     report = plan.report()
+    if cpu_warning:
+        report.warnings.append(cpu_warning)
     if dry_run:
         report.plan = plan.lines()
     else:

@@ -292,3 +292,76 @@ def _embedder(
     return Embedder(
         name, device, batch_size, backend, query_prefix, passage_prefix, threads, query_instruction
     )
+
+
+# --- int8 on this CPU ----------------------------------------------------------------------------
+
+# The lowest cosine of int8 to fp32 vectors over INT8_PROBE_TEXTS that the int8 recipe holds on
+# the CPUs it was measured on (AVX2, AVX-512 with VNNI); tests/unit/models/test_backends.py holds
+# the same bounds. MiniLM's is lower: a two-letter text padded in one batch with a long one.
+INT8_LOWEST_COSINE = {"bge-small-en-v1.5": 0.99, "all-MiniLM-L6-v2": 0.96}
+INT8_PROBE_TEXTS = (
+    "Refunds for late deliveries are paid back within five working days.",
+    "what does printer error E1043 mean",
+    "Mitochondria are the powerhouse of the cell; " * 60,
+    "ok",
+)
+_CPU_FEATURES = ("avx2", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def cpu_features() -> str:
+    """The x86 features onnxruntime's integer kernels choose by, as ``avx2+avx512f+...``."""
+    try:
+        flags = next(
+            set(line.split(":", 1)[1].split())
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("flags")
+        )
+    except (OSError, StopIteration):
+        return "unknown"
+    return "+".join(feature for feature in _CPU_FEATURES if feature in flags) or "none"
+
+
+def int8_agreement(settings: Settings) -> float:
+    """The lowest cosine between int8 and fp32 vectors of ``INT8_PROBE_TEXTS`` on this CPU.
+
+    Measured once per int8 file and CPU feature set, and kept beside the int8 file: an int8
+    recipe whose integer kernels differ by CPU gives other vectors on another machine, and a
+    push on one CPU would not match searches on another."""
+    import json
+
+    name = settings.embedding_model
+    int8_file = onnx_model_file(name, resolve_model_path(name), "onnx-int8")
+    record = int8_file.with_name(int8_file.name + ".cpu-agreement.json")
+    features = cpu_features()
+    try:
+        known = json.loads(record.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        known = {}
+    if features not in known:
+        fp32 = get_embedder(name, backend="onnx").embed_passages(list(INT8_PROBE_TEXTS))
+        int8 = get_embedder(name, backend="onnx-int8").embed_passages(list(INT8_PROBE_TEXTS))
+        cosines = (fp32 * int8).sum(axis=1) / (
+            np.linalg.norm(fp32, axis=1) * np.linalg.norm(int8, axis=1)
+        )
+        known[features] = round(float(cosines.min()), 4)
+        tmp = record.with_name(f"{record.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(known), encoding="utf-8")
+        tmp.replace(record)
+    return known[features]
+
+
+def int8_cpu_warning(settings: Settings, lowest: float | None = None) -> str | None:
+    """A one-line warning when int8 vectors on this CPU stray from fp32 past the recipe's bound
+    (``lowest``: the measured cosine, default ``int8_agreement``), else None."""
+    spec = known_spec(settings.embedding_model)
+    bound = INT8_LOWEST_COSINE.get(spec.name if spec else "", min(INT8_LOWEST_COSINE.values()))
+    lowest = int8_agreement(settings) if lowest is None else lowest
+    if lowest >= bound:
+        return None
+    return (
+        f"onnx-int8 vectors of {settings.embedding_model} on this CPU ({cpu_features()}) agree "
+        f"with fp32 only to a cosine of {lowest:.4f}, below the {bound} they hold elsewhere: "
+        "vectors pushed here and searched on another machine may not match; "
+        "set embedding_backend=onnx"
+    )

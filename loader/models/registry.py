@@ -27,6 +27,10 @@ if TYPE_CHECKING:
 POOLINGS = ("cls", "mean")
 # The key of the index mapping's _meta that holds ``index_fingerprint``.
 EMBEDDING_META_KEY = "embedding_model"
+# How onnx-int8 quantizes (loader/models/onnx_embedding.py): dynamic quantization, int8 weights
+# with one scale per output column and 7-bit range (`reduce_range`). Another recipe gives other
+# vectors, so it is part of an int8 index's fingerprint, and its file name carries it.
+INT8_RECIPE = "dynamic-s8-per-channel-reduce-range"
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
 
 
@@ -171,9 +175,12 @@ def index_fingerprint(settings: Settings, dimension: int) -> dict[str, object]:
     another backend (vectors differ slightly), another dimension or another passage instruction.
     """
     spec = known_spec(settings.embedding_model)
-    return {
+    fingerprint: dict[str, object] = {
         "model": spec.name if spec else settings.embedding_model,
         "backend": settings.embedding_backend,
         "dimension": int(dimension),
         "passage_prefix": effective_prefixes(settings)[1],
     }
+    if settings.embedding_backend == "onnx-int8":
+        fingerprint["int8_recipe"] = INT8_RECIPE
+    return fingerprint

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 from loader.errors import ConfigError, ModelError
 from loader.models.embedding import resolve_model_path
 from loader.models.onnx_export import eager_attention, trace_to_onnx
+from loader.models.registry import INT8_RECIPE
 from loader.models.rerank_check import require_reranker
 from loader.settings import RERANK_BACKENDS
 
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 
 BACKENDS = RERANK_BACKENDS
 ONNX_FILE = "model.onnx"
-ONNX_INT8_FILE = "model_int8.onnx"
+ONNX_INT8_FILE = f"model_int8-{INT8_RECIPE}.onnx"
 # Part of every export's cache key: bump it when _export_onnx changes, so old exports are redone.
 EXPORT_VERSION = "2"
 
@@ -163,13 +164,14 @@ def _export_onnx(model: Any, target: Path, quantize: bool) -> None:
         traced.unlink()
         if quantize:
             import onnx
-            from onnxruntime.quantization import QuantType, quantize_dynamic
+            from onnxruntime.quantization import quantize_dynamic
+
+            from loader.models.onnx_embedding import int8_options
 
             quantize_dynamic(
                 tmp / ONNX_FILE,
                 tmp / ONNX_INT8_FILE,
-                weight_type=QuantType.QInt8,
-                per_channel=True,  # one scale per output column: closer to fp32 at no cost
+                **int8_options(),  # the embedder's recipe: vectors alike on every CPU
                 # Fused ops (Attention, SkipLayerNormalization) are outside ONNX's type
                 # inference; their outputs are float.
                 extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},

@@ -127,11 +127,15 @@ def _tiny_onnx(path):
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), str(path))
 
 
+# The recipe is in the name: a copy quantized by an earlier recipe is never picked up.
+INT8_NAME = "model_int8-dynamic-s8-per-channel-reduce-range.onnx"
+
+
 def test_int8_is_made_once_and_kept_beside_fp32(tmp_path, monkeypatch):
     fp32 = tmp_path / "model.onnx"
     _tiny_onnx(fp32)
     int8 = onnx_embedding.quantized(fp32)
-    assert int8 == tmp_path / "model_int8.onnx" and int8.is_file()
+    assert int8 == tmp_path / INT8_NAME and int8.is_file()
     made = int8.stat().st_mtime_ns
     import onnxruntime.quantization
 
@@ -141,7 +145,10 @@ def test_int8_is_made_once_and_kept_beside_fp32(tmp_path, monkeypatch):
     monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", refuse)
     assert onnx_embedding.quantized(fp32) == int8
     assert int8.stat().st_mtime_ns == made
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx", "model_int8.onnx"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "model.onnx",
+        INT8_NAME,
+    ]
 
 
 def test_quantizing_leaves_another_quantization_in_flight_alone(tmp_path):
@@ -157,7 +164,7 @@ def test_quantizing_leaves_another_quantization_in_flight_alone(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "model-inferred.onnx",
         "model.onnx",
-        "model_int8.onnx",
+        INT8_NAME,
     ]
 
 
@@ -180,3 +187,30 @@ def test_quantizing_prints_no_pre_processing_advice(tmp_path, caplog):
         onnx_embedding.quantized(tmp_path / "model.onnx")
     assert not [r for r in caplog.records if "pre-processing" in r.getMessage()]
     assert onnx_embedding._no_pre_processing_advice not in logging.getLogger().filters
+
+
+def test_int8_agreement_is_measured_once_per_cpu_and_within_the_bound(monkeypatch):
+    from loader.models import embedding
+
+    settings = Settings(embedding_model="bge-small-en-v1.5", embedding_backend="onnx-int8")
+    lowest = embedding.int8_agreement(settings)
+    assert lowest >= embedding.INT8_LOWEST_COSINE["bge-small-en-v1.5"], lowest
+    assert embedding.int8_cpu_warning(settings, lowest) is None
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("measured a second time on the same CPU")
+
+    monkeypatch.setattr(embedding, "get_embedder", refuse)
+    assert embedding.int8_agreement(settings) == lowest  # read back from beside the int8 file
+
+
+def test_a_cpu_whose_int8_vectors_stray_is_warned_about():
+    from loader.models.embedding import int8_cpu_warning
+
+    settings = Settings(embedding_model="bge-small-en-v1.5", embedding_backend="onnx-int8")
+    # The full-range recipe's lowest cosine on an AVX2-only CPU (qemu -cpu Haswell).
+    warning = int8_cpu_warning(settings, 0.9765)
+    assert warning is not None
+    assert "agree with fp32 only to a cosine of 0.9765, below the 0.99" in warning
+    assert warning.endswith("set embedding_backend=onnx")
+    assert int8_cpu_warning(settings, 0.9933) is None

@@ -67,3 +67,24 @@ def test_an_index_without_a_fingerprint_records_it_in_place():
     diff = diff_index(index, legacy)
     assert not diff.incompatible
     assert diff.mapping_params["_meta"][EMBEDDING_META_KEY] == index_fingerprint(MINILM, 384)
+
+
+def test_an_int8_index_of_another_quantization_recipe_is_a_new_version():
+    # The full-range int8 copy gave vectors that depend on the CPU (no VNNI: saturated sums);
+    # an index pushed with it must not take vectors of the 7-bit recipe, nor the other way.
+    int8 = MINILM.replace(embedding_backend="onnx-int8")
+    fingerprint = index_fingerprint(int8, 384)
+    assert fingerprint["int8_recipe"] == "dynamic-s8-per-channel-reduce-range"
+    assert "int8_recipe" not in index_fingerprint(MINILM, 384)  # fp32 vectors have no recipe
+    before_recipes = _as_cluster(render_config(int8, 384).index)
+    meta = before_recipes["mappings"]["_meta"]
+    meta[EMBEDDING_META_KEY] = {
+        k: v for k, v in meta[EMBEDDING_META_KEY].items() if k != "int8_recipe"
+    }
+    diff = diff_index(render_config(int8, 384).index, before_recipes)
+    assert diff.incompatible == [
+        "embedding model: all-MiniLM-L6-v2 (onnx-int8, 384 dims) -> all-MiniLM-L6-v2 "
+        "(onnx-int8 dynamic-s8-per-channel-reduce-range, 384 dims)"
+    ]
+    same = diff_index(render_config(int8, 384).index, _as_cluster(render_config(int8, 384).index))
+    assert not same.incompatible
