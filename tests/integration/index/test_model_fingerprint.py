@@ -48,7 +48,10 @@ def test_push_refuses_an_index_of_another_fingerprint(client, minilm):
     assert check_index_compatible(client, minilm, DIMENSION) == f"{minilm.index_name}-v1"
     for other, expected in (
         (minilm.replace(embedding_model="bge-small-en-v1.5"), "bge-small-en-v1.5 (onnx, 384"),
-        (minilm.replace(embedding_backend="onnx-int8"), "all-MiniLM-L6-v2 (onnx-int8, 384"),
+        (
+            minilm.replace(embedding_backend="onnx-int8"),
+            "all-MiniLM-L6-v2 (onnx-int8 dynamic-s8-per-channel-reduce-range, 384",
+        ),
     ):
         with pytest.raises(IncompatibleIndexError) as caught:
             check_index_compatible(client, other, DIMENSION)
