@@ -217,16 +217,17 @@ def test_no_key_in_any_log_line_or_output(server, captured, capfd):
 def test_a_malformed_key_file_stops_serve_with_one_line(tmp_path: Path):
     bad = tmp_path / "keys.toml"
     bad.write_text(f'[keys]\n"{KEY_A}" = "A"\n"{KEY_A}" = "B"\n', encoding="utf-8")
+    missing = tmp_path / "missing.toml"
     for path, message in (
-        (bad, "is not valid TOML (at line 3, column"),
-        (tmp_path / "missing.toml", "cannot be read (No such file or directory)"),
+        (bad, f"api_keys_file {str(bad)!r} is not valid TOML (at line 3, column"),
+        (missing, f"api_keys_file {missing} does not exist; point api_keys_file"),
     ):
         with contextlib.chdir(tmp_path):
             result = CliRunner().invoke(
                 cli, ["serve", "--port", "1"], env={"LOADER_API_KEYS_FILE": str(path)}
             )
         assert result.exit_code == ConfigError.exit_code, result.output
-        assert result.stderr.startswith(f"Error: api_keys_file {str(path)!r} {message}")
+        assert result.stderr.startswith(f"Error: {message}")
         assert result.stderr.count("\n") == 1 and "Traceback" not in result.output
         assert KEY_A not in result.output
 
