@@ -79,7 +79,7 @@ def read_user_bytes(
             raise error(f"{name} is {file_kind(mode)}, not a regular file")
         if size > max_bytes:
             raise error(f"{name} is larger than {max_bytes:,} bytes ({size:,})")
-        data = _read_at_most(fd, max_bytes + 1)
+        data = read_at_most(fd, max_bytes + 1)
     except OSError as exc:
         raise error(f"{name} cannot be read ({exc.strerror or exc})") from None
     finally:
@@ -121,7 +121,9 @@ def parse_failure(exc: ValueError) -> str:
     return getattr(exc, "msg", None) or str(exc)
 
 
-def _read_at_most(fd: int, limit: int) -> bytes:
+def read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the open file ``fd``: a device or a file that grows cannot make
+    a read take more (``/dev/zero`` once ate 3.8 GB)."""
     chunks, size = [], 0
     while size < limit:
         chunk = os.read(fd, min(limit - size, 1 << 20))

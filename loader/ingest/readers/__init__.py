@@ -41,6 +41,7 @@ from loader.ingest.readers.pdf import read_pdf
 from loader.ingest.readers.rst import read_rst
 from loader.ingest.readers.text import read_text
 from loader.text import first_surrogate
+from loader.userfile import read_at_most
 
 __all__ = ["SUPPORTED_SUFFIXES", "Skipped", "file_type", "iter_documents", "read_document"]
 
@@ -266,14 +267,7 @@ def _opened_path(fd: int) -> Path | None:
 def read_bytes(fd: int, limit: int) -> bytes:
     """Up to ``limit`` bytes of the open file ``fd`` (one seam for tests that simulate
     unreadable files)."""
-    chunks, size = [], 0
-    while size < limit:
-        chunk = os.read(fd, min(limit - size, 1 << 20))
-        if not chunk:
-            break
-        chunks.append(chunk)
-        size += len(chunk)
-    return b"".join(chunks)
+    return read_at_most(fd, limit)
 
 
 def read_document(path: Path, root: Path, max_bytes: int) -> Document:
