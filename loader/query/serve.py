@@ -431,6 +431,8 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
             f"loader serve needs uvicorn and fastapi: pip install 'loader[serve]' ({exc})"
         ) from exc
     _check_can_listen(host, port)
+    if settings.api_keys_file:  # input before the cluster: a bad key file is exit code 2, not 3
+        ApiKeys.from_file(settings.api_keys_file)
     # Before uvicorn: a cluster that is down is exit code 3 naming it, not uvicorn's failed
     # startup after the models loaded.
     client = connect(settings, connections=SEARCH_THREADS)

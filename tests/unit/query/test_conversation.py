@@ -197,7 +197,19 @@ def test_search_history_file_errors_name_the_file(tmp_path: Path) -> None:
     assert f"history file {missing} does not exist" in result.output
 
 
-def test_chat_commands_without_a_search(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def cluster_check_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about chat's commands, which never reach a cluster; the check that one
+    answers when the session starts is tested on its own (test_chat_with_standard_input_closed_...)
+    and would otherwise make them pass or fail with whatever listens on the default address."""
+    from loader.query import chat as chat_module
+
+    monkeypatch.setattr(chat_module.ChatSession, "connect", lambda session: None)
+
+
+def test_chat_commands_without_a_search(
+    monkeypatch: pytest.MonkeyPatch, cluster_check_skipped: None
+) -> None:
     monkeypatch.setenv("LOADER_REWRITE_API_KEY", "sk-chat-unit-SECRET")
     script = ":k 0\n:k 3\n:mode vector\n:mode nope\n:tenant acme\n:rewrite concat\n"
     script += ":rewrite hyde\n:rewrite bogus\n:frobnicate\n:k\n:history\n:help\n:reset\n:q\n"
@@ -224,7 +236,7 @@ def test_chat_commands_without_a_search(monkeypatch: pytest.MonkeyPatch) -> None
     assert "sk-chat-unit-SECRET" not in out
 
 
-def test_chat_refuses_bad_arguments_when_given_and_goes_on() -> None:
+def test_chat_refuses_bad_arguments_when_given_and_goes_on(cluster_check_skipped: None) -> None:
     script = b":k \xc2\xb2\n:k 99999\n:tenant ab\xffcd\n:tenant  acme \n:tenant a\n:k 2\n:q\n"
     result = CliRunner().invoke(cli, ["chat", "--json"], input=script)
     assert result.exit_code == 0, result.output
