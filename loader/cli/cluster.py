@@ -39,18 +39,27 @@ def settings_command(config_path: str | None, as_json: bool) -> None:
 
 @click.command(short_help="Start a local single-node OpenSearch in Docker.")
 @settings_options(index=False)
-def up(settings: Settings) -> None:
+@click.option("--json", "as_json", is_flag=True, help='Print {"url": ...}.')
+def up(settings: Settings, as_json: bool) -> None:
     """Start a local single-node OpenSearch in Docker (idempotent) and print its URL."""
     from loader.cluster.local import start_local
 
     url = start_local(settings)
-    click.echo(printable(url))
+    if as_json:
+        echo_json({"url": url})
+    else:
+        click.echo(printable(url))
 
 
 @click.command(short_help="Stop the local OpenSearch `loader up` started.")
 @settings_options(index=False)
-def down(settings: Settings) -> None:
+@click.option("--json", "as_json", is_flag=True, help='Print {"stopped": true|false}.')
+def down(settings: Settings, as_json: bool) -> None:
     """Stop and remove the local OpenSearch started by `loader up` (idempotent)."""
     from loader.cluster.local import stop_local
 
-    click.echo("stopped" if stop_local(settings) else "not running")
+    stopped = stop_local(settings)
+    if as_json:
+        echo_json({"stopped": stopped})
+    else:
+        click.echo("stopped" if stopped else "not running")

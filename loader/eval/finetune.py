@@ -83,12 +83,15 @@ def fine_tune_embedder(
         ConfigError: the test split, a bad option, an ``out`` folder that holds files, a dataset
             that is not a BEIR folder.
         InputError: the dataset or its split is missing.
-        ClusterError, ModelError: as raised by apply, push and search.
+        ClusterError, ModelError: as raised by apply, push and search; ModelError also when
+            the ``torch`` extra is not installed.
     """
     from loader.cluster.client import connect, require_cluster
+    from loader.models.torch_extra import require_torch_extra
 
     notify = on_event or (lambda line: None)
     _check(request)
+    require_torch_extra("loader fine-tune")  # before the push of its corpus, not after
     task = load_task(request.dataset, split=request.split, limit=request.limit)
     if task.kind != "beir":
         raise ConfigError("fine-tune needs a BEIR folder (corpus, queries, qrels/<split>.tsv)")

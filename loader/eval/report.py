@@ -124,6 +124,8 @@ class EvalReport:
     indexes: list[IndexResult] = field(default_factory=list)
     created: str = ""
     seconds: float = 0.0
+    # What a reader of the figures must know, e.g. that rerank = auto left the rerank out.
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -138,6 +140,7 @@ class EvalReport:
             "settings": dict(self.settings),
             "indexes": [dataclasses.asdict(index) for index in self.indexes],
             "configurations": [result.to_dict() for result in self.configurations],
+            "warnings": list(self.warnings),
         }
 
 

@@ -420,6 +420,8 @@ def run_eval(
         show_progress=show_progress,
         on_event=on_event,
     )
+    if rerank_warning:  # in the results file too: its figures are without rerank
+        report.warnings.append(rerank_warning)
     outputs = write_outputs(report, request.out_dir, request.output, chart=request.chart)
     comparison = None
     if previous is not None:

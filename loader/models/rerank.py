@@ -13,8 +13,8 @@ Two backends:
 Why not ``CrossEncoder(path, backend="onnx")``: sentence-transformers' ONNX backend needs the
 ``optimum-onnx`` package, whose releases (up to 0.1.0) require ``transformers<4.58``, while
 sentence-transformers 6 requires ``transformers>=5``; pip cannot install both. The export here
-builds the model from onnxruntime's own pieces and needs only ``pip install "loader[onnx]"``
-(onnx + onnxruntime):
+builds the model from onnxruntime's own pieces; it needs torch once, for the export (``pip install
+'loader[torch]'``), and onnxruntime (a base dependency) after:
 
 1. ``torch.onnx.export`` with eager attention (the SDPA path exports NaN guards around every
    softmax that cost a quarter of the run time and hide attention from step 2);
@@ -82,6 +82,9 @@ def _model_fingerprint(path: str) -> str:
 
 
 def _load_cross_encoder(name: str, path: str, max_tokens: int, device: str) -> Any:
+    from loader.models.torch_extra import require_torch_extra
+
+    require_torch_extra(f"reranking with the cross-encoder {name!r}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from sentence_transformers import CrossEncoder
@@ -260,13 +263,6 @@ class Reranker:
         log.info("reranker %s loaded (backend %s, max %d tokens)", model, backend, max_tokens)
 
     def _load_onnx(self, cache_root: Path) -> _OnnxScorer:
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError:
-            raise ModelError(
-                f"rerank_backend={self.backend!r} needs onnxruntime: pip install 'loader[onnx]' "
-                "(or set rerank_backend=torch)"
-            ) from None
         quantize = self.backend == "onnx-int8"
         cross_encoder = _load_cross_encoder(self.name, self.path, self.max_tokens, "cpu")
         target = cache_root / _model_fingerprint(self.path)

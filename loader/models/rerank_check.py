@@ -93,6 +93,13 @@ def reranker_problem(name: str) -> str | None:
 
         reranker_problem("no/such-model")   # "reranker_model 'no/such-model' is neither ..."
     """
+    from loader.models.torch_extra import INSTALL, torch_extra_missing
+
+    if torch_extra_missing():
+        return (
+            f"reranker_model {name!r} is a cross-encoder, which needs torch and "
+            f"sentence-transformers, left out of the base install ({INSTALL})"
+        )
     path = Path(_model_folder(name)).expanduser()
     if path.is_dir():
         config = path / "config.json"

@@ -16,9 +16,8 @@ from pydantic import BaseModel, ConfigDict, Field
 import loader.query.request as query
 from loader.query.auth import MAX_TENANT_CHARS
 from loader.query.conversation import MAX_HISTORY_TURNS, MAX_TURN_CHARS, ROLES
-from loader.settings import SEARCH_MODES, Settings
+from loader.settings import MAX_CANDIDATES, SEARCH_MODES, Settings
 
-MAX_K = 100
 MAX_TAGS = 50
 
 SearchMode = Literal[SEARCH_MODES]  # type: ignore[valid-type]
@@ -71,7 +70,8 @@ class SearchRequest(BaseModel):
     rerank: bool | None = Field(
         None, description="Rerank the candidates with the cross-encoder (default: the setting)."
     )
-    k: int | None = Field(None, ge=1, le=MAX_K, description="Results (default: top_k).")
+    # The CLI's range (--k 1 to 10000): one face for every command.
+    k: int | None = Field(None, ge=1, le=MAX_CANDIDATES, description="Results (default: top_k).")
     candidates: int | None = Field(
         None, ge=1, le=query.MAX_CANDIDATES, description="Retrieved before the rerank."
     )

@@ -62,6 +62,25 @@ def test_every_command_that_searches_takes_the_same_k_range(args):
         assert (result.exit_code, result.stderr) == (2, f"Error: {message}\n")
 
 
+@pytest.mark.parametrize("name", sorted(set(command_names()) - {"serve"}))
+def test_every_command_that_prints_a_result_takes_json(name):
+    """One face for scripts; `serve` alone prints no result (it logs requests), as the README
+    says."""
+    options = [opt for param in cli.commands[name].params for opt in getattr(param, "opts", [])]
+    assert "--json" in options, f"`loader {name}` has no --json"
+
+
+def test_up_prints_its_url_as_json(monkeypatch):
+    import json
+
+    import loader.cluster.local
+
+    started = lambda settings: settings.opensearch_url  # noqa: E731 - what a started node prints
+    monkeypatch.setattr(loader.cluster.local, "start_local", started)
+    result = CliRunner().invoke(cli, ["up", "--json", "--url", "http://127.0.0.1:9"])
+    assert (result.exit_code, json.loads(result.stdout)) == (0, {"url": "http://127.0.0.1:9"})
+
+
 @pytest.mark.parametrize("name", command_names())
 def test_every_option_of_every_command_has_help(name):
     """`loader <command> --help` explains every option it lists (--help itself included)."""

@@ -83,6 +83,9 @@ def test_eval_beir_fixture_table_json_runs_and_gate(base_settings, unique_name, 
         4,
         5,
     )
+    # rerank = auto with no cross-encoder here: the file says its figures are without rerank
+    (warning,) = data["warnings"]
+    assert warning.startswith("no rerank (rerank = auto): reranker_model ")
     bm25 = data["configurations"][0]
     assert (bm25["name"], bm25["mode"], bm25["rerank"], bm25["index"]) == (
         "structure:bm25",
