@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from loader.cli import adapt as adapt_cli
 from loader.cli import chat as chat_cli
 from loader.cli import cluster, eval, index, ingest, query
 from loader.cli import doctor as doctor_cli
@@ -54,6 +55,7 @@ for command in (
     doctor_cli.doctor,
     eval.eval_command,
     finetune_cli.fine_tune_command,
+    adapt_cli.adapt,
     query.serve,
 ):
     cli.add_command(command)

@@ -1,0 +1,124 @@
+"""`loader adapt`: fine-tune the embedding model on pairs mined from the indexed corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from loader.cli.common import check_tenant_option, echo_json, settings_options
+from loader.settings import Settings
+from loader.terminal import printable
+
+
+@click.command(short_help="Adapt the embedding model to the indexed corpus, no questions needed.")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="New folder for the adapted model (written only when it beats the stock model).",
+)
+@click.option(
+    "--tenant",
+    default="default",
+    show_default=True,
+    callback=check_tenant_option,
+    help="Whose chunks to learn from (pairs and negatives never cross tenants).",
+)
+@click.option(
+    "--held-out",
+    type=float,
+    default=0.2,
+    show_default=True,
+    help="Share of the documents whose pairs are held aside to judge the adapted model.",
+)
+@click.option(
+    "--min-gain",
+    type=float,
+    default=0.0,
+    show_default=True,
+    help="Held-out MRR@10 the adapted model must gain over the stock one to be kept.",
+)
+@click.option(
+    "--max-pairs", type=int, default=4000, show_default=True, help="Training pairs at most."
+)
+@click.option(
+    "--negatives", type=int, default=1, show_default=True, help="Hard negatives per pair."
+)
+@click.option(
+    "--epochs", type=int, default=1, show_default=True, help="Passes over the mined pairs."
+)
+@click.option(
+    "--learning-rate", type=float, default=2e-5, show_default=True, help="AdamW learning rate."
+)
+@click.option(
+    "--batch-size",
+    type=int,
+    default=32,
+    show_default=True,
+    help="Pairs per step; the others in a batch are each query's extra negatives.",
+)
+@click.option("--max-tokens", type=int, default=256, show_default=True, help="Cut while training.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling and shuffling.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@settings_options
+def adapt(
+    settings: Settings,
+    out: Path,
+    tenant: str,
+    held_out: float,
+    min_gain: float,
+    max_pairs: int,
+    negatives: int,
+    epochs: int,
+    learning_rate: float,
+    batch_size: int,
+    max_tokens: int,
+    seed: int,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Fine-tune the configured embedding model on the tenant's indexed chunks, with no judged
+    questions: heading and section, title and body, a sentence and its chunk without it, with the
+    index's nearest other chunks as negatives.
+
+    Whole documents' pairs are held aside; the adapted model is written to --out only when it
+    ranks them better than the stock model. Then set embedding_model = "<out>": `loader apply`
+    plans a new index version, `loader push` fills it. Needs the torch extra.
+    """
+    from loader.eval.adapt import AdaptRequest, adapt_embedder
+    from loader.models.finetune import FineTuneOptions
+
+    request = AdaptRequest(
+        out=out,
+        tenant=tenant,
+        held_out_share=held_out,
+        max_pairs=max_pairs,
+        negatives=negatives,
+        min_gain=min_gain,
+        seed=seed,
+        options=FineTuneOptions(
+            epochs, learning_rate, batch_size, max_tokens=max_tokens, seed=seed
+        ),
+    )
+    silent = quiet or as_json
+    result = adapt_embedder(
+        request,
+        settings,
+        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
+    )
+    if as_json:
+        echo_json(result.to_dict(), indent=2)
+        return
+    pairs = ", ".join(f"{count} {kind}" for kind, count in result.pairs.items())
+    click.echo(
+        printable(f"pairs mined: {pairs}; trained on {result.trained_on} in {result.seconds:.0f} s")
+    )
+    click.echo(printable(result.reason))
+    if result.adopted:
+        click.echo(
+            printable(f'adapted model: {result.out}; use it with embedding_model = "{result.out}"')
+        )
+    else:
+        click.echo("nothing written: the stock model stays")

@@ -1,0 +1,273 @@
+"""`loader adapt`: fine-tune the embedding model on the corpus alone, kept only when it helps.
+
+A team rarely has judged questions; every team has its documents. The pairs come from the
+structure of one tenant's chunks as the index holds them (``loader.eval.pairs``: heading and
+section, title and body, a sentence and its chunk without it), the hard negatives from the index
+(the stock model's nearest chunks of other documents, within the tenant). Whole documents' pairs
+are held aside; the model is trained on the rest with ``loader fine-tune``'s loop
+(``loader.models.finetune``), then both models rank the held-out pairs' passages for their
+queries. The adapted model is written to ``out`` only when its MRR@10 there beats the stock
+model's by more than ``min_gain``; otherwise nothing is written and the result says why.
+
+It reads the index and the model, nothing else: no questions, no judgments. Searching with the
+adapted model is a new index version, as any model change (``embedding_model = "<out>"``, then
+``loader apply`` and ``loader push``).
+
+Example::
+
+    result = adapt_embedder(AdaptRequest(out=Path("models/adapted"), tenant="acme"), settings)
+    result.adopted, result.stock_mrr, result.adapted_mrr   # (True, 0.61, 0.68)
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from loader.errors import ConfigError
+from loader.eval.pairs import PAIR_KINDS, Chunk, Pair, mine_pairs, split_by_document
+from loader.models.finetune import FineTuneOptions, TrainingExample, fine_tune
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from loader.models.embedding import Embedder
+    from loader.settings import Settings
+
+# Written into the adapted model's folder: what it was trained from and what it measured.
+PROVENANCE_FILE = "loader_adapt.json"
+CHUNK_FIELDS = [
+    "tenant", "doc_id", "chunk_id", "title", "heading_path", "section_id", "position", "body",
+    "content",
+]  # fmt: skip
+# The held-out measure ranks each query's positive among this many passages at most (its own
+# documents' and others'): enough to tell the models apart, cheap to embed twice.
+GUARD_POOL = 3000
+GUARD_QUERIES = 600
+MRR_DEPTH = 10
+
+
+@dataclass(frozen=True)
+class AdaptRequest:
+    """What `loader adapt` was asked for (its options, by name)."""
+
+    out: Path
+    tenant: str = "default"
+    held_out_share: float = 0.2
+    max_pairs: int = 4000
+    negatives: int = 1
+    min_gain: float = 0.0
+    seed: int = 0
+    options: FineTuneOptions = field(default_factory=FineTuneOptions)
+
+
+@dataclass
+class AdaptResult:
+    adopted: bool
+    out: Path | None  # the adapted model's folder, when adopted
+    pairs: dict[str, int]  # mined, by kind
+    trained_on: int
+    held_out: int
+    stock_mrr: float
+    adapted_mrr: float
+    steps: int
+    seconds: float
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["out"] = str(self.out) if self.out else None
+        for name in ("stock_mrr", "adapted_mrr"):
+            data[name] = round(data[name], 4)
+        data["seconds"] = round(self.seconds, 1)
+        return data
+
+
+def adapt_embedder(
+    request: AdaptRequest,
+    settings: Settings,
+    *,
+    client: OpenSearch | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> AdaptResult:
+    """Mine pairs from the tenant's chunks, train, measure on the held-out pairs, keep or not.
+
+    Raises:
+        ConfigError: a bad option, an ``out`` that holds files, a tenant with too few pairs.
+        ClusterError, ModelError: the cluster or a model failed; ModelError also when the
+            ``torch`` extra is not installed.
+    """
+    from loader.cluster.client import connect, require_cluster
+    from loader.models.embedding import embedder_for, resolve_model_path, torch_model_path
+    from loader.models.torch_extra import require_torch_extra
+
+    notify = on_event or (lambda line: None)
+    _check(request)
+    require_torch_extra("loader adapt")
+    if client is None:
+        client = connect(settings)
+        require_cluster(client, settings)  # a cluster that is down is named before any model
+    started = time.perf_counter()
+    chunks = read_chunks(client, settings, request.tenant)
+    pairs = mine_pairs(chunks, seed=request.seed)
+    by_kind = {kind: sum(pair.kind == kind for pair in pairs) for kind in PAIR_KINDS}
+    train, held = split_by_document(pairs, request.held_out_share, seed=request.seed)
+    train = _sample(train, request.max_pairs, request.seed)
+    notify(
+        f"{len(chunks)} chunks of tenant {request.tenant!r} in {settings.index_name!r}: "
+        f"{len(pairs)} pairs ({', '.join(f'{n} {kind}' for kind, n in by_kind.items())}); "
+        f"{len(train)} to train on, {len(held)} held out"
+    )
+    if len(train) < request.options.batch_size or not held:
+        raise ConfigError(
+            f"tenant {request.tenant!r} of {settings.index_name!r} gives {len(pairs)} pairs "
+            f"({len(train)} to train on, {len(held)} held out): too few to adapt on; push more "
+            "documents, or lower --batch-size"
+        )
+    stock = embedder_for(settings)
+    examples = _with_negatives(train, stock, client, settings, request.negatives)
+    guard = _Guard(held, chunks, request.seed)
+    stock_mrr = guard.mrr(stock)
+    notify(f"held-out MRR@{MRR_DEPTH} of the stock model: {stock_mrr:.4f}")
+    base = torch_model_path(settings.embedding_model, resolve_model_path(settings.embedding_model))
+    request.out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".adapt-", dir=request.out.parent))
+    try:
+
+        def on_step(step: int, steps: int, loss: float) -> None:
+            if step == 1 or step % 10 == 0 or step == steps:
+                notify(f"step {step}/{steps}: loss {loss:.4f}")
+
+        trained = fine_tune(base, examples, staging, request.options, on_step)
+        adapted_mrr = guard.mrr(embedder_for(settings.replace(embedding_model=str(staging))))
+        adopted = adapted_mrr > stock_mrr + request.min_gain
+        verdict = "better than" if adopted else "not better than"
+        reason = (
+            f"held-out MRR@{MRR_DEPTH} {adapted_mrr:.4f} adapted against {stock_mrr:.4f} stock: "
+            f"{verdict} the stock model by more than {request.min_gain}"
+        )
+        result = AdaptResult(
+            adopted, request.out if adopted else None, by_kind, len(examples), len(held),
+            stock_mrr, adapted_mrr, trained.steps, time.perf_counter() - started, reason,
+        )  # fmt: skip
+        if adopted:
+            provenance = {
+                "base_model": settings.embedding_model,
+                "index": settings.index_name,
+                "tenant": request.tenant,
+                **result.to_dict(),
+                "out": str(request.out),
+                "options": asdict(request.options),
+                "held_out_share": request.held_out_share,
+                "negatives": request.negatives,
+                "seed": request.seed,
+            }
+            (staging / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2) + "\n", "utf-8")
+            staging.rename(request.out)
+        return result
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _check(request: AdaptRequest) -> None:
+    if not 0 < request.held_out_share < 1:
+        raise ConfigError(f"--held-out must be between 0 and 1, got {request.held_out_share}")
+    if request.max_pairs < 1 or request.negatives < 0:
+        raise ConfigError("--max-pairs must be at least 1 and --negatives at least 0")
+    request.options.check()
+    out = Path(request.out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"--out {out}: exists and is not an empty folder; give a new one")
+    if out.exists():
+        out.rmdir()  # empty: the adapted model is renamed into its place
+
+
+def read_chunks(client: OpenSearch, settings: Settings, tenant: str) -> list[Chunk]:
+    """Every chunk of ``tenant`` in the index, without vectors."""
+    from opensearchpy import helpers
+
+    from loader.cluster.client import cluster_errors
+
+    with cluster_errors(settings, f"reading the chunks of {settings.index_name!r}"):
+        hits = helpers.scan(
+            client,
+            index=settings.index_name,
+            query={"query": {"term": {"tenant": tenant}}, "_source": CHUNK_FIELDS},
+            size=1000,
+            preserve_order=False,
+        )
+        return [Chunk.from_source(hit["_source"]) for hit in hits]
+
+
+def _sample(pairs: list[Pair], limit: int, seed: int) -> list[Pair]:
+    if len(pairs) <= limit:
+        return pairs
+    return random.Random(seed).sample(pairs, limit)
+
+
+def _with_negatives(
+    pairs: list[Pair], embedder: Embedder, client: OpenSearch, settings: Settings, negatives: int
+) -> list[TrainingExample]:
+    """Each pair with the stock model's nearest chunks of other documents of its tenant."""
+    if negatives == 0:
+        return [TrainingExample(pair.query, pair.positive) for pair in pairs]
+    from loader.cluster.client import cluster_errors
+
+    vectors = embedder.embed_queries([pair.query for pair in pairs])
+    examples = []
+    k = negatives + 10  # a document's own chunks come first; look past them
+    for start in range(0, len(pairs), 100):
+        batch = pairs[start : start + 100]
+        lines: list[dict[str, Any]] = []
+        for pair, vector in zip(batch, vectors[start : start + 100], strict=True):
+            tenant = {"term": {"tenant": pair.tenant}}
+            knn = {"vector": vector.tolist(), "k": k, "filter": tenant}
+            lines += [{}, {"size": k, "_source": ["doc_id", "content"],
+                           "query": {"knn": {"embedding": knn}}}]  # fmt: skip
+        with cluster_errors(settings, f"mining hard negatives from {settings.index_name!r}"):
+            responses = client.msearch(index=settings.index_name, body=lines)["responses"]
+        for pair, response in zip(batch, responses, strict=True):
+            hits = response.get("hits", {}).get("hits", [])
+            others = [
+                h["_source"]["content"] for h in hits if h["_source"]["doc_id"] != pair.doc_id
+            ]
+            examples.append(TrainingExample(pair.query, pair.positive, tuple(others[:negatives])))
+    return examples
+
+
+class _Guard:
+    """The held-out measure: each held-out query's positive ranked among the held-out passages
+    and other chunks (``GUARD_POOL`` at most), by a model's cosine; MRR@10 over the queries."""
+
+    def __init__(self, held: list[Pair], chunks: list[Chunk], seed: int) -> None:
+        rng = random.Random(seed)
+        self.pairs = held if len(held) <= GUARD_QUERIES else rng.sample(held, GUARD_QUERIES)
+        positives = list(dict.fromkeys(pair.positive for pair in self.pairs))
+        tenants = {pair.tenant for pair in self.pairs}
+        others = [c.content for c in chunks if c.tenant in tenants and c.content not in positives]
+        room = max(0, GUARD_POOL - len(positives))
+        self.passages = positives + (others if len(others) <= room else rng.sample(others, room))
+        where = {text: i for i, text in enumerate(self.passages)}
+        self.targets = np.array([where[pair.positive] for pair in self.pairs])
+
+    def mrr(self, embedder: Embedder) -> float:
+        queries = _unit(embedder.embed_queries([pair.query for pair in self.pairs]))
+        passages = _unit(embedder.embed_passages(self.passages))
+        scores = queries @ passages.T
+        own = scores[np.arange(len(self.pairs)), self.targets]
+        ranks = 1 + (scores > own[:, None]).sum(axis=1)
+        return float(np.where(ranks <= MRR_DEPTH, 1.0 / ranks, 0.0).mean())
+
+
+def _unit(vectors: np.ndarray) -> np.ndarray:
+    """Rows scaled to length 1: cosine, whatever the model's own normalisation."""
+    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
