@@ -1,4 +1,5 @@
 """The models the client runs: the embedding model (``embedding``, with what each known model
 needs in ``registry``, jar-shipped models in ``artifacts``, the onnxruntime backend in
-``onnx_embedding``), the cross-encoder of the rerank (``rerank``), and the ONNX exports both use
-(``onnx_export``; ``embedding_export`` also packages the embedding model for ml-commons)."""
+``onnx_embedding``), the cross-encoder of the rerank (``rerank``), and their ONNX files: the
+embedding model's written from its weights without torch (``bert_onnx``, cached and packaged for
+ml-commons by ``embedding_export``), the reranker's traced with torch (``onnx_export``)."""

@@ -8,7 +8,8 @@ model needs (pooling, instructions, limits) is in ``registry``.
 Three backends (``embedding_backend``): ``torch`` runs sentence-transformers (a jar-shipped
 model's torch weights are read out of its ONNX file once, ``torch_weights``); ``onnx`` and
 ``onnx-int8`` run the model's ONNX file with onnxruntime (``onnx_embedding``) and never import
-torch, except to export a sentence-transformers model to ONNX the first time (cached).
+torch: a sentence-transformers BERT model's file is written from its safetensors weights the
+first time (``bert_onnx``, cached).
 
 Questions and passages are embedded apart, because instruction-tuned models prefix them
 differently (bge: queries only)::
@@ -204,7 +205,7 @@ def load_sentence_transformer(name: str, path: str, device: str):
 
 def onnx_model_file(name: str, path: str, backend: str) -> Path:
     """The ONNX file the backend runs (and ``server_side_embedding`` registers): a jar's file as
-    is, else the sentence-transformers model exported once; its int8 copy for ``onnx-int8``."""
+    is, else the sentence-transformers BERT model written once; its int8 copy for ``onnx-int8``."""
     spec = known_spec(name)
     if spec is not None and spec.jar is not None:
         from loader.models.artifacts import ONNX_FILE

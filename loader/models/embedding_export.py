@@ -1,9 +1,10 @@
 """The embedding model as ONNX: the local ONNX backend's file and what ml-commons runs offline.
 
-- ``local_onnx_export``: a sentence-transformers model's transformer traced to ONNX once (it
-  outputs the token states; pooling is the backend's), cached under
-  ``~/.cache/loader/models/<name>-<fingerprint>``, where the fingerprint hashes the model's files
-  and the export format. A jar-shipped model (bge) brings its own ONNX file and is not traced.
+- ``local_onnx_export``: a sentence-transformers BERT model's encoder written to ONNX once from
+  its safetensors weights by ``bert_onnx`` (numpy and onnx, no torch; it outputs the token
+  states, pooling is the backend's), cached under ``~/.cache/loader/models/<name>-<fingerprint>``,
+  where the fingerprint hashes the model's files and the export format. A jar-shipped model (bge)
+  brings its own ONNX file. Other architectures run with ``embedding_backend = "torch"``.
 - ``export_model``: the ONNX file the configured backend runs (the same bytes), zipped with a
   ``tokenizer.json`` whose truncation matches the model's limit, for ml-commons, cached under
   ``~/.cache/loader/ml/<fingerprint>`` (the fingerprint hashes the zip's contents), so the same
@@ -28,11 +29,10 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from loader.errors import ModelError
 from loader.models.artifacts import file_sha256, models_cache_root
-from loader.models.onnx_export import eager_attention, trace_to_onnx
 from loader.models.registry import ModelSpec
 from loader.settings import Settings
 
@@ -44,11 +44,9 @@ log = logging.getLogger(__name__)
 ONNX_FILE = "model.onnx"
 TOKENIZER_FILE = "tokenizer.json"
 # Bump when the export changes (opset, outputs, tokenizer settings): a new fingerprint, a new model.
-EXPORT_FORMAT = 3  # 3: eager attention (no SDPA NaN guards), the same vectors
-ONNX_OPSET = 15  # ml-commons 3.x runs onnxruntime 1.16, which reads opsets up to 19
-ONNX_IR_VERSION = 8  # onnxruntime 1.16 reads IR versions up to 9
-# ml-commons feeds input_ids, attention_mask and token_type_ids (model_type bert).
-ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# 3: eager attention (no SDPA NaN guards), the same vectors. 4: written from the safetensors
+# weights without torch (bert_onnx), the same vectors; a new file, so a new registered model.
+EXPORT_FORMAT = 4
 # Model files whose bytes define the model: the fingerprint hashes these.
 FINGERPRINT_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", TOKENIZER_FILE)
 # Fixed timestamps: the same export zips to the same bytes.
@@ -129,15 +127,18 @@ def model_fingerprint(model_path: str | Path) -> str:
 
 
 def local_onnx_export(name: str, folder: Path, cache_root: Path | None = None) -> Path:
-    """The transformer of a sentence-transformers folder as ONNX (token states), traced once.
+    """The encoder of a sentence-transformers BERT folder as ONNX (token states), written once
+    from its safetensors weights (``bert_onnx``: numpy and onnx, no torch).
 
     Raises:
-        ModelError: the model cannot be loaded or exported (``pip install onnx``).
+        ModelError: the folder is not a local BERT model with ``model.safetensors`` (such models
+            run with ``embedding_backend = "torch"``), or its files cannot be read.
     """
     if not folder.is_dir():
         raise ModelError(
-            f"embedding model {name!r} is not a local folder; exporting it to ONNX needs its "
-            "files: set embedding_model to a local folder, or embedding_backend=torch"
+            f"embedding model {name!r} is not a local folder; the ONNX backends need its files: "
+            'set embedding_model to a local folder, or embedding_backend = "torch" '
+            "(pip install 'loader[torch]')"
         )
     # A package's model/ folder is named after the model.
     base = Path(name).name if folder.name == "model" else folder.name
@@ -145,15 +146,20 @@ def local_onnx_export(name: str, folder: Path, cache_root: Path | None = None) -
     onnx_path = target / ONNX_FILE
     if onnx_path.is_file():
         return onnx_path
-    _require_export_libraries()
-    from loader.models.embedding import load_sentence_transformer
+    from loader.models.bert_onnx import NotBertError, write_bert_onnx
 
-    log.info("exporting embedding model %s to ONNX in %s (once)", name, target)
-    module, example = _token_embeddings(load_sentence_transformer(name, str(folder), "cpu"))
+    log.info("writing embedding model %s as ONNX in %s (once)", name, target)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
     try:
-        _write_onnx(module, example, tmp / ONNX_FILE, name)
+        try:
+            write_bert_onnx(folder, tmp / ONNX_FILE)
+        except NotBertError as exc:
+            raise ModelError(
+                f"embedding model {name!r} ({folder}) cannot run on the ONNX backends, which "
+                f"read BERT models with model.safetensors: {exc}. Set "
+                "embedding_backend = \"torch\" and pip install 'loader[torch]'"
+            ) from exc
         # Rename into place last: a concurrent process sees a complete export or none.
         try:
             tmp.rename(target)
@@ -163,64 +169,6 @@ def local_onnx_export(name: str, folder: Path, cache_root: Path | None = None) -
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return onnx_path
-
-
-def _require_export_libraries() -> None:
-    """Fail early, with the fix, when onnx is not installed."""
-    try:
-        import onnx  # noqa: F401
-        import torch  # noqa: F401
-    except ImportError as exc:
-        raise ModelError(
-            f"exporting the embedding model to ONNX needs onnx and torch: pip install onnx ({exc})"
-        ) from exc
-
-
-def _token_embeddings(model: Any) -> tuple[Any, Any]:
-    """A SentenceTransformer's transformer as a module whose output is the token states, and an
-    example to trace."""
-    import torch
-
-    transformer = model[0].auto_model.eval()
-    eager_attention(transformer)
-
-    class _TokenEmbeddings(torch.nn.Module):
-        # ml-commons feeds input_ids, attention_mask and token_type_ids (model_type bert) and
-        # pools the first output itself.
-        def __init__(self) -> None:
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(self, input_ids, attention_mask, token_type_ids):  # noqa: ANN001
-            return self.transformer(
-                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
-            ).last_hidden_state
-
-    example = model.tokenizer(["an example sentence to trace"], return_tensors="pt")
-    if "token_type_ids" not in example:  # tokenizers configured without them: one segment
-        example["token_type_ids"] = torch.zeros_like(example["input_ids"])
-    return _TokenEmbeddings(), example
-
-
-def _write_onnx(module: Any, example: Any, path: Path, model_name: str) -> None:
-    """Trace ``module`` to ``path`` with an IR version ml-commons' onnxruntime reads."""
-    import onnx
-
-    try:
-        trace_to_onnx(
-            module,
-            example,
-            ONNX_INPUTS,
-            "last_hidden_state",
-            {0: "batch", 1: "tokens"},
-            path,
-            ONNX_OPSET,
-        )
-        exported = onnx.load(str(path))
-        exported.ir_version = min(exported.ir_version, ONNX_IR_VERSION)
-        onnx.save(exported, str(path))
-    except Exception as exc:  # the exporter raises many kinds; all mean "cannot export"
-        raise ModelError(f"cannot export {model_name!r} to ONNX: {exc}") from exc
 
 
 # --- the ml-commons package ----------------------------------------------------------------------
