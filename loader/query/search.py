@@ -284,20 +284,9 @@ def _retrieve_all(
     """Every query through the mode's stored template (and fusion pipeline), fused by RRF when
     there are several."""
     template_id, pipeline = config_names(settings.index_name).for_search_mode(request.mode)
-    filter_params = request.template_params()
     rankings = []
     for query, vector in zip(queries, vectors, strict=True):
-        text = bm25_text(query)
-        params: dict[str, Any] = {
-            "query_text": text,
-            "exact_terms": request.exact_terms(text),
-            "tenant": request.tenant,
-            "size": request.depth,
-            "k": request.depth,
-            **filter_params,
-        }
-        if vector is not None:
-            params["query_vector"] = vector
+        params = request.template_params(bm25_text(query), vector)
         rankings.append(_retrieve(client, settings, template_id, pipeline, params))
     if len(rankings) == 1:
         return rankings[0]
