@@ -11,7 +11,7 @@ import logging
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import opensearchpy
 from opensearchpy import OpenSearch, Transport
@@ -19,6 +19,9 @@ from opensearchpy import OpenSearch, Transport
 from loader.errors import AuthenticationError, ClusterError, ClusterUnavailableError, ConfigError
 from loader.redact import parse_url, scrub_secrets, split_url
 from loader.settings import Settings, secret_values
+
+if TYPE_CHECKING:  # needs aiohttp, which only the framework extras install
+    from opensearchpy import AsyncOpenSearch
 
 log = logging.getLogger(__name__)
 
@@ -48,18 +51,26 @@ class JsonTransport(Transport):
     """
 
     def perform_request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        answer = super().perform_request(method, url, *args, **kwargs)
-        if method == "HEAD":  # a bool: whether the object exists
-            return answer
-        if url.startswith("/_cat/"):
-            expected, what = (dict, list), "a JSON object or array"
-        else:
-            expected, what = dict, "a JSON object"
-        if not isinstance(answer, expected):
-            raise opensearchpy.SerializationError(
-                f"{method} {url} was answered with a {type(answer).__name__}, not {what}"
-            )
+        return json_answer(method, url, super().perform_request(method, url, *args, **kwargs))
+
+
+def json_answer(method: str, url: str, answer: Any) -> Any:
+    """``answer`` if it is what OpenSearch answers ``method url`` with (see ``JsonTransport``).
+
+    Raises:
+        opensearchpy.SerializationError: an answer of another type.
+    """
+    if method == "HEAD":  # a bool: whether the object exists
         return answer
+    if url.startswith("/_cat/"):
+        expected, what = (dict, list), "a JSON object or array"
+    else:
+        expected, what = dict, "a JSON object"
+    if not isinstance(answer, expected):
+        raise opensearchpy.SerializationError(
+            f"{method} {url} was answered with a {type(answer).__name__}, not {what}"
+        )
+    return answer
 
 
 def connect(settings: Settings, *, connections: int = 10) -> OpenSearch:
@@ -75,6 +86,42 @@ def connect(settings: Settings, *, connections: int = 10) -> OpenSearch:
         ConfigError: ``opensearch_url`` is malformed (one line, its password masked),
             ``ca_certs`` is not a file, or the credentials are not Latin-1 (never shown).
     """
+    options = _client_options(settings)
+    return OpenSearch(**options, pool_maxsize=connections, transport_class=JsonTransport)
+
+
+def connect_async(settings: Settings, *, connections: int = 10) -> AsyncOpenSearch:
+    """``connect``'s client on asyncio: opensearch-py's ``AsyncOpenSearch``, the same URL,
+    credentials, TLS checks and timeout, and the same refusal of an answer that is not JSON.
+
+    Its connections (aiohttp's) belong to the event loop of its first request: make one per
+    loop and ``await client.close()`` when done with it.
+
+    Raises:
+        ConfigError: as ``connect``; or opensearch-py's async support is not installed (it needs
+            aiohttp: ``pip install 'opensearch-py[async]'``, which the framework extras of
+            ``loader`` bring).
+    """
+    try:
+        from opensearchpy import AsyncOpenSearch, AsyncTransport
+    except ImportError as exc:  # opensearch-py leaves them out without aiohttp
+        raise ConfigError(
+            "searching with asyncio needs opensearch-py's async client: pip install "
+            "'opensearch-py[async]' (or one of loader's extras langchain, llamaindex, "
+            f"haystack) ({exc})"
+        ) from None
+
+    class AsyncJsonTransport(AsyncTransport):
+        async def perform_request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+            answer = await super().perform_request(method, url, *args, **kwargs)
+            return json_answer(method, url, answer)
+
+    options = _client_options(settings)
+    return AsyncOpenSearch(**options, maxsize=connections, transport_class=AsyncJsonTransport)
+
+
+def _client_options(settings: Settings) -> dict[str, Any]:
+    """The options ``connect`` and ``connect_async`` give their client (see ``connect``)."""
     parts = parse_url(settings.opensearch_url)
     if settings.ca_certs and not Path(settings.ca_certs).is_file():
         # Checked here: the client would only fail at the first request, with a vaguer reason.
@@ -87,8 +134,6 @@ def connect(settings: Settings, *, connections: int = 10) -> OpenSearch:
         "timeout": settings.request_timeout,
         "max_retries": 0,
         "retry_on_timeout": False,
-        "pool_maxsize": connections,
-        "transport_class": JsonTransport,
     }
     user = settings.opensearch_user or parts.username
     password = settings.opensearch_password or parts.password
@@ -109,7 +154,7 @@ def connect(settings: Settings, *, connections: int = 10) -> OpenSearch:
         kwargs["ssl_show_warn"] = False
         if settings.ca_certs:
             kwargs["ca_certs"] = settings.ca_certs
-    return OpenSearch(**kwargs)
+    return kwargs
 
 
 # Seconds the first request waits for the cluster's banner (at most request_timeout): a node
@@ -131,14 +176,38 @@ def require_cluster(client: OpenSearch, settings: Settings) -> None:
     """
     timeout = min(settings.request_timeout, PROBE_TIMEOUT)
     try:
-        with cluster_errors(settings, "checking that OpenSearch answers"):
+        with cluster_errors(settings, CLUSTER_CHECK):
             answer = client.info(request_timeout=timeout)
     except AuthenticationError as exc:
-        if isinstance(exc.__cause__, opensearchpy.AuthorizationException):
-            # 403: the security plugin knows the user, who may search without the right to
-            # GET / (cluster:monitor/main); the cluster answered, which is all this asks.
+        if _may_search(exc):
             return
         raise
+    _require_banner(answer, settings)
+
+
+async def require_cluster_async(client: AsyncOpenSearch, settings: Settings) -> None:
+    """``require_cluster`` with the async client (``connect_async``); the same errors."""
+    timeout = min(settings.request_timeout, PROBE_TIMEOUT)
+    try:
+        with cluster_errors(settings, CLUSTER_CHECK):
+            answer = await client.info(request_timeout=timeout)
+    except AuthenticationError as exc:
+        if _may_search(exc):
+            return
+        raise
+    _require_banner(answer, settings)
+
+
+CLUSTER_CHECK = "checking that OpenSearch answers"
+
+
+def _may_search(exc: AuthenticationError) -> bool:
+    """A 403: the security plugin knows the user, who may search without the right to GET /
+    (cluster:monitor/main); the cluster answered, which is all the check asks."""
+    return isinstance(exc.__cause__, opensearchpy.AuthorizationException)
+
+
+def _require_banner(answer: dict[str, Any], settings: Settings) -> None:
     if not isinstance(answer.get("version"), dict):
         raise ClusterError(
             f"{safe_url(settings.opensearch_url)} answered without a version, so it is not an "

@@ -24,6 +24,7 @@ from loader.doctor.documents import check_copy, check_documents
 from loader.doctor.report import Check, DoctorReport
 from loader.errors import ClusterError
 from loader.index.render import DesiredConfig
+from loader.index.search_params import search_template_params
 from loader.ingest.fingerprint import FINGERPRINT_FIELD, chunking_fingerprint
 from loader.settings import Settings
 
@@ -126,7 +127,7 @@ def _filter_check(
     report: DoctorReport,
 ) -> None:
     tenant = "doctor-probe"
-    params = {"query_text": "probe", "tenant": tenant, "query_vector": [0.5] * dimension}
+    params = search_template_params(tenant, query_text="probe", query_vector=[0.5] * dimension)
     for template in sorted(desired.search_templates):
         try:
             with cluster_errors(settings, f"rendering search template {template!r}"):
@@ -189,13 +190,12 @@ def _fused_check(
         report.checks.append(Check("fused scores", "skip", "no chunk to probe with"))
         return
     words = " ".join(str(probe.get("title") or probe.get("content") or "probe").split()[:8])
-    params = {
-        "query_text": words,
-        "tenant": probe.get("tenant"),
-        "size": PROBE_SIZE,
-        "k": PROBE_SIZE,
-        "query_vector": probe.get("embedding"),
-    }
+    params = search_template_params(
+        str(probe.get("tenant") or ""),
+        query_text=words,
+        query_vector=probe.get("embedding"),
+        depth=PROBE_SIZE,
+    )
     for template in hybrid:
         for pipeline, body in sorted(desired.search_pipelines.items()):
             technique, bound = _fusion_bound(body)

@@ -5,4 +5,5 @@ assemble context with ``context``) and returns the types of ``result``; ``rewrit
 turn into standalone queries; ``serve`` is the HTTP API over it, with API keys in ``auth``.
 
 It may import ``loader.settings``, ``loader.errors``, ``loader.documents``, ``loader.cluster``,
-``loader.models`` and ``loader.index.render``; never ``ingest``, ``eval`` or the CLI."""
+``loader.models``, ``loader.index.render`` (the templates' names) and
+``loader.index.search_params`` (their parameters); never ``ingest``, ``eval`` or the CLI."""

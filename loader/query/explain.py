@@ -126,17 +126,10 @@ def _sub_query_lists(
     from loader.models.embedding import embedder_for
 
     embedder = embedder or embedder_for(settings)
-    text = bm25_text(request.searched)
-    params: dict[str, Any] = {
-        "query_text": text,
-        "exact_terms": request.exact_terms(text),
-        "tenant": request.tenant,
-        "size": request.depth,
-        "k": request.depth,
-        **request.template_params(),
-        "query_vector": embedder.embed_queries([request.searched])[0].tolist(),
-    }
-    params.pop("collapse_doc", None)  # the sub-queries are compared chunk by chunk
+    vector = embedder.embed_queries([request.searched])[0].tolist()
+    # The sub-queries are compared chunk by chunk: no collapse_doc.
+    chunkwise = request.replace(one_per_document=False)
+    params = chunkwise.template_params(bm25_text(request.searched), vector)
     template_id, _ = config_names(settings.index_name).for_search_mode(request.mode)
     lists: dict[str, list[SearchHit]] = {}
     with cluster_errors(settings, f"running the sub-queries of template {template_id!r}"):
@@ -364,7 +357,7 @@ def _why_missing(
             f"filtered out by tenant: the chunks of {expected.label()} belong to tenant "
             f"{owners}, not {request.tenant!r}"
         )
-    elif request.template_params() and _found_without_filters(expected, request, searcher):
+    elif request.filters.template_params() and _found_without_filters(expected, request, searcher):
         explanation.cut = "filter"
         explanation.cut_detail = "cut by a filter (found once lang, tags and dates are dropped)"
     else:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from loader.errors import ConfigError
+from loader.index.search_params import search_template_params
 from loader.models.rerank_check import default_rerank
 from loader.query.conversation import check_history
 from loader.query.identifiers import exact_terms
@@ -287,7 +288,7 @@ class SearchRequest:
         self._check_text()
         self._check_numbers()
         self._check_options()
-        self.template_params()
+        self.filters.template_params()  # the dates and decay scale are checked here
 
     def _check_text(self) -> None:
         for name in ("question", "tenant"):
@@ -328,14 +329,27 @@ class SearchRequest:
         if not isinstance(self.filters, SearchFilters):
             raise ConfigError(f"filters must be a SearchFilters, got {type(self.filters).__name__}")
 
-    def template_params(self) -> dict[str, Any]:
-        """The template parameters of the filters (``SearchFilters.template_params``) and of
-        ``one_per_document`` (``collapse_doc``); a query's own (text, vector, ``exact_terms``)
-        are added per query."""
-        params = self.filters.template_params()
-        if self.one_per_document:
-            params["collapse_doc"] = True
-        return params
+    def template_params(
+        self, query_text: str | None = None, query_vector: Sequence[float] | None = None
+    ) -> dict[str, Any]:
+        """The stored templates' parameters for one searched query of this request
+        (``loader.index.search_params.search_template_params``): the tenant, ``depth`` as
+        ``size`` and ``k``, the filters, ``one_per_document`` as ``collapse_doc``, and the
+        query's text, its identifiers (``exact_terms``) and its vector.
+
+        Example::
+
+            request.template_params(bm25_text(query), vector)   # what search() sends
+        """
+        return search_template_params(
+            self.tenant,
+            query_text=query_text,
+            query_vector=query_vector,
+            exact_terms=self.exact_terms(query_text) if query_text is not None else (),
+            depth=self.depth,
+            filters=self.filters.template_params(),
+            collapse_doc=self.one_per_document,
+        )
 
     def exact_terms(self, query: str) -> list[str]:
         """The ``exact_terms`` parameter of one searched query: its identifiers

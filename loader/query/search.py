@@ -8,6 +8,8 @@ One call does it all::
         hit.title, hit.heading_path, hit.source, hit.scores["rerank"], hit.ranks["retrieval"]
     result.timings   # {"rewrite_ms": ..., "embed_ms": ..., "retrieve_ms": ..., "rerank_ms": ...,
                      #  "context_ms": ..., "total_ms": ...}
+    result = await asearch(request, settings)   # the same, for asyncio (opensearch-py's async
+                                                # client; the model work in a worker thread)
 
 The request (``loader.query.request.SearchRequest``) has been checked when it was built; the
 result types are in ``loader.query.result``. Stages, in order, one function each:
@@ -25,7 +27,7 @@ result types are in ``loader.query.result``. Stages, in order, one function each
    strings: ``request.exact_terms``) go as the templates' ``exact_terms``, so the chunks holding
    them rank first, and ``one_per_document`` as ``collapse_doc``. With several queries, their
    rankings are fused on the client by reciprocal rank fusion (``loader.query.fusion.rrf``),
-   then kept one per document if asked (``_retrieve_all``);
+   then kept one per document if asked (``loader.query.retrieve``);
 4. **rerank** (optional) every candidate with the cross-encoder against the *rewritten
    standalone question* (``Rewrite.standalone``), then order by that score (``_rerank``). Not the
    latest message: it may be a follow-up ("what about for UPI?") that a cross-encoder cannot judge
@@ -48,6 +50,7 @@ exact sub-query one, plus at most 2 x ``MAX_EXACT_TERMS`` phrases) can never be 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -55,26 +58,21 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-import opensearchpy
-
-from loader.cluster.client import (
-    bad_request_reason,
-    cluster_errors,
-    connect,
-    require_cluster,
-    safe_url,
-)
-from loader.errors import ClusterError, QueryError
-from loader.index.render import config_names
+from loader.cluster.client import connect, connect_async, require_cluster, require_cluster_async
 from loader.query import context
-from loader.query.fusion import rrf
 from loader.query.request import SearchRequest
-from loader.query.result import TIMINGS, SearchHit, SearchResult, hits_from_response
-from loader.query.rewrite import QueryRewriter, rewrite_question, rewriter_from_settings
+from loader.query.result import TIMINGS, SearchHit, SearchResult
+from loader.query.retrieve import TemplateCall, ranked_hits, send, send_async, template_calls
+from loader.query.rewrite import (
+    QueryRewriter,
+    Rewrite,
+    rewrite_question,
+    rewriter_from_settings,
+)
 from loader.settings import Settings
 
 if TYPE_CHECKING:
-    from opensearchpy import OpenSearch
+    from opensearchpy import AsyncOpenSearch, OpenSearch
 
     from loader.models.embedding import Embedder
     from loader.models.rerank import Reranker
@@ -167,163 +165,6 @@ def _embed(embedder: Embedder | None, queries: list[str]) -> list[list[float] | 
     return [vector.tolist() for vector in embedder.embed_queries(queries)]
 
 
-def _explained(
-    exc: ClusterError, settings: Settings, pipeline: str | None
-) -> ClusterError | QueryError:
-    """``exc``, or a clearer error for OpenSearch's own 404 (configuration never applied) and
-    400 (a parameter the request's checks let through but the cluster cannot use; a search
-    pipeline that was never applied, or was deleted, is the cluster's state, not the request's)."""
-    cause = exc.__cause__
-    alias = settings.index_name
-    if (
-        pipeline
-        and isinstance(cause, opensearchpy.RequestError)
-        and f"Pipeline {pipeline} is not defined" in bad_request_reason(cause, settings)
-    ):
-        return ClusterError(
-            f"search pipeline {pipeline!r} does not exist; run `loader apply` for index "
-            f"{alias!r} on {safe_url(settings.opensearch_url)}",
-            public_reason="the index's search pipelines are missing on OpenSearch (loader apply)",
-        )
-    if isinstance(cause, opensearchpy.NotFoundError) and isinstance(cause.info, dict):
-        # OpenSearch's own 404 (JSON): a missing alias, template or pipeline, so the
-        # configuration was never applied. Another server's 404 page is not that.
-        return ClusterError(
-            f"{exc}; run `loader apply` (and `loader push`) for index {alias!r} on "
-            f"{safe_url(settings.opensearch_url)} first",
-            public_reason=exc.public_reason,  # what cluster_errors made of the 404
-        )
-    if isinstance(cause, opensearchpy.RequestError) and isinstance(cause.info, dict):
-        # The client's fault, so not a ClusterError; no URL in the message.
-        return QueryError(
-            f"OpenSearch refused the search as a bad request: {bad_request_reason(cause, settings)}"
-        )
-    return exc
-
-
-def _retrieve(
-    client: OpenSearch,
-    settings: Settings,
-    template_id: str,
-    pipeline: str | None,
-    params: dict[str, Any],
-) -> list[SearchHit]:
-    """One stored-template search; the hits with their retrieval score and rank."""
-    alias = settings.index_name
-    url_params = {"search_pipeline": pipeline} if pipeline else {}
-    try:
-        with cluster_errors(settings, f"searching {alias!r} with template {template_id!r}"):
-            response = client.search_template(
-                index=alias, body={"id": template_id, "params": params}, params=url_params
-            )
-    except ClusterError as exc:
-        explained = _explained(exc, settings, pipeline)
-        if explained is exc:
-            raise
-        raise explained from exc.__cause__
-    return _own_tenant(hits_from_response(response), params["tenant"], template_id)
-
-
-def _own_tenant(hits: list[SearchHit], tenant: str, template_id: str) -> list[SearchHit]:
-    """The hits of ``tenant`` only, ranked again. The stored templates filter on the tenant, but
-    they are the cluster's state: without the security plugin anyone who reaches the cluster can
-    overwrite ``_scripts``, and a template that lost its filter must not show another tenant's
-    chunks."""
-    kept = [hit for hit in hits if hit.tenant == tenant]
-    if len(kept) < len(hits):
-        log.error(
-            "template %r returned %d chunks of other tenants, dropped; it does not filter on the "
-            "tenant: run `loader doctor`, then `loader apply`",
-            template_id,
-            len(hits) - len(kept),
-        )
-        for rank, hit in enumerate(kept, start=1):
-            hit.ranks["retrieval"] = rank
-    return kept
-
-
-def _fuse(rankings: list[list[SearchHit]], rank_constant: int) -> list[SearchHit]:
-    """Reciprocal rank fusion of several queries' hits; each query's own score and rank kept."""
-    by_id: dict[str, SearchHit] = {}
-    for number, hits in enumerate(rankings, start=1):
-        for hit in hits:
-            kept = by_id.setdefault(hit.chunk_id, hit)
-            kept.scores[f"query_{number}"] = hit.scores["retrieval"]
-            kept.ranks[f"query_{number}"] = hit.ranks["retrieval"]
-    fused = rrf([[hit.chunk_id for hit in hits] for hits in rankings], rank_constant=rank_constant)
-    result = []
-    for rank, (chunk_id, score) in enumerate(fused, start=1):
-        hit = by_id[chunk_id]
-        hit.scores["retrieval"] = score
-        hit.ranks["retrieval"] = rank
-        result.append(hit)
-    return result
-
-
-def _best_per_document(hits: list[SearchHit]) -> list[SearchHit]:
-    """The first hit of each document, re-ranked: each query's collapsed hits may name another
-    chunk of the same document."""
-    seen: set[str] = set()
-    kept = []
-    for hit in hits:
-        if hit.doc_id not in seen:
-            seen.add(hit.doc_id)
-            kept.append(hit)
-    for rank, hit in enumerate(kept, start=1):
-        hit.ranks["retrieval"] = rank
-    return kept
-
-
-def _retrieve_all(
-    request: SearchRequest,
-    settings: Settings,
-    client: OpenSearch,
-    queries: list[str],
-    vectors: list[list[float] | None],
-) -> list[SearchHit]:
-    """Every query through the mode's stored template (and fusion pipeline), fused by RRF when
-    there are several."""
-    template_id, pipeline = config_names(settings.index_name).for_search_mode(request.mode)
-    filter_params = request.template_params()
-    rankings = []
-    for query, vector in zip(queries, vectors, strict=True):
-        text = bm25_text(query)
-        params: dict[str, Any] = {
-            "query_text": text,
-            "exact_terms": request.exact_terms(text),
-            "tenant": request.tenant,
-            "size": request.depth,
-            "k": request.depth,
-            **filter_params,
-        }
-        if vector is not None:
-            params["query_vector"] = vector
-        rankings.append(_retrieve(client, settings, template_id, pipeline, params))
-    if len(rankings) == 1:
-        return rankings[0]
-    fused = _fuse(rankings, settings.rrf_rank_constant)
-    return _best_per_document(fused) if request.one_per_document else fused
-
-
-def _embed_and_retrieve(
-    request: SearchRequest,
-    settings: Settings,
-    client: OpenSearch,
-    embedder: Embedder | None,
-    queries: list[str],
-    timings: _Timings,
-    vector_texts: list[str] | None = None,
-) -> list[SearchHit]:
-    """The embed stage (skipped without an embedder) and the retrieve stage, timed.
-    ``vector_texts``: what is embedded per query instead of the query (HyDE's passage)."""
-    vectors = _embed(None, queries)
-    if embedder is not None:
-        with timings.stage("embed_ms"):
-            vectors = _embed(embedder, vector_texts or queries)
-    with timings.stage("retrieve_ms"):
-        return _retrieve_all(request, settings, client, queries, vectors)
-
-
 def _rerank(reranker: Reranker, query: str, hits: list[SearchHit]) -> list[SearchHit]:
     """``hits`` ordered by the cross-encoder's score against ``query``, each scored and ranked."""
     scores = reranker.rerank(query, [hit.text or hit.body for hit in hits])
@@ -345,6 +186,69 @@ def _assemble(request: SearchRequest, hits: list[SearchHit]) -> list[SearchHit]:
         merge=request.merge_adjacent,
         prompt_order=request.prompt_order,
     )
+
+
+class _Run:
+    """One search between its stages: what ``search`` and ``asearch`` share, so that they differ
+    only in how the calls reach OpenSearch (and in which thread the rest runs)."""
+
+    def __init__(
+        self, request: SearchRequest, settings: Settings, rewriter: QueryRewriter | None
+    ) -> None:
+        if not isinstance(request, SearchRequest):
+            raise TypeError("search() takes a SearchRequest: SearchRequest.from_settings(...)")
+        self.request, self.settings = request, settings
+        self.timings = _Timings()
+        self.searched = _searched_question(request)
+        self.rewriter = rewriter if rewriter is not None else rewriter_from_settings(settings)
+        self.rewrite = Rewrite([self.searched], self.searched)  # until plan() rewrites
+
+    def plan(self, embedder: Embedder | None) -> list[TemplateCall]:
+        """The rewrite and embed stages (a model, perhaps an LLM call): the template calls."""
+        with self.timings.stage("rewrite_ms"):
+            self.rewrite = rewrite_question(self.rewriter, self.request.history, self.searched)
+        queries = self.rewrite.queries
+        vectors = _embed(None, queries)
+        if embedder is not None:
+            with self.timings.stage("embed_ms"):
+                vectors = _embed(embedder, self.rewrite.vector_texts or queries)
+        texts = [bm25_text(query) for query in queries]
+        return template_calls(self.request, self.settings, texts, vectors)
+
+    def finish(
+        self,
+        calls: list[TemplateCall],
+        answers: list[dict[str, Any]],
+        reranker: Reranker | None,
+    ) -> SearchResult:
+        """The answers' hits, the rerank and context stages, and the result."""
+        request, rewrite = self.request, self.rewrite
+        hits = ranked_hits(request, self.settings, calls, answers)
+        retrieved = len(hits)
+        rerank_query = rewrite.standalone if reranker is not None and hits else ""
+        if reranker is not None and rerank_query:
+            with self.timings.stage("rerank_ms"):
+                hits = _rerank(reranker, rerank_query, hits)
+        with self.timings.stage("context_ms"):
+            hits = _assemble(request, hits)
+        finished = self.timings.finish()
+        log.debug(
+            "search %r (%s, tenant %r): %s", self.searched, request.mode, request.tenant, finished
+        )
+        return SearchResult(
+            question=self.searched,
+            queries=rewrite.queries,
+            rerank_query=rerank_query,
+            mode=request.mode,
+            tenant=request.tenant,
+            reranked=bool(rerank_query),
+            candidates=retrieved,
+            hits=hits,
+            timings=finished,
+            truncated=request.truncated,
+            hypothetical=rewrite.hypothetical,
+            warnings=[*request.warnings, *rewrite.warnings],
+        )
 
 
 def search(
@@ -374,41 +278,55 @@ def search(
         ModelError, ClusterError: a model cannot be loaded; the cluster failed (reason kept).
         ConfigError: the ``rewrite`` settings are unusable (``rewrite = llm`` without a URL).
     """
-    if not isinstance(request, SearchRequest):
-        raise TypeError("search() takes a SearchRequest: SearchRequest.from_settings(...)")
-    timings = _Timings()
-    searched = _searched_question(request)
-    rewriter = rewriter if rewriter is not None else rewriter_from_settings(settings)
+    run = _Run(request, settings, rewriter)
     if client is None:
         client = connect(settings)
         require_cluster(client, settings)  # a cluster that is down is named before any model
     embedder, reranker = _load_models(request, settings, embedder, reranker)
-    with timings.stage("rewrite_ms"):
-        rewrite = rewrite_question(rewriter, request.history, searched)
-    queries = rewrite.queries
-    hits = _embed_and_retrieve(
-        request, settings, client, embedder, queries, timings, rewrite.vector_texts
-    )
-    retrieved = len(hits)
-    rerank_query = rewrite.standalone if reranker is not None and hits else ""
-    if reranker is not None and rerank_query:
-        with timings.stage("rerank_ms"):
-            hits = _rerank(reranker, rerank_query, hits)
-    with timings.stage("context_ms"):
-        hits = _assemble(request, hits)
-    finished = timings.finish()
-    log.debug("search %r (%s, tenant %r): %s", searched, request.mode, request.tenant, finished)
-    return SearchResult(
-        question=searched,
-        queries=queries,
-        rerank_query=rerank_query,
-        mode=request.mode,
-        tenant=request.tenant,
-        reranked=bool(rerank_query),
-        candidates=retrieved,
-        hits=hits,
-        timings=finished,
-        truncated=request.truncated,
-        hypothetical=rewrite.hypothetical,
-        warnings=[*request.warnings, *rewrite.warnings],
-    )
+    calls = run.plan(embedder)
+    with run.timings.stage("retrieve_ms"):
+        answers = [send(client, settings, call) for call in calls]
+    return run.finish(calls, answers, reranker)
+
+
+async def asearch(
+    request: SearchRequest,
+    settings: Settings,
+    *,
+    client: AsyncOpenSearch | None = None,
+    embedder: Embedder | None = None,
+    reranker: Reranker | None = None,
+    rewriter: QueryRewriter | None = None,
+) -> SearchResult:
+    """``search`` for asyncio: the same stages and the same result, the calls to OpenSearch
+    sent with opensearch-py's async client (the queries of a rewrite all at once), and the
+    model work -- loading, rewrite, embedding, rerank, all CPU-bound or blocking -- in a worker
+    thread (``asyncio.to_thread``), so the event loop keeps serving other tasks.
+
+    Args:
+        client: an ``AsyncOpenSearch`` of this event loop
+            (``loader.cluster.client.connect_async``); without one, one is connected for this
+            search, the cluster must answer before any model loads, and it is closed after.
+        request, settings, embedder, reranker, rewriter: as for ``search``.
+
+    Raises:
+        As ``search``; ``ConfigError`` also when opensearch-py's async support (aiohttp) is not
+        installed.
+    """
+    run = _Run(request, settings, rewriter)
+    owned = client is None
+    if client is None:
+        client = connect_async(settings)
+    try:
+        if owned:
+            await require_cluster_async(client, settings)
+        embedder, reranker = await asyncio.to_thread(
+            _load_models, request, settings, embedder, reranker
+        )
+        calls = await asyncio.to_thread(run.plan, embedder)
+        with run.timings.stage("retrieve_ms"):
+            answers = await asyncio.gather(*(send_async(client, settings, c) for c in calls))
+        return await asyncio.to_thread(run.finish, calls, list(answers), reranker)
+    finally:
+        if owned:
+            await client.close()

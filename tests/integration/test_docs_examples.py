@@ -1,15 +1,17 @@
-"""Every shell example of README.md and guide/ runs as written against a real node.
+"""Every shell and Python example of README.md and guide/ runs as written against a real node.
 
 Each fenced ``bash`` / ``sh`` / ``console`` block is one test: ``bash -e`` in a workspace holding
 copies of ``docs/`` and ``tests/fixtures/eval/`` (what the examples name), with
 ``OPENSEARCH_URL`` set to the session's node and a unique ``LOADER_INDEX_NAME``, so a block never
 touches another test's index. The workspace's configuration is applied and ``docs/`` pushed once,
-before the first block; blocks that push again find nothing changed.
+before the first block; blocks that push again find nothing changed. Each fenced ``python`` block
+is one test too: the block as a file run by this interpreter in the same workspace, with the same
+environment (so ``loader``'s settings name the same node and index), which must exit 0.
 
 The rules, also stated in guide/README.md:
 
 - a block right after a line ``<!-- illustrative ... -->`` is not run (installs, benchmarks,
-  SciFact runs);
+  SciFact runs, code that names another index);
 - a line running ``loader up`` or ``loader down`` is left out: the session's node stands in for
   the Docker container they start and stop;
 - a line running ``loader serve`` is left out, and the test starts ``loader serve`` itself on a
@@ -46,6 +48,7 @@ PAGES = [REPO / "README.md", *sorted((REPO / "guide").glob("*.md"))]
 FENCE = re.compile(r"^```(\w*)\s*$")
 ILLUSTRATIVE = "<!-- illustrative"
 SHELLS = {"bash", "sh", "console"}
+PYTHON = "python"
 LEFT_OUT = re.compile(r"^\s*loader (up|down|serve)\b")
 SERVE_ADDRESS = "127.0.0.1:8000"
 BLOCK_TIMEOUT = 600
@@ -56,14 +59,16 @@ class Example:
     page: Path
     line: int
     script: str
+    language: str = "bash"  # or PYTHON
 
     @property
     def name(self) -> str:
         return f"{self.page.relative_to(REPO).as_posix()}:{self.line}"
 
 
-def shell_examples(page: Path) -> list[Example]:
-    """The page's shell blocks not marked illustrative; a console block's ``$ `` lines only."""
+def page_examples(page: Path) -> list[Example]:
+    """The page's shell and Python blocks not marked illustrative; a console block's ``$ ``
+    lines only."""
     lines = page.read_text(encoding="utf-8").split("\n")
     examples, index = [], 0
     while index < len(lines):
@@ -78,11 +83,13 @@ def shell_examples(page: Path) -> list[Example]:
             if opening.group(1) == "console":
                 body = [line[2:] for line in body if line.startswith("$ ")]
             examples.append(Example(page, index + 1, "\n".join(body) + "\n"))
+        elif opening.group(1) == PYTHON and not illustrative:
+            examples.append(Example(page, index + 1, "\n".join(body) + "\n", PYTHON))
         index = end + 1
     return examples
 
 
-EXAMPLES = [example for page in PAGES for example in shell_examples(page)]
+EXAMPLES = [example for page in PAGES for example in page_examples(page)]
 
 
 def runnable(script: str, serve_port: int | None) -> str:
@@ -186,13 +193,25 @@ def serve_port(workspace):
 
 
 def run_bash(script: str, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """``bash -e`` on the script; background jobs it started (a test server) are ended with it.
+    """``bash -e`` on the script; background jobs it started (a test server) are ended with it."""
+    return run_command(["bash", "-e", "-c", script], folder, env)
+
+
+def run_python(example: Example, folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """The Python block as a file of the workspace, run by this interpreter."""
+    script = folder / f"example-{example.page.stem}-{example.line}.py"
+    script.write_text(example.script, encoding="utf-8")
+    return run_command([sys.executable, str(script)], folder, env)
+
+
+def run_command(args: list[str], folder: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    """``args`` in ``folder``; what it started in the background is ended with it.
 
     Output goes to files, not pipes: a background job keeps a pipe open after bash exits.
     """
     with tempfile.TemporaryFile() as stdout, tempfile.TemporaryFile() as stderr:
         process = subprocess.Popen(
-            ["bash", "-e", "-c", script],
+            args,
             cwd=folder,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -234,9 +253,12 @@ def search_answers_without_hits(curl_log: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda example: example.name)
-def test_shell_example_runs_as_written(example, workspace, request):
-    port = request.getfixturevalue("serve_port") if SERVE_ADDRESS in example.script else None
-    done = run_bash(runnable(example.script, port), workspace.folder, workspace.env)
+def test_example_runs_as_written(example, workspace, request):
+    if example.language == PYTHON:
+        done = run_python(example, workspace.folder, workspace.env)
+    else:
+        port = request.getfixturevalue("serve_port") if SERVE_ADDRESS in example.script else None
+        done = run_bash(runnable(example.script, port), workspace.folder, workspace.env)
     assert done.returncode == 0, (
         f"{example.name} exited {done.returncode}\n--- stdout\n{done.stdout[-3000:]}"
         f"\n--- stderr\n{done.stderr[-3000:]}"

@@ -95,3 +95,10 @@ def run(question: Any = "q", client: FakeClient | None = None, **kwargs: Any):
     }
     request = SearchRequest.from_settings(SETTINGS, question, **kwargs)
     return search(request, SETTINGS, client=client, **models)
+
+
+class FakeAsyncClient(FakeClient):
+    """``FakeClient`` for ``asearch``: the same answers, awaited."""
+
+    async def search_template(self, *, index: str, body: dict, params: dict | None = None) -> dict:
+        return FakeClient.search_template(self, index=index, body=body, params=params)

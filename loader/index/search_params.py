@@ -1,0 +1,70 @@
+"""The parameters the stored search templates take (``search_templates/*.json.j2``), built in one
+place: every caller of a template -- ``loader search`` and ``loader serve``
+(``loader.query.search``), ``loader explain``, ``loader doctor``'s probes and the framework
+retrievers (``loader.integrations``) -- gets its ``params`` from ``search_template_params``, so a
+parameter is named and shaped (a list, a number) the same way everywhere.
+
+``guide/templates.md`` describes each parameter for applications that call the templates
+without this package.
+
+Example::
+
+    search_template_params("acme", query_text="refund", depth=50, filters={"lang": "en"})
+    # {'tenant': 'acme', 'query_text': 'refund', 'exact_terms': [], 'size': 50, 'k': 50,
+    #  'lang': 'en'}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+# The filter parameters, in the order of search_templates/_parts.j2's filters() and decay.
+FILTER_PARAMETERS = ("lang", "tags", "published_from", "published_to", "decay_scale")
+
+
+def search_template_params(
+    tenant: str,
+    *,
+    query_text: str | None = None,
+    query_vector: Sequence[float] | None = None,
+    exact_terms: Sequence[str] = (),
+    depth: int | None = None,
+    filters: Mapping[str, Any] | None = None,
+    collapse_doc: bool = False,
+) -> dict[str, Any]:
+    """The ``params`` of one ``_search/template`` (or ``_render/template``) call.
+
+    Args:
+        tenant: the only tenant whose chunks the templates return (they require it).
+        query_text: the question, for the BM25 side and the text-only templates.
+        query_vector: the question's embedding, for the k-NN side.
+        exact_terms: the question's identifiers; sent even when empty, so every call names
+            them (the templates treat ``[]`` as none).
+        depth: hits returned (``size``) and k-NN candidates and the hybrid query's depth
+            (``k``), which every caller sets alike; ``None`` leaves both to the templates'
+            defaults (``top_k``, ``candidates``).
+        filters: checked values of ``FILTER_PARAMETERS`` (``SearchFilters.template_params``);
+            empty ones are left out.
+        collapse_doc: one hit per document; left out when false, since the templates treat any
+            value, even ``false``, as on.
+
+    Raises:
+        ValueError: a filter that the templates do not take (a programming error: user input is
+            checked by ``loader.query.request.SearchFilters`` first).
+    """
+    params: dict[str, Any] = {"tenant": tenant}
+    if query_text is not None:
+        params["query_text"] = query_text
+    params["exact_terms"] = list(exact_terms)
+    if depth is not None:
+        params["size"] = params["k"] = depth
+    unknown = sorted(set(filters or {}) - set(FILTER_PARAMETERS))
+    if unknown:
+        raise ValueError(f"the search templates take no filter {', '.join(unknown)}")
+    params.update({name: value for name, value in (filters or {}).items() if value})
+    if collapse_doc:
+        params["collapse_doc"] = True
+    if query_vector is not None:
+        params["query_vector"] = list(query_vector)
+    return params
