@@ -398,7 +398,7 @@ def search(
         hits = _assemble(request, hits)
     finished = timings.finish()
     log.debug("search %r (%s, tenant %r): %s", searched, request.mode, request.tenant, finished)
-    return SearchResult(
+    result = SearchResult(
         question=searched,
         queries=queries,
         rerank_query=rerank_query,
@@ -412,3 +412,8 @@ def search(
         hypothetical=rewrite.hypothetical,
         warnings=[*request.warnings, *rewrite.warnings],
     )
+    if settings.query_log != "off":  # the opt-in query log (loader.query.query_log)
+        from loader.query.query_log import record_search
+
+        result.query_id = record_search(client, settings, request, result)
+    return result

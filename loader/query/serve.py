@@ -74,7 +74,7 @@ from loader.errors import (
 )
 from loader.models import rerank_check
 from loader.query.auth import ApiKeys, require_api_key
-from loader.query.body import KeyedSearchRequest, SearchRequest
+from loader.query.body import EventBody, KeyedSearchRequest, SearchRequest
 from loader.query.request import MAX_QUESTION_CHARS
 from loader.query.rewrite import rewriter_from_settings
 from loader.query.search import search
@@ -365,6 +365,30 @@ def _add_keyed_search_route(app: FastAPI, service: SearchService) -> None:
         return service.search(body, tenant)
 
 
+def _add_events_route(app: FastAPI, service: SearchService, keyed: bool) -> None:
+    """``POST /events``: an event (a click, "this answered it") against a logged search, stored
+    in the query log (``loader.query.query_log``); the search must be the tenant's (else 403,
+    nothing written)."""
+
+    @app.post("/events", summary="Record an event against a logged search.", status_code=201)
+    def events_endpoint(body: EventBody, request: Request) -> JSONResponse:
+        from loader.query.query_log import Event, record_event
+
+        tenant = request.state.tenant if keyed else body.tenant
+        if keyed and body.tenant is not None and body.tenant != tenant:
+            return _error(403, f"tenant: {body.tenant!r} is not the tenant of this API key")
+        if not tenant:
+            return _error(422, "tenant: Field required")
+        event = Event(
+            body.query_id, body.action_name, body.object_id, body.position, body.client_id
+        )
+        try:
+            event_id = record_event(service.client, service.settings, tenant, event)
+        except LoaderError as exc:
+            return loader_error(exc, service.secrets, action="event")
+        return JSONResponse({"event_id": event_id}, status_code=201)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -405,6 +429,10 @@ def create_app(
     # /search/ is not /search: no redirect built from the client's Host header.
     app.router.redirect_slashes = False
     app.get("/health", summary="Whether the cluster answers.")(service.health)
+    from loader.query.judge_page import add_judge_routes  # /judge: its own sessions
+
+    add_judge_routes(app, service, api_keys)
+    _add_events_route(app, service, keyed=api_keys is not None)
     if api_keys is None:
         _add_search_route(app, service)
     else:
