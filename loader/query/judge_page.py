@@ -74,7 +74,8 @@ class Sessions:
 
     def issue(self, tenant: str, now: float | None = None) -> str:
         expiry = int((now or time.time()) + SESSION_SECONDS)
-        payload = f"{base64.urlsafe_b64encode(tenant.encode()).decode()}.{expiry}"
+        encoded = base64.urlsafe_b64encode(tenant.encode()).decode().rstrip("=")  # no quoting
+        payload = f"{encoded}.{expiry}"
         return f"{payload}.{self._sign(payload)}"
 
     def tenant(self, cookie: str | None, now: float | None = None) -> str | None:
@@ -86,7 +87,7 @@ class Sessions:
             return None
         if not expiry.isdigit() or int(expiry) < (now or time.time()):
             return None
-        return base64.urlsafe_b64decode(encoded.encode()).decode()
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
 
     def csrf(self, cookie: str) -> str:
         return self._sign(f"csrf|{cookie}")

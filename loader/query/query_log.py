@@ -158,9 +158,7 @@ def record_event(client: OpenSearch, settings: Settings, tenant: str, event: Eve
     if logged is None:
         raise NotFoundError(f"query_id: no logged query {event.query_id!r}")
     if (logged.get("query_attributes") or {}).get("tenant") != tenant:
-        raise ForbiddenError(
-            f"query_id: {event.query_id!r} is not a query of this API key's tenant"
-        )
+        raise ForbiddenError(f"query_id: {event.query_id!r} is another tenant's query")
     attributes: dict[str, Any] = {"tenant": tenant}
     if event.object_id:
         attributes["object"] = {"object_id": event.object_id, "object_id_field": "chunk_id"}
