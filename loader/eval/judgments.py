@@ -123,7 +123,7 @@ def sample_questions(
 ) -> list[str]:
     """``size`` distinct questions of the logged ``queries`` (``ubi_queries`` sources). Pure.
 
-    Each question is returned as most recently asked; two questions are the same when their
+    Each question is returned as most often spelled; two questions are the same when their
     ``normalize_question`` forms are. ``events`` (``ubi_events`` sources) are read by ``worst``.
     """
     if strategy not in STRATEGIES:
@@ -131,15 +131,22 @@ def sample_questions(
     if size < 1:
         raise ConfigError("size: must be at least 1")
     ordered = sorted(queries, key=lambda q: q.get("timestamp", ""))
-    latest: dict[str, str] = {}
+    spellings: dict[str, Counter[str]] = {}
+    last_seen: dict[str, int] = {}
     counts: Counter[str] = Counter()
-    for query in ordered:
+    for number, query in enumerate(ordered):
         text = str(query.get("user_query") or "")
         key = normalize_question(text)
         if not key:
             continue
-        latest[key] = text
+        spellings.setdefault(key, Counter())[text] += 1
+        last_seen[text] = number
         counts[key] += 1
+    # Each question as most often spelled (the most recent of equally frequent spellings).
+    latest = {
+        key: max(forms, key=lambda text: (forms[text], last_seen[text]))
+        for key, forms in spellings.items()
+    }
     keys = list(latest)
     if strategy == "frequent":
         keys.sort(key=lambda k: (-counts[k], k))
