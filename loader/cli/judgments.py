@@ -99,15 +99,24 @@ def sample(
     "srw-judgments: the Search Relevance Workbench's.",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @settings_options
 def export_command(
-    settings: Settings, tenant: str | None, name: str, file_format: str, output: str
+    settings: Settings,
+    tenant: str | None,
+    name: str,
+    file_format: str,
+    output: str,
+    as_json: bool,
 ) -> None:
     """Export query set NAME with its grades."""
     from loader.eval.judgments import export
 
     tenant = tenant or settings.tenant
     count = export(_client(settings), settings, tenant, name, file_format, output)
+    if as_json:
+        echo_json({"output": output, "format": file_format, "questions": count})
+        return
     click.echo(printable(f"{output}: {count} questions ({file_format})"))
 
 
@@ -115,13 +124,19 @@ def export_command(
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @tenant_option
 @name_option
+@click.option("--json", "as_json", is_flag=True, help="Print what was imported as JSON.")
 @settings_options
-def import_command(settings: Settings, path: str, tenant: str | None, name: str) -> None:
+def import_command(
+    settings: Settings, path: str, tenant: str | None, name: str, as_json: bool
+) -> None:
     """Import PATH (a questions file, an SRW query set or SRW judgments) as query set NAME."""
     from loader.eval.judgments import import_file
 
     tenant = tenant or settings.tenant
     query_set, grades = import_file(_client(settings), settings, tenant, name, path)
+    if as_json:
+        echo_json({"set_id": query_set.set_id, "questions": query_set.questions, "grades": grades})
+        return
     click.echo(
         printable(
             f"query set {name!r} of tenant {tenant!r}: {len(query_set.questions)} questions, "

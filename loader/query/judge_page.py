@@ -132,8 +132,9 @@ def pool(rankings: dict[str, list[Any]]) -> list[PoolRow]:
 
 
 def movements(a: list[Any], b: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Each list's rows with how its hit moved from the other list's rank (``▲2``, ``▼1``,
-    ``=``, ``new``). Pure."""
+    """Each list's rows with where its hit stands against the other list: ``▲2`` two places
+    higher here than there, ``▼1`` one lower, ``=`` the same rank, ``new`` not there at all.
+    Pure."""
     sides = []
     for mine, other in ((a, b), (b, a)):
         ranks = {hit.chunk_id: rank for rank, hit in enumerate(other, start=1)}
