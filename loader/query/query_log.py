@@ -113,14 +113,37 @@ def record_search(
     """Log one search; its ``query_id``, or ``""`` when the log is off or the write failed."""
     if settings.query_log != "ubi":
         return ""
+    index = queries_index(settings.index_name)
     query_id = str(uuid.uuid4())
     body = query_document(request, result, query_id, client_id)
     try:
-        client.index(index=queries_index(settings.index_name), id=query_id, body=body)
+        if not _log_exists(client, index):
+            return ""
+        client.index(index=index, id=query_id, body=body)
     except opensearchpy.exceptions.OpenSearchException as exc:
         log.warning("query log: the search was not logged (%s); run `loader apply`", exc)
         return ""
     return query_id
+
+
+# Log indices seen to exist, so each search costs one write, not an existence check as well.
+_EXISTING: set[str] = set()
+
+
+def _log_exists(client: OpenSearch, index: str) -> bool:
+    """Whether ``index`` exists (cached once it does). Never written to when missing: OpenSearch
+    would create it with guessed mappings instead of the file's (``loader apply`` creates it)."""
+    if index in _EXISTING:
+        return True
+    if client.indices.exists(index=index):
+        _EXISTING.add(index)
+        return True
+    log.warning(
+        "query log: index %r does not exist, the search was not logged; run "
+        '`loader apply` with query_log = "ubi"',
+        index,
+    )
+    return False
 
 
 @dataclass(frozen=True)
@@ -175,8 +198,11 @@ def record_event(client: OpenSearch, settings: Settings, tenant: str, event: Eve
         "event_attributes": attributes,
     }
     event_id = str(uuid.uuid4())
+    index = events_index(settings.index_name)
     try:
-        client.index(index=events_index(settings.index_name), id=event_id, body=body)
+        if not _log_exists(client, index):
+            raise NotFoundError(f"the query log's index {index!r} does not exist (loader apply)")
+        client.index(index=index, id=event_id, body=body)
     except opensearchpy.exceptions.OpenSearchException as exc:
         raise ClusterError(f"query log: the event was not stored: {exc}") from exc
     return event_id
