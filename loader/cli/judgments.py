@@ -70,7 +70,7 @@ def sample(
     as_json: bool,
 ) -> None:
     """Sample SIZE distinct questions (deduplicated after normalisation) of one tenant's log."""
-    from loader.eval.judgments import create_query_set
+    from loader.query.judgments import create_query_set
 
     tenant = tenant or settings.tenant
     query_set = create_query_set(

@@ -34,7 +34,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from loader.errors import ConfigError, LoaderError, NotFoundError
-from loader.eval import judgments
+from loader.query import judgments
 from loader.query.request import SearchRequest
 from loader.query.search import search
 from loader.settings import SEARCH_MODES, tenant_problem

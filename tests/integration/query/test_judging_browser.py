@@ -27,7 +27,7 @@ import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
-from loader.eval.judgments import judging_state, judgments_index, set_id_for
+from loader.query.judgments import judging_state, judgments_index, set_id_for
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
 from loader.query.query_log import events_index, queries_index

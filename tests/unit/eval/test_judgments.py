@@ -8,16 +8,13 @@ import pytest
 
 from loader.errors import ConfigError, InputError
 from loader.eval.judgments import (
-    Grade,
-    JudgingState,
-    QuerySet,
     graded_qrels,
     questions_lines,
     read_judgment_file,
-    sample_questions,
     srw_judgments,
     srw_query_set,
 )
+from loader.query.judgments import Grade, JudgingState, QuerySet, sample_questions
 from loader.query.query_log import normalize_question
 
 
