@@ -27,9 +27,9 @@ import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
-from loader.query.judgments import judging_state, judgments_index, set_id_for
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
+from loader.query.judgments import judging_state, judgments_index, set_id_for
 from loader.query.query_log import events_index, queries_index
 from loader.query.serve import create_app
 from tests.conftest import cleanup_owned
@@ -272,6 +272,19 @@ def test_log_sample_judge_export_eval(judged, server, browser, client, tmp_path)
     )
     assert status == 403, body
     assert _count(client, events_index(alias), {"match_all": {}}) == events_before
+
+    # Each tenant's log through its own key only.
+    status, body = server.request(
+        "GET", "/log?limit=50", headers={"Authorization": f"Bearer {KEY_A}"}
+    )
+    assert status == 200 and len(body["queries"]) == 20
+    assert {q["query_attributes"]["tenant"] for q in body["queries"]} == {"A"}
+    status, body = server.request("GET", "/log", headers={"Authorization": f"Bearer {KEY_B}"})
+    assert (status, body) == (200, {"queries": []})
+    status, body = server.request(
+        "GET", "/log?tenant=A", headers={"Authorization": f"Bearer {KEY_B}"}
+    )
+    assert status == 403, body
 
     # 2. Sample 5: the most frequent, deduplicated after normalisation.
     out = _cli(
