@@ -33,6 +33,7 @@ from loader.query.judgments import (
     JudgingState,
     QuerySet,
     create_query_set,
+    find_chunk,
     find_query_set,
     judging_state,
     save_grade,
@@ -210,9 +211,16 @@ def _grade(value: object, path: Path, number: int) -> int:
 def import_file(
     client: OpenSearch, settings: Settings, tenant: str, name: str, path: str | Path
 ) -> tuple[QuerySet, int]:
-    """Read ``path`` into query set ``name`` of ``tenant``, with its grades (chunks of this
-    tenant only); the set and the number of grades stored."""
+    """Read ``path`` into query set ``name`` of ``tenant``, with its grades; the set and the
+    number of grades stored.
+
+    Raises:
+        NotFoundError: a graded chunk is no chunk of ``tenant`` (nothing is written).
+    """
     imported = read_judgment_file(path)
+    for grades in imported.grades.values():  # every chunk checked before anything is written
+        for chunk_id in grades:
+            find_chunk(client, settings, tenant, chunk_id)
     query_set = create_query_set(
         client, settings, tenant, name, strategy="imported", questions=imported.questions
     )

@@ -35,7 +35,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from loader.errors import ConfigError, LoaderError, NotFoundError
 from loader.query import judgments
-from loader.query.request import SearchRequest
+from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
 from loader.settings import SEARCH_MODES, tenant_problem
 
@@ -206,7 +206,12 @@ class JudgePages:
 
     def ranked(self, tenant: str, question: str, mode: str, depth: int) -> list[Any]:
         request = SearchRequest.from_settings(
-            self.quiet_settings, question[:2000], tenant=tenant, mode=mode, k=depth, rerank=False
+            self.quiet_settings,
+            question[:MAX_QUESTION_CHARS],
+            tenant=tenant,
+            mode=mode,
+            k=depth,
+            rerank=False,
         )
         embedder = self.service.embedder if mode != "bm25" else None
         return search(

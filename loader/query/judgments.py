@@ -254,7 +254,9 @@ def list_query_sets(client: OpenSearch, settings: Settings, tenant: str) -> list
     return sorted(sets, key=lambda s: s.created, reverse=True)
 
 
-def _chunk(client: OpenSearch, settings: Settings, tenant: str, chunk_id: str) -> dict[str, Any]:
+def find_chunk(
+    client: OpenSearch, settings: Settings, tenant: str, chunk_id: str
+) -> dict[str, Any]:
     """The chunk ``chunk_id`` of ``tenant`` (its source, heading path)."""
     query = {"bool": {"filter": [{"term": {"chunk_id": chunk_id}}, {"term": {"tenant": tenant}}]}}
     answer = client.search(
@@ -287,7 +289,7 @@ def save_grade(
         raise ConfigError("grade: must be 0, 1 or 2")
     if not 0 <= question_index < len(query_set.questions):
         raise NotFoundError(f"question {question_index} is not in query set {set_id!r}")
-    chunk = _chunk(client, settings, tenant, chunk_id)
+    chunk = find_chunk(client, settings, tenant, chunk_id)
     heading = [p for p in str(chunk.get("heading_path") or "").split(PATH_SEPARATOR) if p]
     body = {
         "kind": "grade",
