@@ -7,12 +7,12 @@ script at all. Signing in takes an API key (with ``api_keys_file``; else a tenan
 an HMAC-signed, HttpOnly, SameSite=Strict session cookie holding the tenant, never the key. Every
 POST must carry the page's token (``X-CSRF-Token``, derived from the session) and, when the
 browser sends one, an ``Origin`` of this server. A set, question or chunk of another tenant is
-refused with 403 before anything is written (``loader.eval.judgments``).
+refused with 403 before anything is written (``loader.query.judgments``).
 
 Routes: ``GET /judge`` (the tenant's query sets), ``GET /judge/sets/<id>`` (resume: the first
 question neither graded nor skipped), ``GET /judge/sets/<id>/<n>`` (question ``n`` with the
-pooled top results of bm25, vector and hybrid-rrf), ``POST .../<n>/grade`` (``{"chunk_id",
-"grade"}``), ``POST .../<n>/skip``, ``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side,
+pooled top results of every search mode), ``POST .../<n>/grade`` (``{"chunk_id", "grade"}``),
+``POST .../<n>/skip``, ``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side,
 with what moved).
 """
 
@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 
 COOKIE = "loader_judge"
 SESSION_SECONDS = 12 * 3600
-POOL_MODES = ("bm25", "vector", "hybrid-rrf")
+POOL_MODES = SEARCH_MODES  # bm25, vector and both hybrid modes
 POOL_DEPTH = 5  # each mode's top results pooled on the page
 COMPARE_DEPTH = 10
 MAX_SHOWN_CHARS = 20_000  # of one chunk's text on the page
