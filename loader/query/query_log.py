@@ -22,6 +22,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -126,8 +127,12 @@ def record_search(
     return query_id
 
 
-# Log indices seen to exist, so each search costs one write, not an existence check as well.
+# Log indices seen to exist, so each search costs one write, not an existence check as well; and
+# those seen missing (when), looked at again a minute later and warned about once: an eval index
+# never has a log, and a server started before `loader apply` made one starts logging soon after.
 _EXISTING: set[str] = set()
+_MISSING: dict[str, float] = {}
+RECHECK_SECONDS = 60.0
 
 
 def _log_exists(client: OpenSearch, index: str) -> bool:
@@ -135,11 +140,17 @@ def _log_exists(client: OpenSearch, index: str) -> bool:
     would create it with guessed mappings instead of the file's (``loader apply`` creates it)."""
     if index in _EXISTING:
         return True
+    if time.monotonic() - _MISSING.get(index, -RECHECK_SECONDS) < RECHECK_SECONDS:
+        return False
     if client.indices.exists(index=index):
         _EXISTING.add(index)
         return True
+    warned = index in _MISSING
+    _MISSING[index] = time.monotonic()
+    if warned:
+        return False
     log.warning(
-        "query log: index %r does not exist, the search was not logged; run "
+        "query log: index %r does not exist, searches are not logged; run "
         '`loader apply` with query_log = "ubi"',
         index,
     )
