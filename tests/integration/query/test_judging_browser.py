@@ -112,6 +112,7 @@ def server(judged, embedder) -> Iterator[Server]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator:
+    previous = os.environ.get("SE_OFFLINE")
     os.environ["SE_OFFLINE"] = "true"  # selenium's manager never fetches a driver
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
@@ -129,6 +130,10 @@ def browser() -> Iterator:
         yield driver
     finally:
         driver.quit()
+        if previous is None:
+            os.environ.pop("SE_OFFLINE", None)
+        else:
+            os.environ["SE_OFFLINE"] = previous
 
 
 def _cli(settings, *args: str):
