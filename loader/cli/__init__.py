@@ -15,6 +15,7 @@ from loader.cli import cluster, eval, index, ingest, query
 from loader.cli import doctor as doctor_cli
 from loader.cli import explain as explain_cli
 from loader.cli import finetune as finetune_cli
+from loader.cli import judgments as judgments_cli
 
 # What a shell reports for a command interrupted by Ctrl-C (128 + SIGINT), and so what scripts
 # test; click's own "Aborted!" exits 1, the code of an unexpected error.
@@ -54,6 +55,7 @@ for command in (
     explain_cli.explain,
     doctor_cli.doctor,
     eval.eval_command,
+    judgments_cli.judgments,
     finetune_cli.fine_tune_command,
     adapt_cli.adapt,
     query.serve,

@@ -8,8 +8,9 @@ Two kinds of task, read by ``load_task`` (the file formats themselves are read b
 - a questions file over a folder of your own documents: a hit is relevant when its chunk's
   ``source`` is the question's ``source`` file; questions that name a ``heading_path`` are also
   scored at section level (``section_*`` metrics: the chunk must also sit under that heading);
-  a question with a ``history`` (earlier ``{role, content}`` turns) is a follow-up, searched with
-  that conversation (so the ``rewrite`` setting decides what is searched).
+  a question with ``judgments`` (``loader judgments export``) is judged by their grades per
+  source; a question with a ``history`` (earlier ``{role, content}`` turns) is a follow-up,
+  searched with that conversation (so the ``rewrite`` setting decides what is searched).
 
 Example::
 
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from loader.documents import PATH_SEPARATOR
 from loader.errors import ConfigError, InputError
-from loader.eval.datasets import corpus_to_documents, load_beir, load_questions
+from loader.eval.datasets import Question, corpus_to_documents, load_beir, load_questions
 from loader.query.conversation import check_history
 
 if TYPE_CHECKING:
@@ -185,9 +186,22 @@ def questions_task(
             )
             for q in questions
         ],
-        qrels={q.id: {_source_key(q.source): 1} for q in questions},
+        qrels={q.id: _question_qrels(q) for q in questions},
         document_count=len(sources),
     )
+
+
+def _question_qrels(question: Question) -> dict[str, int]:
+    """The graded sources of a question: its ``judgments`` (``loader judgments export``: each
+    source's best grade, so nDCG weighs an answer 2 above a partial 1), else its one source."""
+    judged = question.metadata.get("judgments")
+    if isinstance(judged, list):
+        from loader.eval.judgments import graded_qrels
+
+        qrels = graded_qrels(item for item in judged if isinstance(item, dict))
+        if qrels:
+            return qrels
+    return {_source_key(question.source): 1}
 
 
 def _history(questions_file: Path, qid: str, history: object) -> tuple[dict[str, str], ...]:

@@ -127,6 +127,11 @@ def plan_apply(
     plan = plan_changes(desired, state, delete_old=delete_old)
     if model_change is not None:
         plan.changes = sorted([*plan.changes, model_change.change])
+    if settings.query_log != "off":  # the query log's indices (loader.index.query_log)
+        from loader.index.query_log import plan_query_log
+
+        with cluster_errors(settings, "reading the query log's indices"):
+            plan.changes = sorted([*plan.changes, *plan_query_log(client, settings, project_dir)])
     return plan
 
 
@@ -206,6 +211,13 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
 
                 ml_model_id = ml.ensure_model(client, settings, change.payload).model_id
                 log.info("done: %s -> %s", change.line(), ml_model_id)
+                continue
+            if change.kind.startswith("query log "):  # loader.index.query_log
+                from loader.index.query_log import execute_query_log_change
+
+                with cluster_errors(settings, change.line()):
+                    execute_query_log_change(client, change)
+                log.info("done: %s", change.line())
                 continue
             if ml_model_id and change.kind in ("search template", "ingest pipeline"):
                 change = _with_model_id(change, ml_model_id)
@@ -305,6 +317,7 @@ def _execute(client: OpenSearch, settings: Settings, alias: str, change: Change)
         reindex_block.lift_index(client, payload)
     elif kind == "reindex":
         _reindex(client, settings, payload["source"], payload["dest"])
+
     elif kind == "alias":
         _move_alias(client, alias, payload)
     else:  # pragma: no cover - plan_changes makes only the kinds above

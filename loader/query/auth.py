@@ -43,6 +43,8 @@ _KEY_CHARACTERS = re.compile(r"^[\x21-\x7e]+$")
 _TOML_LOCATION = re.compile(r"\((at line \d+, column \d+|at end of document)\)")
 # Requests that need no key.
 PUBLIC_ROUTES = frozenset({("GET", "/health")})
+# The judging page signs in with a key and checks its own session cookie (loader.query.judge_page).
+JUDGE_PREFIX = "/judge"
 
 
 class ApiKeys:
@@ -177,7 +179,12 @@ def require_api_key(api_keys: ApiKeys) -> Middleware:
     from fastapi.responses import JSONResponse
 
     async def check_api_key(request: Any, call_next: Callable[[Any], Awaitable[Any]]) -> Any:
-        if (request.method, request.url.path) in PUBLIC_ROUTES:
+        path = request.url.path
+        if (
+            (request.method, path) in PUBLIC_ROUTES
+            or path == JUDGE_PREFIX
+            or path.startswith(f"{JUDGE_PREFIX}/")
+        ):
             return await call_next(request)
         key, reason = presented_key(request.headers)
         tenant = api_keys.tenant_for(key)

@@ -112,3 +112,20 @@ class KeyedSearchRequest(SearchRequest):
         max_length=MAX_TENANT_CHARS,
         description="Optional: the API key's tenant; any other is refused (403).",
     )
+
+
+class EventBody(BaseModel):
+    """One event against a logged search (``POST /events``, with ``query_log = "ubi"``): the
+    ``query_id`` the search answered with, what happened (``click``, ``answered``...) and, for a
+    result, its chunk id and 1-based position."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    query_id: str = Field(..., min_length=1, max_length=64)
+    action_name: str = Field(..., min_length=1, max_length=64, examples=["click", "answered"])
+    object_id: str = Field("", max_length=256, description="The chunk id the event concerns.")
+    position: int | None = Field(None, ge=1, le=MAX_CANDIDATES)
+    client_id: str = Field("", max_length=128, description="The user's session, not a person.")
+    tenant: str | None = Field(
+        None, min_length=1, max_length=MAX_TENANT_CHARS, description="Without API keys: required."
+    )

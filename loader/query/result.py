@@ -124,6 +124,7 @@ class SearchResult:
     truncated: bool = False
     hypothetical: str = ""
     warnings: list[str] = field(default_factory=list)
+    query_id: str = ""  # the query log's id of this search (query_log = "ubi"), for its events
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "hits"}

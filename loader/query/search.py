@@ -286,7 +286,12 @@ def search(
     calls = run.plan(embedder)
     with run.timings.stage("retrieve_ms"):
         answers = [send(client, settings, call) for call in calls]
-    return run.finish(calls, answers, reranker)
+    result = run.finish(calls, answers, reranker)
+    if settings.query_log != "off":  # the opt-in query log (loader.query.query_log)
+        from loader.query.query_log import record_search
+
+        result.query_id = record_search(client, settings, request, result)
+    return result
 
 
 async def asearch(
@@ -326,7 +331,14 @@ async def asearch(
         calls = await asyncio.to_thread(run.plan, embedder)
         with run.timings.stage("retrieve_ms"):
             answers = await asyncio.gather(*(send_async(client, settings, c) for c in calls))
-        return await asyncio.to_thread(run.finish, calls, list(answers), reranker)
+        result = await asyncio.to_thread(run.finish, calls, list(answers), reranker)
+        if settings.query_log != "off":  # the log's writer is synchronous: in a worker thread
+            from loader.query.query_log import record_search
+
+            result.query_id = await asyncio.to_thread(
+                record_search, connect(settings), settings, request, result
+            )
+        return result
     finally:
         if owned:
             await client.close()

@@ -66,8 +66,12 @@ def test_every_command_that_searches_takes_the_same_k_range(args):
 def test_every_command_that_prints_a_result_takes_json(name):
     """One face for scripts; `serve` alone prints no result (it logs requests), as the README
     says."""
-    options = [opt for param in cli.commands[name].params for opt in getattr(param, "opts", [])]
-    assert "--json" in options, f"`loader {name}` has no --json"
+    command = cli.commands[name]
+    # A group (`loader judgments`): each of its commands.
+    commands = command.commands if isinstance(command, click.Group) else {name: command}
+    for sub, each in commands.items():
+        options = [opt for param in each.params for opt in getattr(param, "opts", [])]
+        assert "--json" in options, f"`loader {name}` ({sub}) has no --json"
 
 
 def test_up_prints_its_url_as_json(monkeypatch):

@@ -1,0 +1,145 @@
+"""`loader judgments`: sample a query set from the query log, and export or import it with its
+grades (the judging page of `loader serve` grades it in between)."""
+
+from __future__ import annotations
+
+import click
+
+from loader.cli.common import check_tenant_option, echo_json, settings_options
+from loader.settings import Settings
+from loader.terminal import printable
+
+STRATEGIES = ("frequent", "random", "worst")
+FORMATS = ("questions", "srw-query-set", "srw-judgments")
+
+tenant_option = click.option(
+    "--tenant",
+    default=None,
+    callback=check_tenant_option,
+    help="Tenant whose log and grades these are (default: the tenant setting).",
+)
+name_option = click.option(
+    "--name", required=True, help="Name of the query set (at most 50 characters)."
+)
+
+
+def _client(settings: Settings):  # noqa: ANN202 - the opensearch-py client
+    from loader.cluster.client import connect, require_cluster
+
+    client = connect(settings)
+    require_cluster(client, settings)
+    return client
+
+
+@click.group(short_help="Sample, export and import judged query sets.")
+def judgments() -> None:
+    """A test set from real questions: sample the query log (query_log = "ubi") into a query
+    set, grade it at /judge on `loader serve`, export it for `loader eval` or the Search
+    Relevance Workbench.
+
+    \b
+    Example: from the log to eval
+      loader judgments sample --tenant acme --name week-49 --strategy worst --size 50
+      (grade at http://127.0.0.1:8000/judge)
+      loader judgments export --tenant acme --name week-49 -o week-49.jsonl
+      loader eval week-49.jsonl --docs docs/
+    """
+
+
+@judgments.command(short_help="Sample a query set from the query log.")
+@tenant_option
+@name_option
+@click.option(
+    "--strategy",
+    type=click.Choice(STRATEGIES),
+    default="frequent",
+    show_default=True,
+    help="Most asked, random, or worst (no click, a quick follow-up, a low top score).",
+)
+@click.option("--size", type=click.IntRange(1, 1000), default=50, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of --strategy random.")
+@click.option("--json", "as_json", is_flag=True, help="Print the query set as JSON.")
+@settings_options
+def sample(
+    settings: Settings,
+    tenant: str | None,
+    name: str,
+    strategy: str,
+    size: int,
+    seed: int,
+    as_json: bool,
+) -> None:
+    """Sample SIZE distinct questions (deduplicated after normalisation) of one tenant's log."""
+    from loader.query.judgments import create_query_set
+
+    tenant = tenant or settings.tenant
+    query_set = create_query_set(
+        _client(settings), settings, tenant, name, strategy=strategy, size=size, seed=seed
+    )
+    if as_json:
+        echo_json({"set_id": query_set.set_id, "name": name, "questions": query_set.questions})
+        return
+    click.echo(
+        printable(f"query set {name!r} of tenant {tenant!r}: {len(query_set.questions)} questions")
+    )
+    for question in query_set.questions:
+        click.echo(printable(f"  {question}"))
+
+
+@judgments.command(name="export", short_help="Write a judged query set to a file.")
+@tenant_option
+@name_option
+@click.option(
+    "--format",
+    "file_format",
+    type=click.Choice(FORMATS),
+    default="questions",
+    show_default=True,
+    help="questions: the JSONL `loader eval` reads (grades kept for nDCG); srw-query-set, "
+    "srw-judgments: the Search Relevance Workbench's.",
+)
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@settings_options
+def export_command(
+    settings: Settings,
+    tenant: str | None,
+    name: str,
+    file_format: str,
+    output: str,
+    as_json: bool,
+) -> None:
+    """Export query set NAME with its grades."""
+    from loader.eval.judgments import export
+
+    tenant = tenant or settings.tenant
+    count = export(_client(settings), settings, tenant, name, file_format, output)
+    if as_json:
+        echo_json({"output": output, "format": file_format, "questions": count})
+        return
+    click.echo(printable(f"{output}: {count} questions ({file_format})"))
+
+
+@judgments.command(name="import", short_help="Read a query set (and grades) from a file.")
+@click.argument("path", type=click.Path(exists=True, dir_okay=False))
+@tenant_option
+@name_option
+@click.option("--json", "as_json", is_flag=True, help="Print what was imported as JSON.")
+@settings_options
+def import_command(
+    settings: Settings, path: str, tenant: str | None, name: str, as_json: bool
+) -> None:
+    """Import PATH (a questions file, an SRW query set or SRW judgments) as query set NAME."""
+    from loader.eval.judgments import import_file
+
+    tenant = tenant or settings.tenant
+    query_set, grades = import_file(_client(settings), settings, tenant, name, path)
+    if as_json:
+        echo_json({"set_id": query_set.set_id, "questions": query_set.questions, "grades": grades})
+        return
+    click.echo(
+        printable(
+            f"query set {name!r} of tenant {tenant!r}: {len(query_set.questions)} questions, "
+            f"{grades} grades"
+        )
+    )

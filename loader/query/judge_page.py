@@ -1,0 +1,415 @@
+"""The judging page of ``loader serve`` (``/judge``): grade the pooled results of sampled
+questions, and see two modes' rankings side by side.
+
+Plain server-rendered HTML (Jinja2, autoescaped: every question and chunk is text, never markup)
+and one small script (``judge_files/judge.js``); a Content-Security-Policy allows no inline
+script at all. Signing in takes an API key (with ``api_keys_file``; else a tenant name) and sets
+an HMAC-signed, HttpOnly, SameSite=Strict session cookie holding the tenant, never the key. Every
+POST must carry the page's token (``X-CSRF-Token``, derived from the session) and, when the
+browser sends one, an ``Origin`` of this server. A set, question or chunk of another tenant is
+refused with 403 before anything is written (``loader.query.judgments``).
+
+Routes: ``GET /judge`` (the tenant's query sets), ``GET /judge/sets/<id>`` (resume: the first
+question neither graded nor skipped), ``GET /judge/sets/<id>/<n>`` (question ``n`` with the
+pooled top results of every search mode), ``POST .../<n>/grade`` (``{"chunk_id", "grade"}``),
+``POST .../<n>/skip``, ``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side,
+with what moved).
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import hashlib
+import hmac
+import importlib.resources
+import json
+import logging
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlsplit
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+
+from loader.errors import ConfigError, LoaderError, NotFoundError
+from loader.query import judgments
+from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
+from loader.query.search import search
+from loader.settings import SEARCH_MODES, tenant_problem
+
+if TYPE_CHECKING:
+    from loader.query.auth import ApiKeys
+
+log = logging.getLogger(__name__)
+
+COOKIE = "loader_judge"
+SESSION_SECONDS = 12 * 3600
+POOL_MODES = SEARCH_MODES  # bm25, vector and both hybrid modes
+POOL_DEPTH = 5  # each mode's top results pooled on the page
+COMPARE_DEPTH = 10
+MAX_SHOWN_CHARS = 20_000  # of one chunk's text on the page
+GRADE_LABELS = ((0, "not relevant"), (1, "partly"), (2, "answers it"))
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+_STATIC = {"judge.js": "text/javascript", "judge.css": "text/css"}
+
+
+class Sessions:
+    """Signed session cookies (``<tenant b64>.<expiry>.<hmac>``) and their CSRF tokens; the key
+    is per process, so a restart signs everyone out."""
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self._secret = secret or secrets.token_bytes(32)
+
+    def _sign(self, text: str) -> str:
+        return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
+
+    def issue(self, tenant: str, now: float | None = None) -> str:
+        expiry = int((now or time.time()) + SESSION_SECONDS)
+        encoded = base64.urlsafe_b64encode(tenant.encode()).decode().rstrip("=")  # no quoting
+        payload = f"{encoded}.{expiry}"
+        return f"{payload}.{self._sign(payload)}"
+
+    def tenant(self, cookie: str | None, now: float | None = None) -> str | None:
+        """The tenant of a valid, unexpired cookie, else ``None``."""
+        if not cookie or cookie.count(".") != 2:
+            return None
+        encoded, expiry, signature = cookie.split(".")
+        if not hmac.compare_digest(self._sign(f"{encoded}.{expiry}"), signature):
+            return None
+        if not expiry.isdigit() or int(expiry) < (now or time.time()):
+            return None
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+
+    def csrf(self, cookie: str) -> str:
+        return self._sign(f"csrf|{cookie}")
+
+
+def _environment() -> Any:
+    import jinja2
+
+    root = importlib.resources.files("loader.query") / "judge_files"
+    templates = {
+        name: (root / name).read_text(encoding="utf-8")
+        for name in (
+            "base.html",
+            "login.html",
+            "sets.html",
+            "question.html",
+            "compare.html",
+            "done.html",
+        )
+    }
+    return jinja2.Environment(
+        loader=jinja2.DictLoader(templates), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+
+
+@dataclasses.dataclass
+class PoolRow:
+    hit: Any
+    ranks: dict[str, int]
+    text: str
+    grade: int | None = None
+
+
+def pool(rankings: dict[str, list[Any]]) -> list[PoolRow]:
+    """The union of several modes' hits, best rank first (then found by more modes). Pure."""
+    rows: dict[str, PoolRow] = {}
+    for mode, hits in rankings.items():
+        for rank, hit in enumerate(hits, start=1):
+            row = rows.setdefault(hit.chunk_id, PoolRow(hit, {}, _shown(hit.text or hit.body)))
+            row.ranks[mode] = rank
+    return sorted(rows.values(), key=lambda r: (min(r.ranks.values()), -len(r.ranks)))
+
+
+def movements(a: list[Any], b: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Each list's rows with where its hit stands against the other list: ``▲2`` two places
+    higher here than there, ``▼1`` one lower, ``=`` the same rank, ``new`` not there at all.
+    Pure."""
+    sides = []
+    for mine, other in ((a, b), (b, a)):
+        ranks = {hit.chunk_id: rank for rank, hit in enumerate(other, start=1)}
+        rows = []
+        for rank, hit in enumerate(mine, start=1):
+            before = ranks.get(hit.chunk_id)
+            if before is None:
+                move, css = "new", "new"
+            elif before == rank:
+                move, css = "=", "same"
+            elif before > rank:
+                move, css = f"▲{before - rank}", "up"
+            else:
+                move, css = f"▼{rank - before}", "down"
+            rows.append({"hit": hit, "move": move, "move_class": css})
+        sides.append(rows)
+    return sides[0], sides[1]
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS] + " …"
+
+
+class JudgePages:
+    """The handlers of ``/judge``, over serve's ``SearchService`` (its client and embedder)."""
+
+    def __init__(self, service: Any, api_keys: ApiKeys | None) -> None:
+        self.service = service
+        self.api_keys = api_keys
+        self.env = _environment()
+        self.sessions = Sessions()
+        # The page's own searches are not users' questions: they are not logged.
+        self.quiet_settings = dataclasses.replace(service.settings, query_log="off")
+
+    def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        html = self.env.get_template(name).render(**{"tenant": "", "csrf": ""} | context)
+        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def session(self, request: Request) -> tuple[str | None, str]:
+        cookie = request.cookies.get(COOKIE, "")
+        return self.sessions.tenant(cookie), cookie
+
+    def refused(self, status: int, message: str) -> JSONResponse:
+        return JSONResponse({"error": message}, status_code=status, headers=SECURITY_HEADERS)
+
+    def same_origin(self, request: Request) -> bool:
+        origin = request.headers.get("origin")
+        if origin is None:
+            return True  # not sent by every browser on same-origin requests; the token decides
+        host = request.headers.get("host", "")
+        return urlsplit(origin).netloc == host
+
+    def post_check(self, request: Request) -> tuple[str | None, JSONResponse | None]:
+        tenant, cookie = self.session(request)
+        if tenant is None:
+            return None, self.refused(401, "sign in at /judge/login")
+        token = request.headers.get("x-csrf-token", "")
+        if not self.same_origin(request) or not hmac.compare_digest(
+            token, self.sessions.csrf(cookie)
+        ):
+            return None, self.refused(403, "missing or wrong same-origin token (X-CSRF-Token)")
+        return tenant, None
+
+    def error_page(self, exc: LoaderError) -> HTMLResponse:
+        html = self.env.from_string("<!doctype html><title>{{ s }}</title><p>{{ m }}</p>").render(
+            s=exc.http_status, m=exc.public_message
+        )
+        return HTMLResponse(html, status_code=exc.http_status, headers=SECURITY_HEADERS)
+
+    def ranked(self, tenant: str, question: str, mode: str, depth: int) -> list[Any]:
+        request = SearchRequest.from_settings(
+            self.quiet_settings,
+            question[:MAX_QUESTION_CHARS],
+            tenant=tenant,
+            mode=mode,
+            k=depth,
+            rerank=False,
+        )
+        embedder = self.service.embedder if mode != "bm25" else None
+        return search(
+            request, self.quiet_settings, client=self.service.client, embedder=embedder
+        ).hits
+
+    def static(self, name: str) -> Response:
+        if name not in _STATIC:
+            return self.refused(404, "not found")
+        body = (importlib.resources.files("loader.query") / "judge_files" / name).read_bytes()
+        return Response(body, media_type=_STATIC[name], headers=SECURITY_HEADERS)
+
+    def login_form(self) -> HTMLResponse:
+        return self.page("login.html", keyed=self.api_keys is not None, error="")
+
+    async def login(self, request: Request) -> Response:
+        if not self.same_origin(request):
+            return self.refused(403, "sign in from this server's own page")
+        form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        if self.api_keys is not None:
+            tenant = self.api_keys.tenant_for((form.get("key") or [""])[0].strip())
+            error = "unknown API key"
+        else:
+            tenant = (form.get("tenant") or [""])[0]
+            error = "give a tenant"
+            tenant = tenant if tenant and not tenant_problem(tenant) else None
+        if tenant is None:
+            return self.page("login.html", 401, keyed=self.api_keys is not None, error=error)
+        response = RedirectResponse("/judge", status_code=303, headers=SECURITY_HEADERS)
+        response.set_cookie(
+            COOKIE,
+            self.sessions.issue(tenant),
+            max_age=SESSION_SECONDS,
+            httponly=True,
+            samesite="strict",
+            path="/judge",
+        )
+        return response
+
+    def sets_page(self, request: Request) -> Response:
+        tenant, cookie = self.session(request)
+        if tenant is None:
+            return RedirectResponse("/judge/login", status_code=303)
+        try:
+            client = self.service.client
+            items = []
+            for query_set in judgments.list_query_sets(client, self.service.settings, tenant):
+                state = judgments.judging_state(
+                    client, self.service.settings, tenant, query_set.set_id
+                )
+                items.append({"set": query_set, "judged": len(state.grades)})
+        except LoaderError as exc:
+            return self.error_page(exc)
+        return self.page("sets.html", tenant=tenant, csrf=self.sessions.csrf(cookie), sets=items)
+
+    def resume(self, set_id: str, request: Request) -> Response:
+        tenant, cookie = self.session(request)
+        if tenant is None:
+            return RedirectResponse("/judge/login", status_code=303)
+        try:
+            query_set = judgments.get_query_set(
+                self.service.client, self.service.settings, tenant, set_id
+            )
+            state = judgments.judging_state(
+                self.service.client, self.service.settings, tenant, set_id
+            )
+        except LoaderError as exc:
+            return self.error_page(exc)
+        number = state.resume_at(len(query_set.questions))
+        if number >= len(query_set.questions):
+            return self.page(
+                "done.html", tenant=tenant, csrf=self.sessions.csrf(cookie), query_set=query_set
+            )
+        return RedirectResponse(f"/judge/sets/{set_id}/{number}", status_code=303)
+
+    def question_page(self, set_id: str, number: int, request: Request) -> Response:
+        tenant, cookie = self.session(request)
+        if tenant is None:
+            return RedirectResponse("/judge/login", status_code=303)
+        try:
+            query_set = judgments.get_query_set(
+                self.service.client, self.service.settings, tenant, set_id
+            )
+            if not 0 <= number < len(query_set.questions):
+                raise NotFoundError(f"question {number} is not in this query set")
+            state = judgments.judging_state(
+                self.service.client, self.service.settings, tenant, set_id
+            )
+            question = query_set.questions[number]
+            rows = pool({m: self.ranked(tenant, question, m, POOL_DEPTH) for m in POOL_MODES})
+        except LoaderError as exc:
+            return self.error_page(exc)
+        graded = state.grades.get(number, {})
+        for row in rows:
+            row.grade = graded[row.hit.chunk_id].grade if row.hit.chunk_id in graded else None
+        return self.page(
+            "question.html",
+            tenant=tenant,
+            csrf=self.sessions.csrf(cookie),
+            query_set=query_set,
+            number=number,
+            count=len(query_set.questions),
+            question=question,
+            pool=rows,
+            grades=GRADE_LABELS,
+            skipped=number in state.skipped,
+        )
+
+    async def grade(self, set_id: str, number: int, request: Request) -> Response:
+        tenant, refusal = self.post_check(request)
+        if refusal is not None:
+            return refusal
+        assert tenant is not None
+        try:
+            body = json.loads(await request.body())
+            chunk_id, value = body["chunk_id"], body["grade"]
+            if not isinstance(chunk_id, str) or type(value) is not int:
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            return self.refused(422, 'send {"chunk_id": "<chunk id>", "grade": 0, 1 or 2}')
+        try:
+            saved = judgments.save_grade(
+                self.service.client, self.service.settings, tenant, set_id, number, chunk_id, value
+            )
+        except LoaderError as exc:
+            return self.refused(exc.http_status, exc.public_message)
+        return JSONResponse({"chunk_id": saved.chunk_id, "grade": saved.grade})
+
+    def skip(self, set_id: str, number: int, request: Request) -> Response:
+        tenant, refusal = self.post_check(request)
+        if refusal is not None:
+            return refusal
+        assert tenant is not None
+        try:
+            judgments.save_skip(self.service.client, self.service.settings, tenant, set_id, number)
+        except LoaderError as exc:
+            return self.refused(exc.http_status, exc.public_message)
+        return JSONResponse({"skipped": number})
+
+    def compare(
+        self, set_id: str, number: int, request: Request, a: str = "bm25", b: str = "hybrid-rrf"
+    ) -> Response:
+        tenant, cookie = self.session(request)
+        if tenant is None:
+            return RedirectResponse("/judge/login", status_code=303)
+        try:
+            if a not in SEARCH_MODES or b not in SEARCH_MODES:
+                raise ConfigError(f"a, b: modes among {', '.join(SEARCH_MODES)}")
+            query_set = judgments.get_query_set(
+                self.service.client, self.service.settings, tenant, set_id
+            )
+            if not 0 <= number < len(query_set.questions):
+                raise NotFoundError(f"question {number} is not in this query set")
+            question = query_set.questions[number]
+            state = judgments.judging_state(
+                self.service.client, self.service.settings, tenant, set_id
+            )
+            hits_a = self.ranked(tenant, question, a, COMPARE_DEPTH)
+            hits_b = self.ranked(tenant, question, b, COMPARE_DEPTH)
+        except LoaderError as exc:
+            return self.error_page(exc)
+        graded = state.grades.get(number, {})
+        sides = []
+        for mode, rows, other, mine in (
+            (a, movements(hits_a, hits_b)[0], hits_b, hits_a),
+            (b, movements(hits_a, hits_b)[1], hits_a, hits_b),
+        ):
+            ids = {hit.chunk_id for hit in mine}
+            for row in rows:
+                row["grade"] = (
+                    graded[row["hit"].chunk_id].grade if row["hit"].chunk_id in graded else None
+                )
+                row["snippet"] = _shown((row["hit"].text or row["hit"].body)[:300])
+            dropped = [hit for hit in other if hit.chunk_id not in ids]
+            sides.append({"mode": mode, "rows": rows, "dropped": dropped})
+        return self.page(
+            "compare.html",
+            tenant=tenant,
+            csrf=self.sessions.csrf(cookie),
+            query_set=query_set,
+            number=number,
+            question=question,
+            sides=sides,
+            modes=SEARCH_MODES,
+            a=a,
+            b=b,
+        )
+
+
+def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> None:
+    """Mount ``/judge`` on ``app`` (``service``: serve's ``SearchService``)."""
+    pages = JudgePages(service, api_keys)
+    app.get("/judge/static/{name}", include_in_schema=False)(pages.static)
+    app.get("/judge/login", include_in_schema=False)(pages.login_form)
+    app.post("/judge/login", include_in_schema=False)(pages.login)
+    app.get("/judge", include_in_schema=False)(pages.sets_page)
+    app.get("/judge/sets/{set_id}", include_in_schema=False)(pages.resume)
+    app.get("/judge/sets/{set_id}/{number}", include_in_schema=False)(pages.question_page)
+    app.post("/judge/sets/{set_id}/{number}/grade", include_in_schema=False)(pages.grade)
+    app.post("/judge/sets/{set_id}/{number}/skip", include_in_schema=False)(pages.skip)
+    app.get("/judge/sets/{set_id}/{number}/compare", include_in_schema=False)(pages.compare)

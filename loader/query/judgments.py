@@ -1,0 +1,380 @@
+"""Query sets sampled from the query log and the grades given on the judging page: sampling and
+storage (the formats they are exported in are ``loader.eval.judgments``).
+
+Stored in ``<alias>-judgments`` (created by ``loader apply`` with ``query_log = "ubi"``): one
+document per query set (``kind: query_set``), per graded result (``kind: grade``) and per skipped
+question (``kind: skip``), each with its tenant. A query set's id is derived from its tenant and
+name; every read and write checks the tenant (``ForbiddenError`` for another tenant's, before
+anything is written).
+
+Sampling (``sample_questions``, pure): ``frequent`` (most asked), ``random`` (seeded) and
+``worst`` (no click or "answered" event, a follow-up by the same client within a minute, then the
+lowest top score first), deduplicated after ``normalize_question``.
+
+Example::
+
+    qs = create_query_set(client, settings, "acme", "week-49", strategy="worst", size=50)
+    save_grade(client, settings, "acme", qs.set_id, 0, chunk_id, 2)
+    judging_state(client, settings, "acme", qs.set_id).grades
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import opensearchpy
+
+from loader.documents import PATH_SEPARATOR
+from loader.errors import ConfigError, ForbiddenError, InputError, NotFoundError
+from loader.query.query_log import normalize_question, now_iso, tenant_events, tenant_queries
+from loader.settings import Settings
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+STRATEGIES = ("frequent", "random", "worst")
+GRADES = (0, 1, 2)
+FOLLOW_UP_SECONDS = 60
+POSITIVE_ACTIONS = ("click", "answered")
+MAX_SET_NAME_CHARS = 50  # the Search Relevance Workbench's limit on a query set's name
+
+
+def judgments_index(alias: str) -> str:
+    return f"{alias}-judgments"
+
+
+def set_id_for(tenant: str, name: str) -> str:
+    return hashlib.sha256(f"{tenant}\x1f{name}".encode()).hexdigest()[:20]
+
+
+def _doc_id(*parts: object) -> str:
+    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
+
+
+@dataclass
+class QuerySet:
+    """Sampled questions of one tenant."""
+
+    set_id: str
+    name: str
+    tenant: str
+    strategy: str
+    questions: list[str]
+    created: str = ""
+
+    def to_source(self) -> dict[str, Any]:
+        return {
+            "kind": "query_set",
+            "tenant": self.tenant,
+            "query_set": self.set_id,
+            "name": self.name,
+            "strategy": self.strategy,
+            "questions": self.questions,
+            "timestamp": self.created or now_iso(),
+        }
+
+
+@dataclass
+class Grade:
+    """One graded result: the chunk and where it sits, and its grade (0, 1, 2)."""
+
+    question_index: int
+    chunk_id: str
+    grade: int
+    source: str = ""
+    heading_path: list[str] = field(default_factory=list)
+
+
+# --- sampling (pure) ----------------------------------------------------------------------------
+
+
+def _seconds(timestamp: str) -> float:
+    import datetime as dt
+
+    return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+
+
+def sample_questions(
+    queries: list[dict[str, Any]],
+    events: list[dict[str, Any]],
+    size: int,
+    strategy: str,
+    seed: int = 0,
+) -> list[str]:
+    """``size`` distinct questions of the logged ``queries`` (``ubi_queries`` sources). Pure.
+
+    Each question is returned as most often spelled; two questions are the same when their
+    ``normalize_question`` forms are. ``events`` (``ubi_events`` sources) are read by ``worst``.
+    """
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"strategy: {strategy!r} is not one of {', '.join(STRATEGIES)}")
+    if size < 1:
+        raise ConfigError("size: must be at least 1")
+    ordered = sorted(queries, key=lambda q: q.get("timestamp", ""))
+    spellings: dict[str, Counter[str]] = {}
+    last_seen: dict[str, int] = {}
+    counts: Counter[str] = Counter()
+    for number, query in enumerate(ordered):
+        text = str(query.get("user_query") or "")
+        key = normalize_question(text)
+        if not key:
+            continue
+        spellings.setdefault(key, Counter())[text] += 1
+        last_seen[text] = number
+        counts[key] += 1
+    # Each question as most often spelled (the most recent of equally frequent spellings).
+    latest = {
+        key: max(forms, key=lambda text: (forms[text], last_seen[text]))
+        for key, forms in spellings.items()
+    }
+    keys = list(latest)
+    if strategy == "frequent":
+        keys.sort(key=lambda k: (-counts[k], k))
+    elif strategy == "random":
+        keys.sort()
+        random.Random(seed).shuffle(keys)
+    else:
+        keys = _worst_first(ordered, events)
+    return [latest[key] for key in keys[:size]]
+
+
+def _worst_first(ordered: list[dict[str, Any]], events: list[dict[str, Any]]) -> list[str]:
+    """Normalised questions, worst first: no positive event, followed up within a minute by the
+    same client, then the lowest top score."""
+    positive = {e.get("query_id") for e in events if e.get("action_name") in POSITIVE_ACTIONS}
+    badness: dict[str, tuple[int, int, float]] = {}
+    for number, query in enumerate(ordered):
+        key = normalize_question(str(query.get("user_query") or ""))
+        if not key:
+            continue
+        attributes = query.get("query_attributes") or {}
+        followed = 0
+        client_id = query.get("client_id") or ""
+        for later in ordered[number + 1 :]:
+            if (later.get("client_id") or "") != client_id:
+                continue
+            gap = _seconds(later["timestamp"]) - _seconds(query["timestamp"])
+            followed = int(0 <= gap <= FOLLOW_UP_SECONDS)
+            break
+        score = (
+            int(query.get("query_id") not in positive),
+            followed,
+            -float(attributes.get("top_score") or 0.0),
+        )
+        badness[key] = max(badness.get(key, score), score)
+    return sorted(badness, key=lambda k: (tuple(-v for v in badness[k]), k))
+
+
+# --- storage ------------------------------------------------------------------------------------
+
+
+def _check_index(client: OpenSearch, settings: Settings) -> str:
+    index = judgments_index(settings.index_name)
+    if not client.indices.exists(index=index):
+        raise ConfigError(
+            f'index {index!r} does not exist: set query_log = "ubi" and run `loader apply`'
+        )
+    return index
+
+
+def create_query_set(
+    client: OpenSearch,
+    settings: Settings,
+    tenant: str,
+    name: str,
+    *,
+    strategy: str = "frequent",
+    size: int = 50,
+    seed: int = 0,
+    questions: list[str] | None = None,
+) -> QuerySet:
+    """Sample ``size`` questions of ``tenant``'s log (or take ``questions``) into a query set
+    named ``name`` (replacing one of that name, grades kept)."""
+    if not name.strip() or len(name) > MAX_SET_NAME_CHARS:
+        raise ConfigError(f"name: 1 to {MAX_SET_NAME_CHARS} characters")
+    index = _check_index(client, settings)
+    if questions is None:
+        logged = tenant_queries(client, settings, tenant)
+        events = tenant_events(client, settings, tenant)
+        questions = sample_questions(logged, events, size, strategy, seed)
+        if not questions:
+            raise InputError(f"tenant {tenant!r} has no logged questions to sample")
+    query_set = QuerySet(set_id_for(tenant, name), name, tenant, strategy, list(questions))
+    query_set.created = now_iso()
+    client.index(
+        index=index,
+        id=f"set-{query_set.set_id}",
+        body=query_set.to_source(),
+        params={"refresh": "true"},
+    )
+    return query_set
+
+
+def get_query_set(client: OpenSearch, settings: Settings, tenant: str, set_id: str) -> QuerySet:
+    """The query set ``set_id`` of ``tenant``.
+
+    Raises:
+        NotFoundError: no such set. ForbiddenError: it is another tenant's.
+    """
+    index = _check_index(client, settings)
+    try:
+        source = client.get(index=index, id=f"set-{set_id}")["_source"]
+    except opensearchpy.NotFoundError:
+        raise NotFoundError(f"query set {set_id!r} does not exist") from None
+    if source.get("tenant") != tenant:
+        raise ForbiddenError(f"query set {set_id!r} is not a query set of this tenant")
+    return QuerySet(
+        set_id,
+        source["name"],
+        tenant,
+        source["strategy"],
+        source["questions"],
+        source.get("timestamp", ""),
+    )
+
+
+def find_query_set(client: OpenSearch, settings: Settings, tenant: str, name: str) -> QuerySet:
+    """The query set named ``name`` of ``tenant``."""
+    return get_query_set(client, settings, tenant, set_id_for(tenant, name))
+
+
+def list_query_sets(client: OpenSearch, settings: Settings, tenant: str) -> list[QuerySet]:
+    index = _check_index(client, settings)
+    client.indices.refresh(index=index)
+    query = {"bool": {"filter": [{"term": {"kind": "query_set"}}, {"term": {"tenant": tenant}}]}}
+    answer = client.search(index=index, body={"query": query, "size": 1000})
+    sets = [
+        QuerySet(s["query_set"], s["name"], tenant, s["strategy"], s["questions"], s["timestamp"])
+        for s in (hit["_source"] for hit in answer["hits"]["hits"])
+    ]
+    return sorted(sets, key=lambda s: s.created, reverse=True)
+
+
+def find_chunk(
+    client: OpenSearch, settings: Settings, tenant: str, chunk_id: str
+) -> dict[str, Any]:
+    """The chunk ``chunk_id`` of ``tenant`` (its source, heading path)."""
+    query = {"bool": {"filter": [{"term": {"chunk_id": chunk_id}}, {"term": {"tenant": tenant}}]}}
+    answer = client.search(
+        index=settings.index_name,
+        body={"query": query, "size": 1, "_source": ["source", "heading_path", "title"]},
+    )
+    hits = answer["hits"]["hits"]
+    if not hits:
+        raise NotFoundError(f"chunk_id: no chunk {chunk_id!r} of this tenant")
+    return hits[0]["_source"]
+
+
+def save_grade(
+    client: OpenSearch,
+    settings: Settings,
+    tenant: str,
+    set_id: str,
+    question_index: int,
+    chunk_id: str,
+    grade: int,
+) -> Grade:
+    """Grade one result of question ``question_index`` of the set (a later grade replaces it).
+
+    Raises:
+        ForbiddenError: the set is another tenant's (nothing written). NotFoundError: no such
+        set, question or chunk of this tenant. ConfigError: a grade other than 0, 1, 2.
+    """
+    query_set = get_query_set(client, settings, tenant, set_id)
+    if grade not in GRADES:
+        raise ConfigError("grade: must be 0, 1 or 2")
+    if not 0 <= question_index < len(query_set.questions):
+        raise NotFoundError(f"question {question_index} is not in query set {set_id!r}")
+    chunk = find_chunk(client, settings, tenant, chunk_id)
+    heading = [p for p in str(chunk.get("heading_path") or "").split(PATH_SEPARATOR) if p]
+    body = {
+        "kind": "grade",
+        "tenant": tenant,
+        "query_set": set_id,
+        "question_index": question_index,
+        "question": query_set.questions[question_index],
+        "chunk_id": chunk_id,
+        "grade": grade,
+        "source": chunk.get("source", ""),
+        "heading_path": heading,
+        "timestamp": now_iso(),
+    }
+    client.index(
+        index=judgments_index(settings.index_name),
+        id=_doc_id(set_id, question_index, chunk_id),
+        body=body,
+        params={"refresh": "true"},
+    )
+    return Grade(question_index, chunk_id, grade, body["source"], heading)
+
+
+def save_skip(
+    client: OpenSearch, settings: Settings, tenant: str, set_id: str, question_index: int
+) -> None:
+    """Mark question ``question_index`` skipped: resuming passes it by."""
+    query_set = get_query_set(client, settings, tenant, set_id)
+    if not 0 <= question_index < len(query_set.questions):
+        raise NotFoundError(f"question {question_index} is not in query set {set_id!r}")
+    client.index(
+        index=judgments_index(settings.index_name),
+        id=_doc_id(set_id, question_index, "\x00skip"),
+        body={
+            "kind": "skip",
+            "tenant": tenant,
+            "query_set": set_id,
+            "question_index": question_index,
+            "timestamp": now_iso(),
+        },
+        params={"refresh": "true"},
+    )
+
+
+@dataclass
+class JudgingState:
+    """The grades and skips of one query set."""
+
+    grades: dict[int, dict[str, Grade]] = field(default_factory=dict)  # index -> chunk -> grade
+    skipped: set[int] = field(default_factory=set)
+
+    def resume_at(self, count: int) -> int:
+        """The first question neither graded nor skipped (``count`` when all are)."""
+        for number in range(count):
+            if number not in self.grades and number not in self.skipped:
+                return number
+        return count
+
+
+def judging_state(client: OpenSearch, settings: Settings, tenant: str, set_id: str) -> JudgingState:
+    get_query_set(client, settings, tenant, set_id)  # the tenant check
+    query = {
+        "bool": {
+            "filter": [
+                {"term": {"query_set": set_id}},
+                {"term": {"tenant": tenant}},
+                {"terms": {"kind": ["grade", "skip"]}},
+            ]
+        }
+    }
+    answer = client.search(
+        index=judgments_index(settings.index_name), body={"query": query, "size": 10_000}
+    )
+    state = JudgingState()
+    for hit in answer["hits"]["hits"]:
+        s = hit["_source"]
+        number = int(s.get("question_index", -1))
+        if s["kind"] == "skip":
+            state.skipped.add(number)
+        else:
+            grade = Grade(
+                number,
+                s["chunk_id"],
+                int(s["grade"]),
+                s.get("source", ""),
+                list(s.get("heading_path") or []),
+            )
+            state.grades.setdefault(number, {})[grade.chunk_id] = grade
+    return state

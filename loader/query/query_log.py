@@ -1,0 +1,247 @@
+"""The query log (``query_log = "ubi"``): each search and each event posted against it, written to
+the cluster in OpenSearch's User Behavior Insights shape (``<alias>-ubi_queries``,
+``<alias>-ubi_events``; ``loader apply`` creates them, ``loader.index.query_log``).
+
+UBI's own fields hold what UBI has a field for (``query_id``, ``user_query``: the question as
+sent, ``query_response_hit_ids``, ``timestamp``, ``client_id``, ``application``; ``action_name``,
+``event_attributes.object.object_id`` and ``.position.ordinal`` of an event); the rest is in
+``query_attributes`` / ``event_attributes``: the tenant, the mode, the question as searched after
+any rewrite, each returned chunk's rank and score, the latency. Never a key, a password, the
+conversation or a vector. Every read filters on the tenant.
+
+A log write that fails never fails the search: it is a warning on the server's log.
+
+Example::
+
+    query_id = record_search(client, settings, request, result)
+    record_event(client, settings, tenant, EventBody(query_id=query_id, action_name="click"))
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import opensearchpy
+
+from loader.errors import ClusterError, ForbiddenError, NotFoundError
+from loader.settings import Settings
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from loader.query.request import SearchRequest
+    from loader.query.result import SearchResult
+
+log = logging.getLogger(__name__)
+
+APPLICATION = "loader"
+# UBI's action names are free text; these are the ones the judging loop reads.
+ACTIONS = ("click", "answered", "not_answered", "copy")
+MAX_CLIENT_ID_CHARS = 128
+MAX_LOGGED_QUESTION_CHARS = 4096
+_SPACES = re.compile(r"\s+")
+_EDGE_PUNCTUATION = re.compile(r"^[\W_]+|[\W_]+$")
+
+
+def queries_index(alias: str) -> str:
+    return f"{alias}-ubi_queries"
+
+
+def events_index(alias: str) -> str:
+    return f"{alias}-ubi_events"
+
+
+def normalize_question(text: str) -> str:
+    """The form two questions are the same in: case folded, spaces collapsed, punctuation at the
+    ends dropped. ``normalize_question("  How long do REFUNDS take? ")`` -> ``'how long do
+    refunds take'``."""
+    return _EDGE_PUNCTUATION.sub("", _SPACES.sub(" ", text.casefold()).strip())
+
+
+def now_iso() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def query_document(
+    request: SearchRequest, result: SearchResult, query_id: str, client_id: str = ""
+) -> dict[str, Any]:
+    """The ``ubi_queries`` document of one search. Pure."""
+    question = request.question[:MAX_LOGGED_QUESTION_CHARS]
+    hits = [
+        {
+            "chunk_id": hit.chunk_id,
+            "rank": rank,
+            "score": float(hit.scores.get("rerank", hit.scores.get("retrieval", 0.0))),
+            "source": hit.source,
+        }
+        for rank, hit in enumerate(result.hits, start=1)
+    ]
+    return {
+        "query_id": query_id,
+        "query_response_id": str(uuid.uuid4()),
+        "user_query": question,
+        "query_response_hit_ids": [hit.chunk_id for hit in result.hits],
+        "timestamp": now_iso(),
+        "application": APPLICATION,
+        "client_id": client_id[:MAX_CLIENT_ID_CHARS],
+        "query_attributes": {
+            "tenant": result.tenant,
+            "mode": result.mode,
+            "searched": result.question[:MAX_LOGGED_QUESTION_CHARS],
+            "queries": [query[:MAX_LOGGED_QUESTION_CHARS] for query in result.queries],
+            "normalized": normalize_question(question),
+            "reranked": result.reranked,
+            "top_score": hits[0]["score"] if hits else 0.0,
+            "results": hits,
+            "latency_ms": float(result.timings.get("total_ms", 0.0)),
+        },
+    }
+
+
+def record_search(
+    client: OpenSearch,
+    settings: Settings,
+    request: SearchRequest,
+    result: SearchResult,
+    client_id: str = "",
+) -> str:
+    """Log one search; its ``query_id``, or ``""`` when the log is off or the write failed."""
+    if settings.query_log != "ubi":
+        return ""
+    index = queries_index(settings.index_name)
+    query_id = str(uuid.uuid4())
+    body = query_document(request, result, query_id, client_id)
+    try:
+        if not _log_exists(client, index):
+            return ""
+        client.index(index=index, id=query_id, body=body)
+    except opensearchpy.exceptions.OpenSearchException as exc:
+        log.warning("query log: the search was not logged (%s); run `loader apply`", exc)
+        return ""
+    return query_id
+
+
+# Log indices seen to exist, so each search costs one write, not an existence check as well; and
+# those seen missing (when), looked at again a minute later and warned about once: an eval index
+# never has a log, and a server started before `loader apply` made one starts logging soon after.
+_EXISTING: set[str] = set()
+_MISSING: dict[str, float] = {}
+RECHECK_SECONDS = 60.0
+
+
+def _log_exists(client: OpenSearch, index: str) -> bool:
+    """Whether ``index`` exists (cached once it does). Never written to when missing: OpenSearch
+    would create it with guessed mappings instead of the file's (``loader apply`` creates it)."""
+    if index in _EXISTING:
+        return True
+    if time.monotonic() - _MISSING.get(index, -RECHECK_SECONDS) < RECHECK_SECONDS:
+        return False
+    if client.indices.exists(index=index):
+        _EXISTING.add(index)
+        return True
+    warned = index in _MISSING
+    _MISSING[index] = time.monotonic()
+    if warned:
+        return False
+    log.warning(
+        "query log: index %r does not exist, searches are not logged; run "
+        '`loader apply` with query_log = "ubi"',
+        index,
+    )
+    return False
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event against a logged query: ``action_name`` (e.g. ``click``), and the chunk and its
+    position it concerns (optional)."""
+
+    query_id: str
+    action_name: str
+    object_id: str = ""
+    position: int | None = None
+    client_id: str = ""
+    message: str = ""
+
+
+def find_query(client: OpenSearch, settings: Settings, query_id: str) -> dict[str, Any] | None:
+    """The logged query ``query_id`` (its ``_source``), or ``None``."""
+    try:
+        answer = client.get(index=queries_index(settings.index_name), id=query_id)
+    except opensearchpy.NotFoundError:
+        return None
+    return answer.get("_source")
+
+
+def record_event(client: OpenSearch, settings: Settings, tenant: str, event: Event) -> str:
+    """Store ``event`` for ``tenant``; its id.
+
+    Raises:
+        NotFoundError: the log is off, or no query ``event.query_id`` was logged.
+        ForbiddenError: the query is another tenant's (nothing is written).
+    """
+    if settings.query_log != "ubi":
+        raise NotFoundError("the query log is off on this server (query_log)")
+    logged = find_query(client, settings, event.query_id)
+    if logged is None:
+        raise NotFoundError(f"query_id: no logged query {event.query_id!r}")
+    if (logged.get("query_attributes") or {}).get("tenant") != tenant:
+        raise ForbiddenError(f"query_id: {event.query_id!r} is another tenant's query")
+    attributes: dict[str, Any] = {"tenant": tenant}
+    if event.object_id:
+        attributes["object"] = {"object_id": event.object_id, "object_id_field": "chunk_id"}
+    if event.position is not None:
+        attributes["position"] = {"ordinal": event.position}
+    body = {
+        "action_name": event.action_name,
+        "query_id": event.query_id,
+        "client_id": event.client_id[:MAX_CLIENT_ID_CHARS],
+        "application": APPLICATION,
+        "timestamp": now_iso(),
+        "message_type": "INFO",
+        "message": event.message[:1024],
+        "event_attributes": attributes,
+    }
+    event_id = str(uuid.uuid4())
+    index = events_index(settings.index_name)
+    try:
+        if not _log_exists(client, index):
+            raise NotFoundError(f"the query log's index {index!r} does not exist (loader apply)")
+        client.index(index=index, id=event_id, body=body)
+    except opensearchpy.exceptions.OpenSearchException as exc:
+        raise ClusterError(f"query log: the event was not stored: {exc}") from exc
+    return event_id
+
+
+def _all(client: OpenSearch, index: str, query: dict[str, Any], limit: int) -> list[dict]:
+    """Up to ``limit`` documents' ``_source`` matching ``query``, newest first."""
+    if not client.indices.exists(index=index):
+        return []
+    client.indices.refresh(index=index)
+    answer = client.search(
+        index=index,
+        body={"query": query, "size": limit, "sort": [{"timestamp": "desc"}]},
+    )
+    return [hit["_source"] for hit in answer["hits"]["hits"]]
+
+
+def tenant_queries(
+    client: OpenSearch, settings: Settings, tenant: str, limit: int = 10_000
+) -> list[dict[str, Any]]:
+    """The tenant's logged queries, newest first."""
+    query = {"term": {"query_attributes.tenant": tenant}}
+    return _all(client, queries_index(settings.index_name), query, limit)
+
+
+def tenant_events(
+    client: OpenSearch, settings: Settings, tenant: str, limit: int = 10_000
+) -> list[dict[str, Any]]:
+    """The tenant's events, newest first."""
+    query = {"term": {"event_attributes.tenant": tenant}}
+    return _all(client, events_index(settings.index_name), query, limit)

@@ -1,0 +1,135 @@
+"""The pure half of the judging loop: sampling, the export formats, reading them back."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from loader.errors import ConfigError, InputError
+from loader.eval.judgments import (
+    graded_qrels,
+    questions_lines,
+    read_judgment_file,
+    srw_judgments,
+    srw_query_set,
+)
+from loader.query.judgments import Grade, JudgingState, QuerySet, sample_questions
+from loader.query.query_log import normalize_question
+
+
+def logged(text, second, query_id=None, client_id="c1", top_score=1.0):
+    return {
+        "query_id": query_id or f"{text}-{second}",
+        "user_query": text,
+        "timestamp": f"2026-12-03T07:00:{second:02d}.000Z",
+        "client_id": client_id,
+        "query_attributes": {"top_score": top_score},
+    }
+
+
+def test_normalisation_folds_case_spaces_and_end_punctuation():
+    assert normalize_question("  How long do REFUNDS   take?! ") == "how long do refunds take"
+    assert normalize_question("¿Qué?") == "qué"
+
+
+def test_frequent_counts_spellings_as_one_question_shown_as_most_often_spelled():
+    queries = [
+        logged("refund time", 1),
+        logged("Refund time?", 2),
+        logged("refund time", 3),
+        logged("upi", 4),
+        logged("upi", 5),
+        logged("cards", 6),
+    ]
+    assert sample_questions(queries, [], 2, "frequent") == ["refund time", "upi"]
+
+
+def test_random_is_seeded_and_distinct():
+    queries = [logged(f"q{n}", n) for n in range(10)] + [logged("Q1", 11)]
+    first = sample_questions(queries, [], 5, "random", seed=3)
+    assert first == sample_questions(queries, [], 5, "random", seed=3)
+    assert len({normalize_question(q) for q in first}) == 5
+
+
+def test_worst_puts_unclicked_followed_up_low_scores_first():
+    queries = [
+        logged("clicked", 1, query_id="a", client_id="x", top_score=0.1),
+        logged("followed up", 10, query_id="b", client_id="y", top_score=5.0),
+        logged("followed up again", 30, query_id="c", client_id="y", top_score=5.0),
+        logged("low score", 40, query_id="d", client_id="z", top_score=0.2),
+    ]
+    events = [{"query_id": "a", "action_name": "click"}]
+    assert sample_questions(queries, events, 4, "worst") == [
+        "followed up",
+        "low score",
+        "followed up again",
+        "clicked",
+    ]
+
+
+def test_unknown_strategy_is_refused():
+    with pytest.raises(ConfigError, match="strategy: 'best' is not one of"):
+        sample_questions([], [], 1, "best")
+
+
+def _judged():
+    query_set = QuerySet("s1", "week", "acme", "frequent", ["late?", "nothing", "upi"])
+    state = JudgingState(
+        grades={
+            0: {
+                "c1": Grade(0, "c1", 1, "refunds.md", ["Refunds"]),
+                "c2": Grade(0, "c2", 2, "refunds.md", ["Refunds", "Late"]),
+                "c3": Grade(0, "c3", 1, "payments.md", []),
+            },
+            1: {"c4": Grade(1, "c4", 0, "faq.md", [])},
+        }
+    )
+    return query_set, state
+
+
+def test_questions_file_keeps_every_grade_and_leaves_unanswered_questions_out():
+    lines = questions_lines(*_judged())
+    assert [line["question"] for line in lines] == ["late?"]
+    assert (lines[0]["source"], lines[0]["heading_path"]) == ("refunds.md", ["Refunds", "Late"])
+    assert [j["chunk_id"] for j in lines[0]["judgments"]] == ["c2", "c1", "c3"]
+    assert graded_qrels(lines[0]["judgments"]) == {"refunds.md": 2, "payments.md": 1}
+
+
+def test_srw_formats(tmp_path):
+    query_set, state = _judged()
+    assert srw_query_set(query_set)["querySetQueries"] == [
+        {"queryText": "late?"},
+        {"queryText": "nothing"},
+        {"queryText": "upi"},
+    ]
+    body = srw_judgments(query_set, state)
+    assert body["type"] == "IMPORT_JUDGMENT"
+    assert body["judgmentRatings"][1] == {
+        "query": "nothing",
+        "ratings": [{"docId": "c4", "rating": "0.000"}],
+    }
+    path = tmp_path / "j.json"
+    path.write_text(json.dumps(body))
+    imported = read_judgment_file(path)
+    assert imported.questions == ["late?", "nothing"]
+    assert imported.grades == {0: {"c1": 1, "c2": 2, "c3": 1}, 1: {"c4": 0}}
+
+
+def test_questions_file_reads_back_with_its_grades(tmp_path):
+    path = tmp_path / "q.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in questions_lines(*_judged())))
+    imported = read_judgment_file(path)
+    assert (imported.format, imported.questions) == ("questions", ["late?"])
+    assert imported.grades == {0: {"c2": 2, "c1": 1, "c3": 1}}
+
+
+def test_a_rating_out_of_range_names_the_file(tmp_path):
+    path = tmp_path / "j.json"
+    path.write_text(
+        json.dumps(
+            {"judgmentRatings": [{"query": "q", "ratings": [{"docId": "c", "rating": "3.000"}]}]}
+        )
+    )
+    with pytest.raises(InputError, match=r"j.json: question 1: rating '3.000' is not 0, 1 or 2"):
+        read_judgment_file(path)

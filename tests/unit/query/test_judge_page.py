@@ -1,0 +1,38 @@
+"""The judging page's pure parts: pooling, what moved, signed sessions."""
+
+from __future__ import annotations
+
+from loader.query.judge_page import Sessions, movements, pool
+from loader.query.result import SearchHit
+
+
+def hit(chunk_id: str) -> SearchHit:
+    return SearchHit(chunk_id=chunk_id, doc_id=chunk_id, body=f"text {chunk_id}")
+
+
+def test_pool_orders_by_best_rank_then_by_how_many_modes_found_it():
+    rows = pool({"bm25": [hit("a"), hit("b")], "vector": [hit("c"), hit("b")]})
+    assert [(row.hit.chunk_id, row.ranks) for row in rows] == [
+        ("a", {"bm25": 1}),
+        ("c", {"vector": 1}),
+        ("b", {"bm25": 2, "vector": 2}),
+    ]
+
+
+def test_movements_say_what_moved_between_two_rankings():
+    left, right = movements([hit("a"), hit("b"), hit("c")], [hit("c"), hit("a"), hit("d")])
+    # ▲n: n places higher in this list than in the other; new: not in the other at all.
+    assert [row["move"] for row in left] == ["▲1", "new", "▼2"]
+    assert [row["move"] for row in right] == ["▲2", "▼1", "new"]
+
+
+def test_sessions_are_signed_and_expire():
+    sessions = Sessions(b"k" * 32)
+    cookie = sessions.issue("acme", now=1000.0)
+    assert sessions.tenant(cookie, now=1001.0) == "acme"
+    assert sessions.tenant(cookie, now=1000.0 + 13 * 3600) is None
+    encoded, expiry, signature = cookie.split(".")
+    forged = f"{'Z2xvYmV4'}.{expiry}.{signature}"  # "globex", same signature
+    assert sessions.tenant(forged, now=1001.0) is None
+    assert Sessions(b"o" * 32).tenant(cookie, now=1001.0) is None
+    assert sessions.csrf(cookie) != Sessions(b"o" * 32).csrf(cookie)
