@@ -199,8 +199,18 @@ def bert_model(config: BertConfig, weights: dict[str, np.ndarray]) -> onnx.Model
     graph = _GraphBuilder(weights)
     hidden = _embeddings(graph, config)
     mask = _score_mask(graph)
+    # [batch, tokens, hidden], the shape the heads are merged back into, computed at run time as
+    # the torch exporter traced it: see _self_attention.
+    merged_shape = graph.op(
+        "Concat",
+        [graph.op("Shape", ["input_ids"], "merge"), graph.constant([config.hidden_size], np.int64)],
+        "merge",
+        axis=0,
+    )
     for layer in range(config.num_layers):
-        hidden = _encoder_layer(graph, config, f"encoder.layer.{layer}.", hidden, mask)
+        hidden = _encoder_layer(
+            graph, config, f"encoder.layer.{layer}.", hidden, mask, merged_shape
+        )
     graph.rename_output(hidden, OUTPUT)
     axes = ["batch", "tokens"]
     onnx_graph = helper.make_graph(
@@ -274,9 +284,10 @@ def _embeddings(graph: _GraphBuilder, config: BertConfig) -> str:
     types = graph.op(
         "Gather", [graph.weight(f"{name}.token_type_embeddings.weight"), "token_type_ids"], name
     )
-    # Range's length is unknown to shape inference, so the runtime does not fuse each residual
-    # Add with its LayerNorm into SkipLayerNormalization: told the length (a value_info), it did,
-    # and the fused kernel took twice the time of Add and LayerNormalization on this CPU.
+    # Range's length is unknown to onnxruntime's shape inference, so it does not fuse the fp32
+    # file's residual Adds with their LayerNorms into SkipLayerNormalization: told the length (a
+    # value_info), it did, and that kernel took twice the time of Add and LayerNormalization on
+    # this CPU (see _self_attention for the int8 copy).
     shape = graph.op("Shape", ["input_ids"], name)
     tokens = graph.op("Gather", [shape, graph.constant(1, np.int64)], name, axis=0)
     positions = graph.op(
@@ -321,10 +332,15 @@ def _layer_norm(graph: _GraphBuilder, config: BertConfig, name: str, inputs: str
 
 
 def _encoder_layer(
-    graph: _GraphBuilder, config: BertConfig, prefix: str, inputs: str, mask: str
+    graph: _GraphBuilder,
+    config: BertConfig,
+    prefix: str,
+    inputs: str,
+    mask: str,
+    merged_shape: str,
 ) -> str:
     """Self-attention and the feed-forward block, each with its residual and LayerNorm."""
-    attended = _self_attention(graph, config, prefix + "attention.self", inputs, mask)
+    attended = _self_attention(graph, config, prefix + "attention.self", inputs, mask, merged_shape)
     projected = _dense(graph, prefix + "attention.output.dense", attended)
     residual = graph.op("Add", [projected, inputs], prefix + "attention.output")
     normed = _layer_norm(graph, config, prefix + "attention.output.LayerNorm", residual)
@@ -337,9 +353,17 @@ def _encoder_layer(
 
 
 def _self_attention(
-    graph: _GraphBuilder, config: BertConfig, name: str, inputs: str, mask: str
+    graph: _GraphBuilder, config: BertConfig, name: str, inputs: str, mask: str, merged_shape: str
 ) -> str:
-    """Multi-head scaled dot-product attention, ``[batch, tokens, hidden]`` in and out."""
+    """Multi-head scaled dot-product attention, ``[batch, tokens, hidden]`` in and out.
+
+    The heads are merged back by a shape computed at run time (``merged_shape``), as torch
+    traced it, not by a constant ``[0, 0, hidden]``: with the constant, shape inference (which
+    the quantizer writes into the int8 file) knew the attention output's shape, and onnxruntime
+    fused its residual Add and LayerNorm into SkipLayerNormalization in every layer, 12 of them
+    against the traced file's 6; that kernel took twice the time of Add and LayerNormalization
+    on this CPU, and the int8 copy ran ~8 % slower than the traced one.
+    """
     heads = graph.constant([0, 0, config.num_heads, config.head_size], np.int64)
 
     def split(part: str, perm: list[int]) -> str:
@@ -357,8 +381,7 @@ def _self_attention(
     weights = graph.op("Softmax", [graph.op("Add", [scaled, mask], name)], name, axis=3)
     context = graph.op("MatMul", [weights, values], name)
     context = graph.op("Transpose", [context], name, perm=[0, 2, 1, 3])
-    merged = graph.constant([0, 0, config.hidden_size], np.int64)
-    return graph.op("Reshape", [context, merged], name)
+    return graph.op("Reshape", [context, merged_shape], name)
 
 
 def _gelu(graph: _GraphBuilder, name: str, inputs: str) -> str:

@@ -29,7 +29,7 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("model", ["all-MiniLM-L6-v2", "bge-small-en-v1.5"])
 def test_onnx_and_torch_vectors_agree(model):
     # bge's torch weights are read out of its ONNX file (torch_weights); MiniLM's ONNX file is
-    # exported from its torch weights: either way round, one network.
+    # written from its safetensors weights (bert_onnx): either way round, one network.
     torch_vectors = get_embedder(model, backend="torch").embed_passages(TEXTS)
     onnx_vectors = get_embedder(model, backend="onnx").embed_passages(TEXTS)
     assert onnx_vectors.shape == torch_vectors.shape == (len(TEXTS), 384)
@@ -37,8 +37,8 @@ def test_onnx_and_torch_vectors_agree(model):
     assert np.allclose(np.linalg.norm(onnx_vectors, axis=1), 1.0, atol=1e-5)
 
 
-def test_minilm_export_traces_plain_attention():
-    # SDPA attention traces with IsNaN/Where guards over every score tensor (1.29 x slower here).
+def test_minilm_onnx_file_has_plain_attention():
+    # SDPA attention traced with IsNaN/Where guards over every score tensor (1.29 x slower here).
     import onnx
 
     from loader.models.embedding import onnx_model_file, resolve_model_path
