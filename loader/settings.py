@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from loader.errors import ConfigError
+from loader.modes import SEARCH_MODES, modes_summary, modes_tuning
 from loader.redact import UrlParts, redact_url, split_url
 from loader.userfile import read_user_text
 
@@ -43,7 +44,6 @@ SCOPES = {
     "runtime": "speed and resources of this process; never changes a result",
 }
 
-SEARCH_MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax")
 # What a search may put in place of each chunk: its parent section or its sentence window (here,
 # not in loader.query.request, so that the command line's options import no query code).
 EXPANSIONS = ("parent", "window")
@@ -383,7 +383,10 @@ class Settings:
 
     # --- query -------------------------------------------------------------------------------
     search_mode: str = _setting(
-        "query", "hybrid-rrf", "Retrieval mode of a search.", choices=SEARCH_MODES
+        "query",
+        "hybrid-rrf",
+        f"Retrieval mode of a search: {modes_summary()}.",
+        choices=SEARCH_MODES,
     )
     candidates: int = _setting(
         "query", 50, "Candidates retrieved before the rerank.", minimum=1, maximum=MAX_CANDIDATES
@@ -397,7 +400,8 @@ class Settings:
     bm25_weight: float = _setting(
         "pipeline",
         0.3,
-        "Min-max fusion weight of BM25; the vector side gets 1 - this.",
+        f"Weight of BM25 in the score fusions ({', '.join(modes_tuning('bm25_weight'))}); the "
+        "vector side gets 1 - this.",
         minimum=0,
         maximum=1,
     )

@@ -31,7 +31,7 @@ from loader.terminal import printable, printable_lines
     "modes",
     multiple=True,
     type=click.Choice(SEARCH_MODES),
-    help="Search mode; repeat for several (default: all four).",
+    help="Search mode; repeat for several (default: every mode).",
 )
 @click.option(
     "--strategy",

@@ -43,6 +43,7 @@ from loader.eval.runner import run_configuration
 from loader.eval.tasks import EvalTask, load_task
 from loader.eval.toml_edit import edit_toml, toml_diff
 from loader.models.registry import effective_prefixes
+from loader.modes import HYBRID_MODES, modes_tuning
 from loader.resolve import CONFIG_FILE_NAME
 from loader.settings import Settings, check_choice
 from loader.userfile import read_user_text
@@ -54,7 +55,7 @@ log = logging.getLogger(__name__)
 
 # What is searched, in the order it is tried, and the values tried for each.
 TUNE_SPACE: dict[str, tuple[Any, ...]] = {
-    "search_mode": ("hybrid-rrf", "hybrid-minmax"),
+    "search_mode": HYBRID_MODES,
     "query_instruction": (True, False),  # skipped for a model without one
     "rrf_rank_constant": (10, 20, 60, 100),
     "bm25_weight": (0.1, 0.3, 0.5, 0.7),
@@ -63,12 +64,6 @@ TUNE_SPACE: dict[str, tuple[Any, ...]] = {
     "chunk_strategy": ("structure", "recursive", "fixed"),
     "chunk_target_tokens": (120, 180, 256),
     "chunk_overlap_tokens": (0, 27, 54),
-}
-# A setting that only matters in one mode is tried only there.
-ONLY_IN_MODE = {
-    "rrf_rank_constant": "hybrid-rrf",
-    "rrf_bm25_weight": "hybrid-rrf",
-    "bm25_weight": "hybrid-minmax",
 }
 DEFAULT_BUDGET = 12
 DEFAULT_TUNE_METRIC = "ndcg@10"
@@ -206,14 +201,16 @@ def _candidates(
 ) -> list[dict]:
     """The next configurations of the descent: each other value of each setting, in order.
 
-    A setting of one mode only (``ONLY_IN_MODE``) is tried when the search mode is that mode:
-    the best values' ``search_mode`` when the space tunes it, else ``mode`` (the settings'
-    mode); with neither known, nothing is skipped.
+    A setting some modes' records list as theirs (``loader.modes.modes_tuning``: a pipeline's
+    parameters) is tried only when the search mode is one of them: the best values'
+    ``search_mode`` when the space tunes it, else ``mode`` (the settings' mode); with neither
+    known, nothing is skipped.
     """
     mode = best.get("search_mode", mode)
     tried = []
     for name, values in space.items():
-        if mode is not None and ONLY_IN_MODE.get(name, mode) != mode:
+        owners = modes_tuning(name)
+        if mode is not None and owners and mode not in owners:
             continue
         tried.extend({**best, name: value} for value in values if value != best[name])
     return tried
