@@ -113,6 +113,15 @@ MODES: tuple[SearchMode, ...] = (
         combination="arithmetic_mean",
         tunes=("bm25_weight",),
     ),
+    SearchMode(
+        "hybrid-zscore",
+        "both, scores z-score normalised and weighted by bm25_weight",
+        template="hybrid",
+        pipeline="zscore",
+        technique="z_score",
+        combination="arithmetic_mean",
+        tunes=("bm25_weight",),
+    ),
 )
 
 SEARCH_MODES: tuple[str, ...] = tuple(mode.name for mode in MODES)
