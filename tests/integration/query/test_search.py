@@ -10,6 +10,7 @@ import pytest
 
 from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
 from loader.models.rerank import load_reranker
+from loader.modes import HYBRID_MODES
 from loader.query.request import MAX_QUESTION_CHARS, SearchFilters, SearchRequest
 from loader.query.search import search
 from loader.settings import SEARCH_MODES
@@ -50,7 +51,7 @@ def run(question, settings, client, embedder, reranker, *, rewriter=None, **kwar
 
 
 def test_identifier_is_found_by_bm25_and_hybrid(settings, client, embedder, reranker):
-    for mode in ("bm25", "hybrid-rrf", "hybrid-minmax"):
+    for mode in ("bm25", *HYBRID_MODES):
         result = run("E1043", settings, client, embedder, reranker, mode=mode)
         top = result.hits[0]
         assert (top.source, top.heading_path, top.tenant) == (
@@ -67,7 +68,7 @@ def test_identifier_is_found_by_bm25_and_hybrid(settings, client, embedder, rera
 
 def test_paraphrase_is_found_by_vector_and_hybrid(settings, client, embedder, reranker):
     question = "my food came really late, can I get my money back?"
-    for mode in ("vector", "hybrid-rrf", "hybrid-minmax"):
+    for mode in ("vector", *HYBRID_MODES):
         result = run(question, settings, client, embedder, reranker, mode=mode, k=3)
         assert result.hits[0].source == "refunds.md", (mode, [h.source for h in result.hits])
         assert result.hits[0].heading == "Refund policy > Late deliveries"
