@@ -55,7 +55,10 @@ CHUNK_STRATEGIES = (
     "sentence-window",
     "parent-document",
 )
-RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
+# The cross-encoder's runtimes, and keyword: no model (loader.models.keyword_rerank).
+CROSS_ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8")
+KEYWORD_RERANK = "keyword"
+RERANK_BACKENDS = (*CROSS_ENCODER_BACKENDS, KEYWORD_RERANK)
 EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
 # Where a push's chunks are embedded: by this process, or by the cluster's ingest pipeline with
 # the same model registered in ml-commons (the vectors are the same model's either way).
@@ -433,7 +436,8 @@ class Settings:
         "Rerank the candidates with the cross-encoder reranker_model (search, chat, explain, "
         "eval, serve): auto when it is a cross-encoder on this machine (a folder, or the model "
         "cache, with its config.json), and says so when it is not; on always (an error without "
-        "one); off keeps fusion order. true and false mean on and off.",
+        "one); off keeps fusion order. true and false mean on and off. With rerank_backend = "
+        "keyword, auto and on rerank by keyword overlap (no model).",
         choices=RERANK_CHOICES,
         parse=parse_rerank,
     )
@@ -443,8 +447,19 @@ class Settings:
     rerank_backend: str = _setting(
         "query",
         "torch",
-        "Runtime of the cross-encoder (ONNX exports are made locally once, then cached).",
+        "Runtime of the cross-encoder (ONNX exports are made locally once, then cached); keyword "
+        "needs no model: (1 - keyword_rerank_weight) x the retrieval score (min-max over the "
+        "candidates) + keyword_rerank_weight x the share of the question's content words the "
+        "chunk holds.",
         choices=RERANK_BACKENDS,
+    )
+    keyword_rerank_weight: float = _setting(
+        "query",
+        0.3,
+        "rerank_backend = keyword: the keyword overlap's share of the final score (0 keeps the "
+        "retrieval order).",
+        minimum=0,
+        maximum=1,
     )
     rerank_max_tokens: int = _setting(
         "query", 256, "Tokens of question + passage given to the reranker."

@@ -328,8 +328,15 @@ def _embed_and_retrieve(
 
 
 def _rerank(reranker: Reranker, query: str, hits: list[SearchHit]) -> list[SearchHit]:
-    """``hits`` ordered by the cross-encoder's score against ``query``, each scored and ranked."""
-    scores = reranker.rerank(query, [hit.text or hit.body for hit in hits])
+    """``hits`` ordered by the reranker's score against ``query`` (a cross-encoder's, or the
+    keyword reranker's blend of the retrieval score and the words the chunk shares with
+    ``query``), each scored and ranked."""
+    passages = [hit.text or hit.body for hit in hits]
+    if getattr(reranker, "blends_retrieval", False):  # the keyword reranker
+        retrieval = [hit.scores.get("retrieval", 0.0) for hit in hits]
+        scores = reranker.rerank(query, passages, retrieval)
+    else:
+        scores = reranker.rerank(query, passages)
     for hit, score in zip(hits, scores, strict=True):
         hit.scores["rerank"] = score
     # sorted() is stable: equal scores keep their retrieval order.
