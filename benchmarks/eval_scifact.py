@@ -2,7 +2,7 @@
 
     python benchmarks/eval_scifact.py --url http://127.0.0.1:9250 [--out-dir /tmp/eval-scifact]
 
-Runs the four search modes without rerank through ``loader.eval.runner`` (the same code as
+Runs every search mode without rerank through ``loader.eval.runner`` (the same code as
 ``loader eval ../shared/datasets/scifact --no-rerank``), writes the usual outputs (JSON, Markdown
 table, PNG, TREC runs) into --out-dir, prints the table, then one line per target:
 
@@ -30,6 +30,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from loader.eval.report import render_table, write_outputs  # noqa: E402
 from loader.eval.runner import evaluate  # noqa: E402
 from loader.eval.tasks import load_task  # noqa: E402
+from loader.modes import HYBRID_MODES  # noqa: E402
 from loader.resolve import resolve_settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
@@ -48,7 +49,7 @@ def check_targets(report: Mapping[str, Any]) -> list[tuple[str, float, bool]]:
     single = max(
         (by_mode[mode]["ndcg@10"] for mode in ("bm25", "vector") if mode in by_mode), default=0.0
     )
-    for mode in ("hybrid-rrf", "hybrid-minmax"):
+    for mode in HYBRID_MODES:
         if mode not in by_mode:
             continue
         ndcg = by_mode[mode]["ndcg@10"]

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from loader.errors import ConfigError
+from loader.modes import SEARCH_MODES, modes_summary, modes_tuning
 from loader.redact import UrlParts, redact_url, split_url
 from loader.userfile import read_user_text
 
@@ -43,7 +44,6 @@ SCOPES = {
     "runtime": "speed and resources of this process; never changes a result",
 }
 
-SEARCH_MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax")
 # What a search may put in place of each chunk: its parent section or its sentence window (here,
 # not in loader.query.request, so that the command line's options import no query code).
 EXPANSIONS = ("parent", "window")
@@ -55,7 +55,10 @@ CHUNK_STRATEGIES = (
     "sentence-window",
     "parent-document",
 )
-RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
+# The cross-encoder's runtimes, and keyword: no model (loader.models.keyword_rerank).
+CROSS_ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8")
+KEYWORD_RERANK = "keyword"
+RERANK_BACKENDS = (*CROSS_ENCODER_BACKENDS, KEYWORD_RERANK)
 EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
 # Where a push's chunks are embedded: by this process, or by the cluster's ingest pipeline with
 # the same model registered in ml-commons (the vectors are the same model's either way).
@@ -385,7 +388,10 @@ class Settings:
 
     # --- query -------------------------------------------------------------------------------
     search_mode: str = _setting(
-        "query", "hybrid-rrf", "Retrieval mode of a search.", choices=SEARCH_MODES
+        "query",
+        "hybrid-rrf",
+        f"Retrieval mode of a search: {modes_summary()}.",
+        choices=SEARCH_MODES,
     )
     candidates: int = _setting(
         "query", 50, "Candidates retrieved before the rerank.", minimum=1, maximum=MAX_CANDIDATES
@@ -399,7 +405,8 @@ class Settings:
     bm25_weight: float = _setting(
         "pipeline",
         0.3,
-        "Min-max fusion weight of BM25; the vector side gets 1 - this.",
+        f"Weight of BM25 in the score fusions ({', '.join(modes_tuning('bm25_weight'))}); the "
+        "vector side gets 1 - this.",
         minimum=0,
         maximum=1,
     )
@@ -431,7 +438,8 @@ class Settings:
         "Rerank the candidates with the cross-encoder reranker_model (search, chat, explain, "
         "eval, serve): auto when it is a cross-encoder on this machine (a folder, or the model "
         "cache, with its config.json), and says so when it is not; on always (an error without "
-        "one); off keeps fusion order. true and false mean on and off.",
+        "one); off keeps fusion order. true and false mean on and off. With rerank_backend = "
+        "keyword, auto and on rerank by keyword overlap (no model).",
         choices=RERANK_CHOICES,
         parse=parse_rerank,
     )
@@ -441,8 +449,19 @@ class Settings:
     rerank_backend: str = _setting(
         "query",
         "torch",
-        "Runtime of the cross-encoder (ONNX exports are made locally once, then cached).",
+        "Runtime of the cross-encoder (ONNX exports are made locally once, then cached); keyword "
+        "needs no model: (1 - keyword_rerank_weight) x the retrieval score (min-max over the "
+        "candidates) + keyword_rerank_weight x the share of the question's content words the "
+        "chunk holds.",
         choices=RERANK_BACKENDS,
+    )
+    keyword_rerank_weight: float = _setting(
+        "query",
+        0.3,
+        "rerank_backend = keyword: the keyword overlap's share of the final score (0 keeps the "
+        "retrieval order).",
+        minimum=0,
+        maximum=1,
     )
     rerank_max_tokens: int = _setting(
         "query", 256, "Tokens of question + passage given to the reranker."

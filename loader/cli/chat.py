@@ -137,8 +137,9 @@ def _turn_lines(number: int, result: Any, shown: set[str]) -> list[str]:
 @click.option(
     "--rerank/--no-rerank",
     default=None,
-    help="Rerank with the cross-encoder reranker_model (default: the rerank setting; auto: when "
-    "that model is on this machine). --rerank without one is an error.",
+    help="Rerank with the cross-encoder reranker_model, or by keyword overlap with "
+    "rerank_backend = keyword (default: the rerank setting; auto: when that model is on this "
+    "machine or the backend is keyword). --rerank without one is an error.",
 )
 @click.option(
     "--history",

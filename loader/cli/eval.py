@@ -31,7 +31,7 @@ from loader.terminal import printable, printable_lines
     "modes",
     multiple=True,
     type=click.Choice(SEARCH_MODES),
-    help="Search mode; repeat for several (default: all four).",
+    help="Search mode; repeat for several (default: every mode).",
 )
 @click.option(
     "--strategy",
@@ -46,8 +46,9 @@ from loader.terminal import printable, printable_lines
     is_flag=False,
     flag_value="on",
     default=None,
-    help="Rerank with the cross-encoder: --rerank, --rerank both (each mode with and without). "
-    "Default: the rerank setting (auto: when reranker_model is on this machine).",
+    help="Rerank (rerank_backend: the cross-encoder, or keyword): --rerank, --rerank both (each "
+    "mode with and without). Default: the rerank setting (auto: when reranker_model is on this "
+    "machine, or the backend is keyword).",
 )
 @click.option("--no-rerank", is_flag=True, help="No rerank.")
 @click.option(
@@ -127,7 +128,8 @@ from loader.terminal import printable, printable_lines
     multiple=True,
     metavar="SETTING=V1,V2",
     help="--tune: the values to try for a setting; repeat (default: mode, rrf_rank_constant, "
-    "bm25_weight, candidates, chunk strategy, target tokens, overlap).",
+    "bm25_weight, keyword_rerank_weight with the keyword reranker, candidates, chunk strategy, "
+    "target tokens, overlap).",
 )
 @click.option(
     "--write", is_flag=True, help="--tune: write the winning values into loader.toml (diff first)."

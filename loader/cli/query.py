@@ -66,9 +66,10 @@ FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale
 @click.option(
     "--rerank/--no-rerank",
     default=None,
-    help="Rerank the candidates with the cross-encoder reranker_model (default: the rerank "
-    "setting; auto: when that model is on this machine, else a warning). --rerank without one "
-    "is an error (exit code 6).",
+    help="Rerank the candidates with the cross-encoder reranker_model, or by keyword overlap "
+    "with rerank_backend = keyword (default: the rerank setting; auto: when that model is on "
+    "this machine or the backend is keyword, else a warning). --rerank without one is an error "
+    "(exit code 6).",
 )
 @click.option("--k", "k", type=int, default=None, help="Results to show (default: top_k).")
 @click.option(

@@ -5,9 +5,12 @@
   itself -- a filter around the k-NN query would cut its ``k`` hits after the search, leaving a
   tenant with fewer, or none;
 - **fused, not raw, scores**: a hybrid call through each hybrid template with each fusion
-  pipeline, with a probe taken from the index (a chunk's title and its stored vector): RRF scores
-  are at most ``sum(weights) / (rank_constant + 1)`` and min-max scores at most 1, while raw BM25
-  scores of a title, or a missing pipeline, are not;
+  pipeline, with a probe taken from the index (a chunk's title and its stored vector). The
+  pipeline is read by its technique (``loader.modes.read_fusion``): RRF scores are at most
+  ``sum(weights) / (rank_constant + 1)``, ``min_max`` and ``l2`` scores at most 1, while raw BM25
+  scores of a title are not; ``z_score`` has no bound, so there, as everywhere, the hits must not
+  be the sub-queries' raw lists (one document once per list, OpenSearch's negative separator
+  scores), which is what a hybrid query without its pipeline returns;
 - **chunks per tenant**, and **chunks cut with other chunking settings**: the ``chunking``
   fingerprint each chunk was pushed with (``loader.ingest.fingerprint``) against the settings';
 - **half-written documents**: chunks of one document from two pushes, or fewer than it records
@@ -16,16 +19,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors
 from loader.doctor.documents import check_copy, check_documents
 from loader.doctor.report import Check, DoctorReport
-from loader.errors import ClusterError
+from loader.errors import ClusterError, ConfigError
 from loader.index.render import DesiredConfig
 from loader.index.search_params import search_template_params
 from loader.ingest.fingerprint import FINGERPRINT_FIELD, chunking_fingerprint
+from loader.modes import read_fusion, template_stems
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -153,17 +158,36 @@ def _filter_check(
             report.checks.append(Check(name, "ok", "the tenant filter runs inside the k-NN search"))
 
 
-def _fusion_bound(pipeline: Mapping[str, Any]) -> tuple[str, float]:
-    """``(technique, the largest score it can give)`` of a rendered fusion pipeline."""
-    for processor in pipeline.get("phase_results_processors") or []:
-        for name, body in processor.items():
-            combination = body.get("combination") or {}
-            weights = (combination.get("parameters") or {}).get("weights") or [1.0, 1.0]
-            if name == "score-ranker-processor":
-                return "rrf", sum(weights) / (int(combination.get("rank_constant", 60)) + 1)
-            if name == "normalization-processor":
-                return "min-max", 1.0
-    return "none", 0.0
+def _fusion_bound(pipeline: Mapping[str, Any]) -> tuple[str, float | None]:
+    """``(technique, the largest fused score it can give)`` of a rendered fusion pipeline, read
+    by its technique (``loader.modes.read_fusion``); ``None`` for a technique with no bound
+    (``z_score``), ``("none", 0.0)`` for a pipeline with no fusion processor."""
+    try:
+        fusion = read_fusion(pipeline)
+    except ConfigError:
+        return "none", 0.0
+    return fusion.technique, fusion.score_bound()
+
+
+def _unfused(hits: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether a hybrid query's hits are its sub-queries' raw lists: without a fusion processor
+    OpenSearch returns them with negative separator scores, and one document once per list."""
+    ids = [hit.get("_id") for hit in hits]
+    return len(set(ids)) < len(ids) or any(float(hit["_score"] or 0) < 0 for hit in hits)
+
+
+def _fused_problem(hits: Sequence[Mapping[str, Any]], technique: str, bound: float | None) -> str:
+    """What says these hits were not fused by ``technique``, or ``""``."""
+    scores = [float(hit["_score"] or 0) for hit in hits]
+    top = max(scores, default=0.0)
+    if not scores or _unfused(hits):
+        return f"the hybrid query ran unfused (top score {top:.4f}, raw sub-query lists)"
+    if not 0 < top <= (bound if bound is not None else math.inf) + _TOLERANCE:
+        return (
+            f"top score {top:.4f} is not a {technique} score (at most {bound:.4f}): the hybrid "
+            "query ran unfused"
+        )
+    return ""
 
 
 def _probe(client: OpenSearch, settings: Settings) -> dict[str, Any] | None:
@@ -181,10 +205,11 @@ def _fused_check(
 ) -> None:
     probe = _probe(client, settings)
     prefix = f"{desired.names.alias}-"
+    stems = tuple(template_stems(hybrid=True))  # with their text-only twins (hybrid_text)
     hybrid = [
         name
         for name in sorted(desired.search_templates)
-        if name.removeprefix(prefix).startswith("hybrid")
+        if name.removeprefix(prefix).startswith(stems)
     ]
     if probe is None:
         report.checks.append(Check("fused scores", "skip", "no chunk to probe with"))
@@ -210,22 +235,16 @@ def _fused_check(
             except ClusterError as exc:
                 report.checks.append(Check(name, "fail", str(exc), "run `loader apply`"))
                 continue
-            scores = [float(hit["_score"] or 0) for hit in answer["hits"]["hits"]]
-            top = max(scores, default=0.0)
-            if not scores or not 0 < top <= bound + _TOLERANCE:
+            hits = answer["hits"]["hits"]
+            problem = _fused_problem(hits, technique, bound)
+            if problem:
                 report.checks.append(
-                    Check(
-                        name,
-                        "fail",
-                        f"top score {top:.4f} is not a {technique} score "
-                        f"(at most {bound:.4f}): the hybrid query ran unfused",
-                        "restore the pipeline: `loader apply`",
-                    )
+                    Check(name, "fail", problem, "restore the pipeline: `loader apply`")
                 )
-            else:
-                report.checks.append(
-                    Check(name, "ok", f"{technique}, top score {top:.4f} <= {bound:.4f}")
-                )
+                continue
+            top = max(float(hit["_score"] or 0) for hit in hits)
+            limit = f" <= {bound:.4f}" if bound is not None else ", one hit per document"
+            report.checks.append(Check(name, "ok", f"{technique}, top score {top:.4f}{limit}"))
 
 
 def probe_index(

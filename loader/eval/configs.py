@@ -255,7 +255,7 @@ def rerank_options(choice: str | None, settings: Settings) -> tuple[tuple[bool, 
         RerankerUnavailableError: a rerank asked for, and reranker_model is no cross-encoder
             here (at once, before any document is pushed).
     """
-    from loader.models.rerank_check import default_rerank, require_reranker
+    from loader.models.rerank_check import default_rerank, require_rerank
 
     if choice is None:
         rerank, warning = default_rerank(settings)
@@ -265,7 +265,7 @@ def rerank_options(choice: str | None, settings: Settings) -> tuple[tuple[bool, 
     if choice not in RERANK_CHOICES:
         raise ConfigError(f"rerank {choice!r} is not one of {', '.join(RERANK_CHOICES)}")
     if True in RERANK_CHOICES[choice]:
-        require_reranker(settings.reranker_model)
+        require_rerank(settings)
     return RERANK_CHOICES[choice], warning
 
 

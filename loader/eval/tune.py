@@ -43,8 +43,9 @@ from loader.eval.runner import run_configuration
 from loader.eval.tasks import EvalTask, load_task
 from loader.eval.toml_edit import edit_toml, toml_diff
 from loader.models.registry import effective_prefixes
+from loader.modes import HYBRID_MODES, modes_tuning
 from loader.resolve import CONFIG_FILE_NAME
-from loader.settings import Settings, check_choice
+from loader.settings import KEYWORD_RERANK, Settings, check_choice
 from loader.userfile import read_user_text
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ log = logging.getLogger(__name__)
 
 # What is searched, in the order it is tried, and the values tried for each.
 TUNE_SPACE: dict[str, tuple[Any, ...]] = {
-    "search_mode": ("hybrid-rrf", "hybrid-minmax"),
+    "search_mode": HYBRID_MODES,
     "query_instruction": (True, False),  # skipped for a model without one
     "rrf_rank_constant": (10, 20, 60, 100),
     "bm25_weight": (0.1, 0.3, 0.5, 0.7),
@@ -64,12 +65,8 @@ TUNE_SPACE: dict[str, tuple[Any, ...]] = {
     "chunk_target_tokens": (120, 180, 256),
     "chunk_overlap_tokens": (0, 27, 54),
 }
-# A setting that only matters in one mode is tried only there.
-ONLY_IN_MODE = {
-    "rrf_rank_constant": "hybrid-rrf",
-    "rrf_bm25_weight": "hybrid-rrf",
-    "bm25_weight": "hybrid-minmax",
-}
+# Tried after the fusion settings when the searches rerank by keyword (``keyword_reranks``).
+KEYWORD_SPACE: dict[str, tuple[Any, ...]] = {"keyword_rerank_weight": (0.1, 0.2, 0.3, 0.5)}
 DEFAULT_BUDGET = 12
 DEFAULT_TUNE_METRIC = "ndcg@10"
 _EPSILON = 1e-9
@@ -128,18 +125,35 @@ class TuneResult:
         }
 
 
+def keyword_reranks(settings: Settings) -> bool:
+    """Whether the settings' searches rerank by keyword: then tuning measures with that rerank
+    (it costs no model) and tries ``keyword_rerank_weight``; a cross-encoder's rerank is left
+    out of tuning, as it always was (minutes per configuration)."""
+    return settings.rerank_backend == KEYWORD_RERANK and settings.rerank != "off"
+
+
 def parse_space(texts: Sequence[str], settings: Settings) -> dict[str, tuple[Any, ...]]:
     """``["bm25_weight=0.2,0.5", "search_mode=hybrid-rrf,hybrid-minmax"]`` -> typed values;
-    none: ``TUNE_SPACE`` (without ``query_instruction`` for a model that has none).
+    none: ``TUNE_SPACE`` (without ``query_instruction`` for a model that has none; with
+    ``KEYWORD_SPACE`` before ``candidates`` when the searches rerank by keyword).
 
     Raises:
         ConfigError: naming ``--space``: an unknown setting, a bad value, or a value the setting
-            (or the chunking configuration) refuses with the other current settings.
+            (or the chunking configuration) refuses with the other current settings;
+            ``keyword_rerank_weight`` without the keyword reranker.
     """
     if not texts:
         space = dict(TUNE_SPACE)
         if not effective_prefixes(settings.replace(query_instruction=True))[0]:
             del space["query_instruction"]  # the model has none to leave out
+        if keyword_reranks(settings):
+            names = list(space)
+            cut = names.index("candidates")
+            space = {
+                **{name: space[name] for name in names[:cut]},
+                **KEYWORD_SPACE,
+                **{name: space[name] for name in names[cut:]},
+            }
         return space
     space: dict[str, tuple[Any, ...]] = {}
     for text in texts:
@@ -154,6 +168,11 @@ def parse_space(texts: Sequence[str], settings: Settings) -> dict[str, tuple[Any
             check_values(name, values, settings, "--space")
         else:
             values = parse_sweep(text, settings, option="--space").values
+        if name == "keyword_rerank_weight" and not keyword_reranks(settings):
+            raise ConfigError(
+                f"--space {text!r}: keyword_rerank_weight changes nothing unless "
+                'rerank_backend = "keyword" and rerank is not off'
+            )
         space[name] = values
     return space
 
@@ -194,7 +213,9 @@ class _Measurer:
                 embedder=embedder,
             )
             self.pushed[alias] = None
-        config = EvalConfig(settings.chunk_strategy, settings.search_mode)
+        config = EvalConfig(
+            settings.chunk_strategy, settings.search_mode, keyword_reranks(settings)
+        )
         result = run_configuration(
             self.task, config, settings, candidates=settings.candidates, client=self.client
         )
@@ -206,14 +227,16 @@ def _candidates(
 ) -> list[dict]:
     """The next configurations of the descent: each other value of each setting, in order.
 
-    A setting of one mode only (``ONLY_IN_MODE``) is tried when the search mode is that mode:
-    the best values' ``search_mode`` when the space tunes it, else ``mode`` (the settings'
-    mode); with neither known, nothing is skipped.
+    A setting some modes' records list as theirs (``loader.modes.modes_tuning``: a pipeline's
+    parameters) is tried only when the search mode is one of them: the best values'
+    ``search_mode`` when the space tunes it, else ``mode`` (the settings' mode); with neither
+    known, nothing is skipped.
     """
     mode = best.get("search_mode", mode)
     tried = []
     for name, values in space.items():
-        if mode is not None and ONLY_IN_MODE.get(name, mode) != mode:
+        owners = modes_tuning(name)
+        if mode is not None and owners and mode not in owners:
             continue
         tried.extend({**best, name: value} for value in values if value != best[name])
     return tried

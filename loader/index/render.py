@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ConfigError
 from loader.models.registry import EMBEDDING_META_KEY, index_fingerprint
+from loader.modes import search_mode
 from loader.settings import Settings
 
 if TYPE_CHECKING:  # imported where a template is rendered: a search needs only the names
@@ -103,26 +104,22 @@ class ConfigNames:
         return self.object_name("vector")
 
     def for_search_mode(self, mode: str) -> tuple[str, str | None]:
-        """The stored template and search pipeline (or ``None``) for a ``search_mode`` setting.
+        """The stored template and search pipeline (or ``None``) for a ``search_mode`` setting,
+        from the mode's record (``loader.modes``).
 
         Args:
-            mode: ``bm25``, ``vector``, ``hybrid-rrf`` or ``hybrid-minmax``.
+            mode: one of ``loader.modes.SEARCH_MODES``, e.g. ``hybrid-rrf``.
 
         Returns:
             ``(template_id, pipeline_name_or_None)``; pass the pipeline as the
             ``search_pipeline`` URL parameter of ``_search/template``.
+
+        Raises:
+            ConfigError: no such mode.
         """
-        targets = {
-            "bm25": (self.bm25_template, None),
-            "vector": (self.vector_template, None),
-            "hybrid-rrf": (self.hybrid_template, self.rrf_pipeline),
-            "hybrid-minmax": (self.hybrid_template, self.minmax_pipeline),
-        }
-        if mode not in targets:
-            raise ConfigError(
-                f"search_mode {mode!r} is not one of {', '.join(targets)}; fix the setting"
-            )
-        return targets[mode]
+        record = search_mode(mode)
+        pipeline = self.object_name(record.pipeline) if record.pipeline else None
+        return self.object_name(record.template), pipeline
 
 
 def config_names(alias: str) -> ConfigNames:

@@ -41,17 +41,18 @@ from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError, ModelError
 from loader.models.embedding import resolve_model_path
+from loader.models.keyword_rerank import KeywordReranker
 from loader.models.onnx_export import eager_attention, trace_to_onnx
 from loader.models.registry import INT8_RECIPE
 from loader.models.rerank_check import require_reranker
-from loader.settings import RERANK_BACKENDS
+from loader.settings import CROSS_ENCODER_BACKENDS, KEYWORD_RERANK
 
 if TYPE_CHECKING:
     from loader.settings import Settings
 
 log = logging.getLogger(__name__)
 
-BACKENDS = RERANK_BACKENDS
+BACKENDS = CROSS_ENCODER_BACKENDS
 ONNX_FILE = "model.onnx"
 ONNX_INT8_FILE = f"model_int8-{INT8_RECIPE}.onnx"
 # Part of every export's cache key: bump it when _export_onnx changes, so old exports are redone.
@@ -318,8 +319,11 @@ def _cached_reranker(
     )
 
 
-def load_reranker(settings: Settings) -> Reranker:
-    """The process-wide reranker for the settings, loaded once per model and rerank settings."""
+def load_reranker(settings: Settings) -> Reranker | KeywordReranker:
+    """The process-wide reranker for the settings, loaded once per model and rerank settings;
+    with ``rerank_backend = "keyword"`` the keyword reranker, which loads nothing."""
+    if settings.rerank_backend == KEYWORD_RERANK:
+        return KeywordReranker(settings.keyword_rerank_weight)
     return _cached_reranker(
         settings.reranker_model,
         settings.rerank_backend,

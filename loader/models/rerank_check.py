@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from loader.errors import RerankerUnavailableError
 from loader.models.registry import known_spec
+from loader.settings import KEYWORD_RERANK
 
 if TYPE_CHECKING:
     from loader.settings import Settings
@@ -139,9 +140,28 @@ def require_reranker(name: str) -> None:
         )
 
 
+def rerank_problem(settings: Settings) -> str | None:
+    """Why a rerank with ``settings`` cannot run here, or ``None``: the keyword reranker needs no
+    model; any other backend needs ``reranker_model`` to be a cross-encoder on this machine."""
+    if settings.rerank_backend == KEYWORD_RERANK:
+        return None
+    return reranker_problem(settings.reranker_model)
+
+
+def require_rerank(settings: Settings) -> None:
+    """``require_reranker`` for the settings' backend: nothing to require for keyword.
+
+    Raises:
+        RerankerUnavailableError: as ``require_reranker``.
+    """
+    if settings.rerank_backend != KEYWORD_RERANK:
+        require_reranker(settings.reranker_model)
+
+
 def default_rerank(settings: Settings) -> tuple[bool, str | None]:
     """Whether a search that does not say reranks, by the ``rerank`` setting (``auto``: exactly
-    when ``reranker_problem`` finds none), and the warning to show when auto leaves it off.
+    when ``rerank_problem`` finds none: always for the keyword backend), and the warning to show
+    when auto leaves it off.
 
     Example::
 
@@ -150,5 +170,5 @@ def default_rerank(settings: Settings) -> tuple[bool, str | None]:
     """
     if settings.rerank != "auto":
         return settings.rerank == "on", None
-    problem = reranker_problem(settings.reranker_model)
+    problem = rerank_problem(settings)
     return problem is None, (f"no rerank (rerank = auto): {problem}" if problem else None)

@@ -5,10 +5,12 @@ For an expected document or section (``refunds.md#Late deliveries``) the questio
 are kept at each: the side lists (``candidates`` deep; in a hybrid mode the hybrid template's own
 sub-queries -- BM25, vector, exact terms -- rendered by OpenSearch and run one by one), the fused
 list, the rerank and the context. Each side's share of the fused score comes from those lists and
-the stored pipeline's rank constant and weights (RRF: ``weight / (rank_constant + rank)``; min-max:
-the normalised score times its weight over the weights' sum). A section no list holds is looked
-up in the index: no chunk of it for any tenant (not indexed), another tenant's only (the tenant),
-found without the filters (a filter), else too deep for every list (``candidates``). A ``#`` in
+the stored pipeline's technique, rank constant and weights, read back by technique
+(``loader.modes.read_fusion``; RRF: ``weight / (rank_constant + rank)``; ``min_max``, ``l2``,
+``z_score``: the score normalised as OpenSearch does, times its weight over the weights' sum); the
+report names the technique. A section no list holds is looked up in the index: no chunk of it for
+any tenant (not indexed), another tenant's only (the tenant), found without the filters (a
+filter), else too deep for every list (``candidates``). A ``#`` in
 a file name or heading (``C#-guide.md#Using C#``) is told apart by that same look-up, made first:
 the source is the longest leading part (the whole text, or up to a ``#``) that names an indexed
 document (``Expected.choose``).
@@ -39,6 +41,7 @@ from loader.cluster.client import cluster_errors, connect, require_cluster
 from loader.documents import PATH_SEPARATOR
 from loader.errors import ModelError, RerankerUnavailableError
 from loader.index.render import config_names
+from loader.modes import Fusion, read_fusion, search_mode
 from loader.query import context
 from loader.query.explanation import (
     Contribution,
@@ -46,9 +49,7 @@ from loader.query.explanation import (
     ExplainReport,
     Explanation,
     StageRank,
-    fusion_weights,
-    minmax_contributions,
-    rrf_contributions,
+    contributions,
 )
 from loader.query.request import SearchFilters, SearchRequest
 from loader.query.result import hits_from_response
@@ -69,7 +70,6 @@ log = logging.getLogger(__name__)
 # pipelines' weights follow it. The exact-term one is empty unless the question holds identifiers.
 SUB_QUERIES = ("bm25", "vector", "exact")
 OPTIONAL_SIDES = ("exact",)
-HYBRID_MODES = {"hybrid-rrf": "rrf", "hybrid-minmax": "minmax"}
 # Headings of an indexed file named when the expected one is not among them.
 MAX_HEADINGS_SHOWN = 8
 # Chunks of one source read back to tell "not indexed" from "another tenant".
@@ -102,7 +102,7 @@ class _Lists:
     retrieved: list[SearchHit]  # the mode's own list (fused for the hybrid modes)
     reranked: list[SearchHit] | None
     final: list[SearchHit]
-    fusion: tuple[str, int, list[float]] | None = None  # the stored pipeline's, hybrid only
+    fusion: Fusion | None = None  # the stored pipeline's, hybrid only
 
 
 def _retrieval_request(request: SearchRequest, mode: str) -> SearchRequest:
@@ -142,15 +142,13 @@ def _sub_query_lists(
     return lists
 
 
-def _stored_fusion(
-    request: SearchRequest, settings: Settings, client: OpenSearch, sides: list[str]
-) -> tuple[str, int, list[float]]:
-    """The technique, rank constant and weights of the pipeline the hybrid search goes through,
-    as stored on the cluster."""
+def _stored_fusion(request: SearchRequest, settings: Settings, client: OpenSearch) -> Fusion:
+    """The fusion of the pipeline the hybrid search goes through, as stored on the cluster and
+    read by its technique (``loader.modes.read_fusion``)."""
     _, pipeline = config_names(settings.index_name).for_search_mode(request.mode)
     with cluster_errors(settings, f"reading search pipeline {pipeline!r}"):
         stored = client.transport.perform_request("GET", f"/_search/pipeline/{pipeline}")
-    return fusion_weights(stored.get(pipeline) or {}, sides)
+    return read_fusion(stored.get(pipeline) or {})
 
 
 def _search_lists(
@@ -176,9 +174,9 @@ def _search_lists(
 
     retrieved = run()
     fusion = None
-    if request.mode in HYBRID_MODES:
+    if search_mode(request.mode).hybrid:
         sides = _sub_query_lists(request, settings, client, embedder)
-        fusion = _stored_fusion(request, settings, client, list(sides))
+        fusion = _stored_fusion(request, settings, client)
     else:
         sides = {request.mode: retrieved}
     reranked = run(with_rerank=True) if reranker is not None else None
@@ -194,19 +192,15 @@ def _search_lists(
 
 def _contributions(lists: _Lists, chunk_id: str) -> list[Contribution]:
     assert lists.fusion is not None
-    technique, rank_constant, weight_list = lists.fusion
-    weights = dict(zip(lists.sides, weight_list, strict=False))
-    if technique == "rrf":
-        ranks = {
-            side: _first(hits, lambda hit: hit.chunk_id == chunk_id)[0] or None
-            for side, hits in lists.sides.items()
-        }
-        return rrf_contributions(ranks, rank_constant, weights)
+    ranks = {
+        side: _first(hits, lambda hit: hit.chunk_id == chunk_id)[0] or None
+        for side, hits in lists.sides.items()
+    }
     scores = {
         side: {hit.chunk_id: hit.scores.get("retrieval", 0.0) for hit in hits}
         for side, hits in lists.sides.items()
     }
-    return minmax_contributions(scores, chunk_id, weights)
+    return contributions(lists.fusion, ranks, scores, chunk_id)
 
 
 def _explain_target(
@@ -223,7 +217,7 @@ def _explain_target(
         for side, hits in lists.sides.items()
         if hits or side not in OPTIONAL_SIDES
     ]
-    hybrid = request.mode in HYBRID_MODES
+    hybrid = search_mode(request.mode).hybrid
     if hybrid:
         stages.append(_stage("fused", lists.retrieved, depth, matches))
     explanation.stages = stages
@@ -451,6 +445,7 @@ def explain(
         return _search_lists(wanted, settings, client, embedder, reranker)
 
     lists = searcher(request)
+    report.fusion = lists.fusion
     if target is None:
         for hit in lists.final:
             explanation = Explanation(f"{hit.source}#{PATH_SEPARATOR.join(hit.heading_path)}")

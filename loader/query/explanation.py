@@ -19,7 +19,8 @@ from typing import Any
 
 from loader.documents import PATH_SEPARATOR
 from loader.errors import ConfigError
-from loader.query.fusion import min_max_normalize
+from loader.modes import Fusion, read_fusion
+from loader.query.fusion import NORMALIZERS
 
 
 @dataclass(frozen=True)
@@ -198,60 +199,83 @@ def rrf_contributions(
     return shares
 
 
-def minmax_contributions(
+def score_contributions(
     side_scores: Mapping[str, Mapping[str, float]],
     chunk_id: str,
     weights: Mapping[str, float],
+    technique: str = "min_max",
 ) -> list[Contribution]:
-    """Each side's min-max share for ``chunk_id``: its score normalised over the side's list
-    (``loader.query.fusion.min_max_normalize``, as the normalization-processor does), times the
-    side's weight over the sum of the weights.
+    """Each side's share for ``chunk_id`` under a normalisation and ``arithmetic_mean``: its score
+    normalised over the side's list by ``technique`` (``loader.query.fusion.NORMALIZERS``, as
+    the normalization-processor does), times the side's weight over the sum of the weights.
 
     Example::
 
-        minmax_contributions({"bm25": {"a": 2.0, "b": 1.0}, "vector": {"b": 0.9}}, "a",
-                             {"bm25": 0.3, "vector": 0.7})
-        # bm25: 0.3 * 1.0 = 0.3; vector: not retrieved, 0
+        score_contributions({"bm25": {"a": 2.0, "b": 1.0}, "vector": {"b": 0.9}}, "a",
+                            {"bm25": 0.3, "vector": 0.7})
+        # bm25: 0.3 x min_max 1.0 = 0.3; vector: not retrieved, 0
     """
+    normalize = NORMALIZERS[technique]
     total_weight = sum(weights.values()) or 1.0
     shares = []
     for side, scores in side_scores.items():
-        normalized = min_max_normalize(scores)
+        normalized = normalize(scores)
         weight = weights[side] / total_weight
         if chunk_id not in normalized:
             shares.append(Contribution(side, None, 0.0, f"{side}: not retrieved, 0"))
             continue
         rank = list(scores).index(chunk_id) + 1
         value = weight * normalized[chunk_id]
-        formula = f"{side}: {weight:g} x min-max {normalized[chunk_id]:.4f}"
+        formula = f"{side}: {weight:g} x {technique} {normalized[chunk_id]:.4f}"
         shares.append(Contribution(side, rank, value, formula))
     return shares
+
+
+def minmax_contributions(
+    side_scores: Mapping[str, Mapping[str, float]],
+    chunk_id: str,
+    weights: Mapping[str, float],
+) -> list[Contribution]:
+    """``score_contributions`` with ``min_max``."""
+    return score_contributions(side_scores, chunk_id, weights, "min_max")
+
+
+def contributions(
+    fusion: Fusion,
+    side_ranks: Mapping[str, int | None],
+    side_scores: Mapping[str, Mapping[str, float]],
+    chunk_id: str,
+) -> list[Contribution]:
+    """Each side's share of ``chunk_id``'s fused score under a stored pipeline's ``fusion``,
+    by its technique: RRF from the sides' ranks, a normalisation from their scores. Empty for a
+    combination other than ``arithmetic_mean``, whose shares do not add up to the score."""
+    weights = dict(zip(side_scores, fusion.side_weights(len(side_scores)), strict=False))
+    if fusion.by_rank:
+        return rrf_contributions(side_ranks, fusion.rank_constant, weights)
+    if fusion.combination != "arithmetic_mean" or fusion.technique not in NORMALIZERS:
+        return []
+    return score_contributions(side_scores, chunk_id, weights, fusion.technique)
 
 
 _SIDE_NAMES = {"bm25": "BM25", "vector": "the vector side", "exact": "the exact-term side"}
 
 
 def fusion_weights(pipeline: Mapping[str, Any], sides: Sequence[str]) -> tuple[str, int, list]:
-    """``(technique, rank_constant, weights)`` of a stored search pipeline's fusion: ``rrf``
-    (score-ranker-processor) or ``min_max`` (normalization-processor); weights default to 1 per
-    side, as OpenSearch's do.
+    """``(technique, rank_constant, weights)`` of a stored search pipeline's fusion, read by its
+    technique (``loader.modes.read_fusion``): ``rrf``, ``min_max``, ``l2`` or ``z_score``;
+    weights default to 1 per side, as OpenSearch's do.
 
     Example::
 
         fusion_weights({"phase_results_processors": [{"score-ranker-processor": {
             "combination": {"technique": "rrf", "rank_constant": 60}}}]}, ["bm25", "vector"])
         # ('rrf', 60, [1.0, 1.0])
+
+    Raises:
+        ConfigError: the pipeline has no fusion processor.
     """
-    for processor in pipeline.get("phase_results_processors") or []:
-        for name, body in processor.items():
-            combination = body.get("combination") or {}
-            weights = (combination.get("parameters") or {}).get("weights")
-            weights = [float(w) for w in weights] if weights else [1.0] * len(sides)
-            if name == "score-ranker-processor":
-                return "rrf", int(combination.get("rank_constant", 60)), weights
-            if name == "normalization-processor":
-                return "min_max", 0, weights
-    raise ConfigError("the search pipeline has no score-ranker or normalization processor")
+    fusion = read_fusion(pipeline)
+    return fusion.technique, fusion.rank_constant, fusion.side_weights(len(sides))
 
 
 def _stage_words(stage: StageRank) -> str:
@@ -295,10 +319,13 @@ class ExplainReport:
     candidates: int
     explanations: list[Explanation] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # The stored pipeline's fusion (hybrid modes), as read back from the cluster.
+    fusion: Fusion | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         data["explanations"] = [explanation.to_dict() for explanation in self.explanations]
+        data["fusion"] = self.fusion.to_dict() if self.fusion else None
         return data
 
 
@@ -347,8 +374,17 @@ def format_report(report: ExplainReport) -> list[str]:
     if not report.explanations:
         lines.append("no results")
     lines.extend(f"! {note}" for note in report.notes)
+    fusion = report.fusion
+    fused = f" ({_fusion_words(fusion)})" if fusion else ""
     lines.append(
-        f"question {report.question!r}, tenant {report.tenant!r}, {report.mode}, "
+        f"question {report.question!r}, tenant {report.tenant!r}, {report.mode}{fused}, "
         f"candidates {report.candidates}, k {report.k}"
     )
     return lines
+
+
+def _fusion_words(fusion: Fusion) -> str:
+    """``rrf, rank constant 60`` or ``z_score + arithmetic_mean``: the stored technique."""
+    if fusion.by_rank:
+        return f"rrf, rank constant {fusion.rank_constant}"
+    return f"{fusion.technique} + {fusion.combination}"

@@ -20,12 +20,17 @@ the rankings that contain it, with 1-based ranks.
   min-max never produces, are skipped together with their weight);
 - weights default to equal; the documentation asks for weights that sum to 1, so the division by
   ``sum(w_i)`` changes nothing in that case.
+
+``z_score_normalize`` and ``l2_normalize`` mirror the other two normalisations of the processor
+(``ZScoreNormalizationTechnique``, ``L2ScoreNormalizationTechnique``); ``NORMALIZERS`` maps
+OpenSearch's technique names to them, for ``loader explain``.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import math
+from collections.abc import Callable, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +112,57 @@ def min_max_normalize(
         value = (score - low) / (high - low)
         normalized[doc_id] = value if value != 0.0 else floor
     return normalized
+
+
+def z_score_normalize(
+    scores: Mapping[str, float], floor: float = MIN_MAX_FLOOR
+) -> dict[str, float]:
+    """Standardise one sub-query's scores like OpenSearch's ``z_score`` technique.
+
+    ``(score - mean) / std`` over the documents the sub-query returned, with the *sample*
+    standard deviation (commons-math ``DescriptiveStatistics``, bias-corrected: checked against
+    a 3.6 node's fused scores); a z-score at or below 0 becomes ``floor``, so every returned
+    document still beats one the sub-query missed. Two edge cases keep a raw score, as OpenSearch
+    does: a score equal to the mean (a lone hit) becomes the sub-query's highest raw score, and
+    with a standard deviation of 0 its lowest.
+
+    Example::
+
+        z_score_normalize({"a": 3.0, "b": 2.0, "c": 1.0})   # a: 1.0, b: raw 3.0, c: 0.001
+    """
+    if not scores:
+        return {}
+    values = list(scores.values())
+    count = len(values)
+    mean = sum(values) / count
+    spread = sum((value - mean) ** 2 for value in values) / (count - 1) if count > 1 else 0.0
+    std = math.sqrt(spread)
+    high, low = max(values), min(values)
+    normalized = {}
+    for doc_id, score in scores.items():
+        if score == mean:
+            normalized[doc_id] = high
+        elif std == 0.0:
+            normalized[doc_id] = low
+        else:
+            z = (score - mean) / std
+            normalized[doc_id] = z if z > 0.0 else floor
+    return normalized
+
+
+def l2_normalize(scores: Mapping[str, float]) -> dict[str, float]:
+    """Divide one sub-query's scores by their L2 norm like OpenSearch's ``l2`` technique (0 when
+    the norm is 0)."""
+    norm = math.sqrt(sum(score * score for score in scores.values()))
+    return {doc_id: (score / norm if norm else 0.0) for doc_id, score in scores.items()}
+
+
+# OpenSearch's normalisation techniques (loader.modes.NORMALIZATIONS), by their names.
+NORMALIZERS: dict[str, Callable[[Mapping[str, float]], dict[str, float]]] = {
+    "min_max": min_max_normalize,
+    "l2": l2_normalize,
+    "z_score": z_score_normalize,
+}
 
 
 def weighted_arithmetic_mean(

@@ -34,6 +34,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
 from loader.errors import ConfigError, LoaderError, NotFoundError
+from loader.modes import search_mode
 from loader.query import judgments
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
@@ -46,7 +47,7 @@ log = logging.getLogger(__name__)
 
 COOKIE = "loader_judge"
 SESSION_SECONDS = 12 * 3600
-POOL_MODES = SEARCH_MODES  # bm25, vector and both hybrid modes
+POOL_MODES = SEARCH_MODES  # every mode: bm25, vector and the hybrid ones
 POOL_DEPTH = 5  # each mode's top results pooled on the page
 COMPARE_DEPTH = 10
 MAX_SHOWN_CHARS = 20_000  # of one chunk's text on the page
@@ -213,7 +214,7 @@ class JudgePages:
             k=depth,
             rerank=False,
         )
-        embedder = self.service.embedder if mode != "bm25" else None
+        embedder = self.service.embedder if search_mode(mode).embeds else None
         return search(
             request, self.quiet_settings, client=self.service.client, embedder=embedder
         ).hits

@@ -18,9 +18,9 @@ result types are in ``loader.query.result``. Stages, in order, one function each
    ``(history, question)`` into one or more standalone queries, the standalone question and, for
    HyDE, a hypothetical answer (``loader.query.rewrite.rewrite_question``); a rewriter that fails
    leaves the question as it is and a warning in ``SearchResult.warnings``;
-2. **embed** every query with the index's model (``settings.embedding_model``), except in ``bm25``
-   mode (``_embed``); with HyDE the hypothetical answer is embedded instead, while BM25 keeps the
-   query;
+2. **embed** every query with the index's model (``settings.embedding_model``), except in a mode
+   whose record does not embed (``bm25``; ``loader.modes``; ``_embed``); with HyDE the
+   hypothetical answer is embedded instead, while BM25 keeps the query;
 3. **retrieve** ``candidates`` chunks per query through the stored search template of the mode
    (``_search/template``; for the hybrid modes the fusion pipeline is passed as the
    ``search_pipeline`` URL parameter). Each query's identifiers (``R-2207``, ``44821``, quoted
@@ -59,6 +59,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import connect, connect_async, require_cluster, require_cluster_async
+from loader.modes import search_mode
 from loader.query import context
 from loader.query.request import SearchRequest
 from loader.query.result import TIMINGS, SearchHit, SearchResult
@@ -144,18 +145,20 @@ def _load_models(
     embedder: Embedder | None,
     reranker: Reranker | None,
 ) -> tuple[Embedder | None, Reranker | None]:
-    """The embedder (``None`` in bm25 mode) and the reranker (``None`` without rerank), loaded
-    from the settings unless given: a model that cannot load fails the search up front (a
-    reranker_model that is nowhere on disk at once: ``loader.models.rerank_check``)."""
+    """The embedder (``None`` in a mode that does not embed: bm25) and the reranker (``None``
+    without rerank), loaded from the settings unless given: a model that cannot load fails the
+    search up front (a reranker_model that is nowhere on disk at once:
+    ``loader.models.rerank_check``)."""
     if request.rerank and reranker is None:
         from loader.models.rerank import load_reranker
 
         reranker = load_reranker(settings)
-    if request.mode != "bm25" and embedder is None:
+    embeds = search_mode(request.mode).embeds
+    if embeds and embedder is None:
         from loader.models.embedding import embedder_for
 
         embedder = embedder_for(settings)  # model, backend, instructions, device, batch size
-    return (embedder if request.mode != "bm25" else None), (reranker if request.rerank else None)
+    return (embedder if embeds else None), (reranker if request.rerank else None)
 
 
 def _embed(embedder: Embedder | None, queries: list[str]) -> list[list[float] | None]:
@@ -166,8 +169,15 @@ def _embed(embedder: Embedder | None, queries: list[str]) -> list[list[float] | 
 
 
 def _rerank(reranker: Reranker, query: str, hits: list[SearchHit]) -> list[SearchHit]:
-    """``hits`` ordered by the cross-encoder's score against ``query``, each scored and ranked."""
-    scores = reranker.rerank(query, [hit.text or hit.body for hit in hits])
+    """``hits`` ordered by the reranker's score against ``query`` (a cross-encoder's, or the
+    keyword reranker's blend of the retrieval score and the words the chunk shares with
+    ``query``), each scored and ranked."""
+    passages = [hit.text or hit.body for hit in hits]
+    if getattr(reranker, "blends_retrieval", False):  # the keyword reranker
+        retrieval = [hit.scores.get("retrieval", 0.0) for hit in hits]
+        scores = reranker.rerank(query, passages, retrieval)
+    else:
+        scores = reranker.rerank(query, passages)
     for hit, score in zip(hits, scores, strict=True):
         hit.scores["rerank"] = score
     # sorted() is stable: equal scores keep their retrieval order.

@@ -221,7 +221,7 @@ class SearchService:
         """
         settings = self.settings
         if settings.rerank == "on" and self.reranker is None:
-            rerank_check.require_reranker(settings.reranker_model)  # asked for: refused at once
+            rerank_check.require_rerank(settings)  # asked for: refused at once
         if self.client is None:
             self.client = connect(settings, connections=SEARCH_THREADS)
             if load_models:  # without models the server starts, and answers 503 until it is up
@@ -490,7 +490,7 @@ def run_server(settings: Settings, host: str = DEFAULT_HOST, port: int = DEFAULT
     client = connect(settings, connections=SEARCH_THREADS)
     require_cluster(client, settings)
     if settings.rerank == "on":  # likewise exit code 6, not uvicorn's 3 (start() checks it too)
-        rerank_check.require_reranker(settings.reranker_model)
+        rerank_check.require_rerank(settings)
     previous = signal.signal(signal.SIGTERM, _exit_after_terminate)
     try:
         uvicorn.run(create_app(settings, client=client), host=host, port=port, log_level="info")

@@ -17,6 +17,7 @@ from loader.index import bulk_load, copy_check
 from loader.index.apply import apply_config
 from loader.index.render import render_config
 from loader.ingest.sync import push
+from loader.modes import HYBRID_MODES, search_mode
 from tests.killed import apply_killed_at_first_reindex_poll, push_killed_after_first_bulk
 
 DOCS = {
@@ -57,8 +58,9 @@ def test_all_green_on_a_fresh_apply(settings, client, embedder):
     assert names["chunking"].status == "ok"
     assert names["index blocks"].detail == f"no write or read block on {alias}-v1"
     assert names["half-written documents"].detail == "the chunks of each of the 2 documents agree"
-    for pipeline in ("rrf", "minmax"):
-        assert names[f"fused scores {alias}-hybrid | {alias}-{pipeline}"].status == "ok"
+    for mode in map(search_mode, HYBRID_MODES):  # every mode's pipeline, read by its technique
+        check = names[f"fused scores {alias}-hybrid | {alias}-{mode.pipeline}"]
+        assert check.status == "ok" and check.detail.startswith(f"{mode.technique}, top score ")
     assert names[f"k-NN filter {alias}-hybrid"].status == "ok"
     assert names[f"k-NN filter {alias}-vector"].status == "ok"
     result = CliRunner().invoke(

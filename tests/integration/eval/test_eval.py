@@ -17,10 +17,11 @@ from click.testing import CliRunner
 from loader.cli import cli
 from loader.errors import RegressionError
 from loader.eval.datasets import read_trec_run
+from loader.modes import SEARCH_MODES
 from tests.paths import FIXTURES as ALL_FIXTURES
 
 FIXTURES = ALL_FIXTURES / "eval"
-MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax")
+MODES = SEARCH_MODES  # eval runs every mode unless told
 Q4_NDCG = (1 + 2 / math.log2(3)) / (2 + 1 / math.log2(3))
 
 

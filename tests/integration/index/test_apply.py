@@ -34,7 +34,7 @@ def snapshot(client, alias: str) -> dict:
     indices = client.indices.get(index=f"{alias}*", expand_wildcards="all")
     pipelines = {
         name: client.transport.perform_request("GET", f"/_search/pipeline/{name}")
-        for name in (names.rrf_pipeline, names.minmax_pipeline)
+        for name in (names.rrf_pipeline, names.minmax_pipeline, names.object_name("zscore"))
     }
     ingest = client.ingest.get_pipeline(id=names.ingest_pipeline)
     scripts = {
@@ -115,7 +115,7 @@ def test_apply_creates_everything_and_a_second_apply_changes_nothing(client, set
     names = config_names(alias)
     plan = apply_config(settings, dimension=DIMENSION, client=client)
     assert plan.applied
-    assert plan.summary() == "8 created, 0 updated, 0 deleted, 0 unchanged"
+    assert plan.summary() == "9 created, 0 updated, 0 deleted, 0 unchanged"
 
     assert client.indices.get_alias(name=alias) == {
         names.version_index(1): {"aliases": {alias: {}}}
@@ -534,16 +534,17 @@ def test_cli_apply_prints_the_plan(client, settings, opensearch_url):
         f"+ create alias {alias} -> {v1}",
         f"+ create search pipeline {names.minmax_pipeline}",
         f"+ create search pipeline {names.rrf_pipeline}",
+        f"+ create search pipeline {names.object_name('zscore')}",
         f"+ create search template {names.bm25_template}",
         f"+ create search template {names.hybrid_template}",
         f"+ create search template {names.vector_template}",
-        "8 to create, 0 to update, 0 to delete, 0 unchanged (dry run: nothing changed)",
+        "9 to create, 0 to update, 0 to delete, 0 unchanged (dry run: nothing changed)",
     ]
     assert not client.indices.exists_alias(name=alias)
 
     first = runner.invoke(cli, args)
     assert first.exit_code == 0, first.output
-    assert first.output.splitlines()[-1] == "8 created, 0 updated, 0 deleted, 0 unchanged"
+    assert first.output.splitlines()[-1] == "9 created, 0 updated, 0 deleted, 0 unchanged"
     # the production path reads the dimension from the embedding model
     mapping = client.indices.get_mapping(index=v1)[v1]["mappings"]["properties"]["embedding"]
     assert mapping["dimension"] == 384

@@ -15,7 +15,9 @@ from click.testing import CliRunner
 from loader.cli import cli
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
+from loader.modes import HYBRID_MODES, search_mode
 from loader.query.explain import explain
+from loader.query.explanation import format_report
 from loader.query.request import SearchFilters, SearchRequest
 from loader.query.search import search
 from tests.conftest import cleanup_owned
@@ -147,6 +149,26 @@ def test_minmax_shares_add_up_to_the_pipeline_score(settings, client, embedder):
     total = sum(share.value for share in explanation.contributions)
     assert explanation.fused_score == pytest.approx(total, rel=1e-3)
     assert [share.side for share in explanation.contributions] == ["bm25", "vector", "exact"]
+
+
+@pytest.mark.parametrize("mode", HYBRID_MODES)
+def test_every_hybrid_mode_names_its_stored_technique_and_its_shares_add_up(
+    settings, client, embedder, mode
+):
+    request = SearchRequest.from_settings(
+        settings, "cannot sign in", tenant="A", mode=mode, k=5, candidates=10
+    )
+    report = explain(request, settings, expect="signin.md", client=client, embedder=embedder)
+    # Read back from the cluster by technique: the mode's own, named as OpenSearch names it.
+    technique = search_mode(mode).technique
+    assert report.fusion is not None and report.fusion.technique == technique
+    assert report.to_dict()["fusion"]["technique"] == technique
+    assert f"{mode} ({technique}" in format_report(report)[-1]
+    (explanation,) = report.explanations
+    assert explanation.cut is None
+    assert [share.side for share in explanation.contributions] == ["bm25", "vector", "exact"]
+    total = sum(share.value for share in explanation.contributions)
+    assert explanation.fused_score == pytest.approx(total, rel=1e-3)
 
 
 def test_cut_by_k(settings, client, embedder):

@@ -6,10 +6,14 @@ clear error or a normal result. The corpus and the models are in search_corpus.p
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
+from loader.models.keyword_rerank import STOPWORDS
 from loader.models.rerank import load_reranker
+from loader.modes import HYBRID_MODES
 from loader.query.request import MAX_QUESTION_CHARS, SearchFilters, SearchRequest
 from loader.query.search import search
 from loader.settings import SEARCH_MODES
@@ -50,7 +54,7 @@ def run(question, settings, client, embedder, reranker, *, rewriter=None, **kwar
 
 
 def test_identifier_is_found_by_bm25_and_hybrid(settings, client, embedder, reranker):
-    for mode in ("bm25", "hybrid-rrf", "hybrid-minmax"):
+    for mode in ("bm25", *HYBRID_MODES):
         result = run("E1043", settings, client, embedder, reranker, mode=mode)
         top = result.hits[0]
         assert (top.source, top.heading_path, top.tenant) == (
@@ -67,7 +71,7 @@ def test_identifier_is_found_by_bm25_and_hybrid(settings, client, embedder, rera
 
 def test_paraphrase_is_found_by_vector_and_hybrid(settings, client, embedder, reranker):
     question = "my food came really late, can I get my money back?"
-    for mode in ("vector", "hybrid-rrf", "hybrid-minmax"):
+    for mode in ("vector", *HYBRID_MODES):
         result = run(question, settings, client, embedder, reranker, mode=mode, k=3)
         assert result.hits[0].source == "refunds.md", (mode, [h.source for h in result.hits])
         assert result.hits[0].heading == "Refund policy > Late deliveries"
@@ -104,6 +108,41 @@ def test_rerank_orders_candidates_by_cross_encoder_score(
         assert result.timings["rerank_ms"] > 0
     # the random head disagrees with retrieval somewhere: the reorder is real
     assert expected != [hit.chunk_id for hit in candidates]
+
+
+def _keyword_final(question, hits, weight):
+    """The keyword reranker's formula, written again here: (1 - weight) x the retrieval score
+    min-max normalised over the candidates + weight x the share of the question's distinct
+    non-stopword words found among the chunk text's words."""
+    tokens = lambda text: set(re.findall(r"[^\W_]+", text.lower()))  # noqa: E731
+    terms = tokens(question) - STOPWORDS
+    scores = [hit.scores["retrieval"] for hit in hits]
+    low, high = min(scores), max(scores)
+    return {
+        hit.chunk_id: (1 - weight) * (score - low) / (high - low)
+        + weight * len(terms & tokens(hit.text)) / len(terms)
+        for hit, score in zip(hits, scores, strict=True)
+    }
+
+
+@pytest.mark.parametrize("weight", [0.3, 0.7])
+def test_keyword_rerank_orders_candidates_by_the_formula(settings, client, embedder, weight):
+    keyword = settings.replace(rerank_backend="keyword", keyword_rerank_weight=weight)
+    # The identifier puts the printer's error codes first; the refund policy holds the words.
+    question = "E1043 late delivery refund of the full order value to the original payment method"
+    request = SearchRequest.from_settings(keyword, question, tenant="A", mode="hybrid-rrf", k=50)
+    assert request.rerank  # rerank = auto: the keyword reranker needs no model
+    plain = search(request.replace(rerank=False), keyword, client=client, embedder=embedder).hits
+    assert len(plain) >= 4
+    final = _keyword_final(question, plain, weight)
+    expected = sorted(final, key=lambda chunk_id: -final[chunk_id])  # stable: retrieval order
+    result = search(request.replace(k=4), keyword, client=client, embedder=embedder)
+    assert result.reranked and [hit.chunk_id for hit in result.hits] == expected[:4]
+    for hit in result.hits:
+        assert hit.scores["rerank"] == pytest.approx(final[hit.chunk_id])
+    assert plain[0].source == "printer.md"
+    # At 0.7 the words outweigh the fusion's order: the refund policy comes first.
+    assert result.hits[0].source == ("refunds.md" if weight == 0.7 else "printer.md")
 
 
 def test_tenants_are_isolated_in_every_mode(settings, client, embedder, reranker):

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from loader.doctor.checks import block_check, blocks_set
-from loader.doctor.probes import _fusion_bound, _has_tenant_filter, _vector_clauses
+from loader.doctor.probes import (
+    _fused_problem,
+    _fusion_bound,
+    _has_tenant_filter,
+    _vector_clauses,
+)
 from loader.doctor.report import Check, DoctorReport
 from loader.errors import ClusterError, IncompatibleIndexError
 from loader.ingest.fingerprint import chunking_fingerprint
@@ -77,8 +82,32 @@ def test_fusion_bounds():
         ]
     }
     assert _fusion_bound(plain) == ("rrf", pytest.approx(2 / 21))
+    # Read by technique: a normalization-processor's default is min_max; z_score has no bound.
     minmax = {"phase_results_processors": [{"normalization-processor": {}}]}
-    assert _fusion_bound(minmax) == ("min-max", 1.0)
+    assert _fusion_bound(minmax) == ("min_max", 1.0)
+    zscore = {
+        "phase_results_processors": [
+            {"normalization-processor": {"normalization": {"technique": "z_score"}}}
+        ]
+    }
+    assert _fusion_bound(zscore) == ("z_score", None)
+    assert _fusion_bound({"phase_results_processors": []}) == ("none", 0.0)
+
+
+def test_raw_sub_query_lists_are_told_from_fused_hits():
+    # What OpenSearch 3.6 returned for a hybrid query without a pipeline (separator scores, one
+    # document once per sub-query), against a z_score pipeline's fused hits.
+    raw = [
+        {"_id": "1", "_score": -9.549512e9},
+        {"_id": "1", "_score": -4.4224404e9},
+        {"_id": "1", "_score": 0.058},
+        {"_id": "3", "_score": 1.0},
+    ]
+    fused = [{"_id": "2", "_score": 0.795}, {"_id": "1", "_score": 0.548}]
+    assert "ran unfused" in _fused_problem(raw, "z_score", None)
+    assert _fused_problem(fused, "z_score", None) == ""
+    assert _fused_problem(fused, "rrf", 1 / 61).startswith("top score 0.7950 is not a rrf score")
+    assert _fused_problem([], "min_max", 1.0).startswith("the hybrid query ran unfused")
 
 
 def test_chunking_fingerprint_follows_chunking_and_model_settings_only():

@@ -112,7 +112,7 @@ def test_apply_plans_the_restore_as_a_step_and_nothing_else(desired):
         "~ update bulk-load settings kb-v1 (restore refresh_interval: -1 -> 5s, "
         "number_of_replicas: 0 -> 0: left relaxed by a bulk-load push that did not finish)"
     ]
-    assert plan.summary() == "0 to create, 1 to update, 0 to delete, 8 unchanged"
+    assert plan.summary() == "0 to create, 1 to update, 0 to delete, 9 unchanged"
 
 
 def test_the_files_replicas_win_over_the_recorded_ones(tmp_path):

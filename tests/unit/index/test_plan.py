@@ -67,11 +67,12 @@ def test_empty_cluster_creates_everything(desired):
         "+ create alias kb -> kb-v1",
         "+ create search pipeline kb-minmax",
         "+ create search pipeline kb-rrf",
+        "+ create search pipeline kb-zscore",
         "+ create search template kb-bm25",
         "+ create search template kb-hybrid",
         "+ create search template kb-vector",
     ]
-    assert plan.summary() == "8 to create, 0 to update, 0 to delete, 0 unchanged"
+    assert plan.summary() == "9 to create, 0 to update, 0 to delete, 0 unchanged"
     assert plan.has_changes
 
 
@@ -220,7 +221,7 @@ def test_old_versions_are_deleted_only_with_the_flag(desired):
     assert kept.notes == ["kept kb-v1; `loader apply --delete-old` deletes older versions"]
     deleted = plan_changes(desired, state, delete_old=True)
     assert [change.line() for change in deleted.pending] == ["- delete index kb-v1 (old version)"]
-    assert deleted.summary() == "0 to create, 0 to update, 1 to delete, 8 unchanged"
+    assert deleted.summary() == "0 to create, 0 to update, 1 to delete, 9 unchanged"
 
 
 def test_a_newer_version_an_unfinished_apply_left_is_named_and_deleted_with_the_flag(desired):

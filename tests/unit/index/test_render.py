@@ -89,7 +89,7 @@ def test_mapping_follows_settings_and_dimension(tmp_path):
 def test_pipelines_follow_settings(tmp_path):
     settings = Settings(index_name="docs", rrf_rank_constant=20, bm25_weight=0.4, exact_weight=0.5)
     config = render_config(settings, 384, project_dir=tmp_path)
-    assert set(config.search_pipelines) == {"docs-rrf", "docs-minmax"}
+    assert set(config.search_pipelines) == {"docs-rrf", "docs-minmax", "docs-zscore"}
     rrf = config.search_pipelines["docs-rrf"]["phase_results_processors"][0]
     # weights in the hybrid template's order: BM25, vector, exact
     assert rrf["score-ranker-processor"]["combination"] == {

@@ -6,16 +6,18 @@ from __future__ import annotations
 import pytest
 
 from loader.errors import ConfigError
+from loader.modes import Fusion
 from loader.query.explanation import (
     Expected,
     Explanation,
     StageRank,
+    contributions,
     fusion_weights,
     minmax_contributions,
     plain_words,
     rrf_contributions,
 )
-from loader.query.fusion import min_max_fusion, rrf
+from loader.query.fusion import min_max_fusion, rrf, weighted_arithmetic_mean, z_score_normalize
 
 
 def test_expected_parses_source_and_heading_path():
@@ -134,6 +136,31 @@ def test_fusion_weights_read_from_a_stored_pipeline():
     assert fusion_weights(minmax, ["bm25", "vector"]) == ("min_max", 0, [1.0, 1.0])
     with pytest.raises(ConfigError):
         fusion_weights({}, ["bm25"])
+    # By technique, not by processor: a normalization-processor is not always min-max.
+    zscore = {
+        "phase_results_processors": [
+            {"normalization-processor": {"normalization": {"technique": "z_score"}}}
+        ]
+    }
+    assert fusion_weights(zscore, ["bm25"]) == ("z_score", 0, [1.0])
+
+
+def test_z_score_shares_add_up_to_client_side_z_score_fusion():
+    scores = {"bm25": {"a": 4.0, "b": 2.5, "c": 1.0}, "vector": {"b": 0.9, "c": 0.5, "a": 0.1}}
+    fusion = Fusion("z_score", "arithmetic_mean", weights=(0.3, 0.7))
+    ranks = {"bm25": 2, "vector": 1}
+    shares = contributions(fusion, ranks, scores, "b")
+    fused = dict(
+        weighted_arithmetic_mean(
+            [z_score_normalize(scores["bm25"]), z_score_normalize(scores["vector"])], [0.3, 0.7]
+        )
+    )
+    assert sum(share.value for share in shares) == pytest.approx(fused["b"])
+    assert shares[0].formula.startswith("bm25: 0.3 x z_score ")
+    # RRF from the ranks; a combination whose shares do not add up gives none.
+    rrf_shares = contributions(Fusion("rrf", "rrf", 60), ranks, scores, "b")
+    assert [share.value for share in rrf_shares] == pytest.approx([1 / 62, 1 / 61])
+    assert contributions(Fusion("min_max", "harmonic_mean"), ranks, scores, "b") == []
 
 
 def _explanation(*stages, cut=None, detail=""):

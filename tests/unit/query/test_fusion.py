@@ -5,10 +5,12 @@ import pytest
 from loader.query.fusion import (
     MIN_MAX_FLOOR,
     best_rank_per_document,
+    l2_normalize,
     min_max_fusion,
     min_max_normalize,
     rrf,
     weighted_arithmetic_mean,
+    z_score_normalize,
 )
 
 
@@ -88,3 +90,31 @@ def test_best_rank_per_document() -> None:
     hits = [("d1#0", "d1"), ("d2#3", "d2"), ("d1#4", "d1"), ("d3#1", "d3"), ("d2#0", "d2")]
     assert best_rank_per_document(hits) == ["d1", "d2", "d3"]
     assert best_rank_per_document([]) == []
+
+
+def test_z_score_matches_the_scores_a_node_fused() -> None:
+    # A hybrid query on an OpenSearch 3.6 node through a z_score / arithmetic_mean pipeline
+    # (weights 0.5, 0.5): the sub-queries' raw scores, and the fused scores the node returned.
+    bm25 = {"1": 0.058211833, "2": 0.058211833, "3": 0.043277908, "4": 0.043277908}
+    bm25["5"] = 0.043277908
+    knn = {"3": 1.0, "4": 0.99801886, "2": 0.99778974, "5": 0.99260587, "1": 0.99083245}
+    fused = dict(weighted_arithmetic_mean([z_score_normalize(bm25), z_score_normalize(knn)]))
+    served = {"2": 0.7953724, "1": 0.54822254, "3": 0.5302459, "4": 0.27739257, "5": 0.001}
+    assert fused == pytest.approx(served, rel=1e-4)
+
+
+def test_z_score_keeps_opensearchs_raw_score_edge_cases() -> None:
+    # A score equal to the mean takes the list's highest raw score, a lone hit keeps its own:
+    # the node fused {1: 3, 2: 2, 3: 1} and {4: 5} (weights 0.5, 0.5) into 4: 2.5, 2: 1.5,
+    # 1: 0.5, 3: 0.0005.
+    normalized = z_score_normalize({"1": 3.0, "2": 2.0, "3": 1.0})
+    assert normalized == pytest.approx({"1": 1.0, "2": 3.0, "3": MIN_MAX_FLOOR})
+    fused = weighted_arithmetic_mean([normalized, z_score_normalize({"4": 5.0})])
+    assert [doc_id for doc_id, _ in fused] == ["4", "2", "1", "3"]
+    assert dict(fused) == pytest.approx({"4": 2.5, "2": 1.5, "1": 0.5, "3": 0.0005})
+    assert z_score_normalize({}) == {}
+
+
+def test_l2_divides_by_the_norm() -> None:
+    assert l2_normalize({"a": 3.0, "b": 4.0}) == pytest.approx({"a": 0.6, "b": 0.8})
+    assert l2_normalize({"a": 0.0}) == {"a": 0.0}
