@@ -97,7 +97,7 @@ MODES: tuple[SearchMode, ...] = (
     SearchMode("vector", "k-NN over the embeddings", template="vector", uses_bm25=False),
     SearchMode(
         "hybrid-rrf",
-        "both, fused by reciprocal rank (rrf_rank_constant, rrf_bm25_weight)",
+        "both, fused by reciprocal rank with rrf_rank_constant and rrf_bm25_weight",
         template="hybrid",
         pipeline="rrf",
         technique="rrf",
