@@ -64,6 +64,8 @@ class SearchMode:
         uses_bm25: the template has a BM25 side.
         tunes: the settings that change this mode's results and no other mode's (its pipeline's
             parameters): ``loader eval --tune`` tries them only in the modes that list them.
+        since: the first OpenSearch version whose neural-search runs the pipeline: ``loader
+            apply`` leaves it out on an older cluster (a 2.x node refuses ``z_score``).
     """
 
     name: str
@@ -75,6 +77,7 @@ class SearchMode:
     embeds: bool = True
     uses_bm25: bool = True
     tunes: tuple[str, ...] = ()
+    since: tuple[int, int] = (2, 0)
 
     def __post_init__(self) -> None:
         if (self.pipeline is None) != (self.technique is None):
@@ -121,6 +124,7 @@ MODES: tuple[SearchMode, ...] = (
         technique="z_score",
         combination="arithmetic_mean",
         tunes=("bm25_weight",),
+        since=(3, 0),
     ),
 )
 
@@ -258,3 +262,11 @@ def read_fusion(pipeline: Mapping[str, Any]) -> Fusion:
 def template_stems(modes: Sequence[SearchMode] = MODES, hybrid: bool | None = None) -> set[str]:
     """The stored templates' stems of ``modes`` (only the hybrid ones, or only the others)."""
     return {mode.template for mode in modes if hybrid is None or mode.hybrid == hybrid}
+
+
+def pipelines_too_new(version: tuple[int, int] | None) -> set[str]:
+    """The pipeline stems of the modes a cluster of ``version`` cannot run (none when the
+    version is unknown)."""
+    if version is None:
+        return set()
+    return {mode.pipeline for mode in MODES if mode.pipeline and version < mode.since}

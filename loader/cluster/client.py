@@ -185,6 +185,26 @@ def require_cluster(client: OpenSearch, settings: Settings) -> None:
     _require_banner(answer, settings)
 
 
+def cluster_version(client: OpenSearch, settings: Settings) -> tuple[int, int] | None:
+    """The cluster's (major, minor) from its banner; ``None`` when the banner cannot be read (a
+    user allowed to search but not to GET /) or names no version.
+
+    Raises:
+        ClusterError: the cluster does not answer.
+    """
+    try:
+        with cluster_errors(settings, "reading OpenSearch's version"):
+            number = str(client.info()["version"]["number"])
+    except AuthenticationError:
+        return None
+    except (KeyError, TypeError):
+        return None
+    parts = number.split(".")
+    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
 async def require_cluster_async(client: AsyncOpenSearch, settings: Settings) -> None:
     """``require_cluster`` with the async client (``connect_async``); the same errors."""
     timeout = min(settings.request_timeout, PROBE_TIMEOUT)

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from loader.cluster.client import cluster_errors, connect, safe_url
+from loader.cluster.client import cluster_errors, cluster_version, connect, safe_url
 from loader.doctor.probes import probe_index
 from loader.doctor.report import Check, DoctorReport
 from loader.errors import (
@@ -363,7 +363,8 @@ def run_doctor(
             _plan_checks(plan, report)
         if index is not None:
             _vector_checks(_mapping(client, settings, index), settings, dimension, major, report)
-        desired = render_config(settings, dimension)
+        version = cluster_version(client, settings)
+        desired = render_config(settings, dimension, cluster_version=version)
         probe_index(client, settings, desired, index, report)
     except LoaderError as exc:  # a check that could not run: the rest cannot either
         report.checks.append(Check("doctor", "fail", str(exc), "see the message", type(exc)))

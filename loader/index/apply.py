@@ -47,6 +47,7 @@ from opensearchpy import OpenSearch
 from loader.cluster.client import (
     bad_request_reason,
     cluster_errors,
+    cluster_version,
     connect,
     require_cluster,
     safe_url,
@@ -122,7 +123,13 @@ def plan_apply(
     if ml.model_on_cluster(settings):
         model_change = _ml_model_change(client, settings)
         ml_model_id = model_change.detail_id or PENDING_ML_MODEL_ID
-    desired = render_config(settings, dimension, project_dir, ml_model_id=ml_model_id)
+    desired = render_config(
+        settings,
+        dimension,
+        project_dir,
+        ml_model_id=ml_model_id,
+        cluster_version=cluster_version(client, settings),  # a 2.x node has no z-score
+    )
     state = read_cluster_state(client, settings, desired)
     plan = plan_changes(desired, state, delete_old=delete_old)
     if model_change is not None:

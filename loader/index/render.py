@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ConfigError
 from loader.models.registry import EMBEDDING_META_KEY, index_fingerprint
-from loader.modes import search_mode
+from loader.modes import pipelines_too_new, search_mode
 from loader.settings import Settings
 
 if TYPE_CHECKING:  # imported where a template is rendered: a search needs only the names
@@ -282,6 +282,7 @@ def render_config(
     dimension: int,
     project_dir: str | Path | None = None,
     ml_model_id: str | None = None,
+    cluster_version: tuple[int, int] | None = None,
 ) -> DesiredConfig:
     """Render every config file into the bodies ``loader apply`` puts on the cluster.
 
@@ -292,6 +293,8 @@ def render_config(
             folders. Packaged defaults fill in the files it lacks.
         ml_model_id: the ml-commons id of the index's embedding model; with it, the text-only
             search templates (``*_text.json.j2``) are rendered too, else they are left out.
+        cluster_version: the cluster's (major, minor): a mode's pipeline it cannot run is left
+            out (``loader.modes.SearchMode.since``); ``None`` renders every file.
 
     Returns:
         The desired configuration.
@@ -306,9 +309,13 @@ def render_config(
     meta = config.index.setdefault("mappings", {}).setdefault("_meta", {})
     meta["doc_id_scheme"] = DOC_ID_SCHEME
     meta[EMBEDDING_META_KEY] = index_fingerprint(settings, dimension)
+    too_new = pipelines_too_new(cluster_version)
     for name in list_config_files(project_dir):
         stem = name.rsplit("/", 1)[-1].removesuffix(FILE_SUFFIX)
         if name.startswith(SEARCH_PIPELINE_FOLDER):
+            if stem in too_new:
+                log.info("pipeline %s left out: OpenSearch %s lacks it", stem, cluster_version)
+                continue
             target = config.search_pipelines
         elif name.startswith(INGEST_PIPELINE_FOLDER):
             target = config.ingest_pipelines

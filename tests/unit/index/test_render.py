@@ -207,3 +207,16 @@ def test_templates_take_exact_terms_and_collapse_doc(tmp_path):
         if hybrid:
             queries = source.split('"queries": [', 1)[1]
             assert queries.count('{"bool": {\n        "must"') == 2  # BM25 and exact
+
+
+@pytest.mark.parametrize(
+    "version, pipelines",
+    [
+        (None, {"docs-rrf", "docs-minmax", "docs-zscore"}),  # unknown: every file
+        ((3, 6), {"docs-rrf", "docs-minmax", "docs-zscore"}),
+        ((2, 19), {"docs-rrf", "docs-minmax"}),  # 2.x refuses z_score: no pipeline, no error
+    ],
+)
+def test_a_modes_pipeline_the_cluster_cannot_run_is_left_out(tmp_path, version, pipelines):
+    config = render_config(Settings(index_name="docs"), 384, tmp_path, cluster_version=version)
+    assert set(config.search_pipelines) == pipelines
