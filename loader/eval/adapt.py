@@ -172,6 +172,8 @@ def adapt_embedder(
                 "seed": request.seed,
             }
             (staging / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2) + "\n", "utf-8")
+            if request.out.exists():
+                request.out.rmdir()  # empty (checked up front): the model takes its place
             staging.rename(request.out)
         return result
     finally:
@@ -187,8 +189,6 @@ def _check(request: AdaptRequest) -> None:
     out = Path(request.out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"--out {out}: exists and is not an empty folder; give a new one")
-    if out.exists():
-        out.rmdir()  # empty: the adapted model is renamed into its place
 
 
 def read_chunks(client: OpenSearch, settings: Settings, tenant: str) -> list[Chunk]:
