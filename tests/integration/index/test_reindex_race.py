@@ -3,7 +3,12 @@ times: every chunk the push reports written is in the version the alias ends on 
 the old version when the apply refused a copy that differs and says why); what the write block
 refused the push names as failed. Before, writes acknowledged just before the block but not yet
 refreshed were not copied (a reindex reads what is refreshed), and the moved alias lost them
-while the push reported them written."""
+while the push reported them written.
+
+The first round holds the push mid-way until the apply has set its write block, so the push
+always writes into the block there; the other two race freely, as the probe did (on a quiet
+machine the push may end before the block, so a free round alone could not fail for a push
+the block did not stop)."""
 
 from __future__ import annotations
 
@@ -11,11 +16,13 @@ import threading
 import time
 from collections import Counter
 
+import pytest
 from opensearchpy import helpers
 
 from loader.cluster.client import connect
 from loader.doctor.documents import check_copy
 from loader.errors import ClusterError
+from loader.index import apply as apply_module
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
 
@@ -23,6 +30,7 @@ ROUNDS = 3  # one analyzer of ``analyzers`` each
 FILES = 80  # of CHUNKS chunks each, written one chunk a bulk request
 CHUNKS = 3
 STARTED = 50  # chunks visible before the apply starts
+HELD_AFTER = 120  # bulk requests the held round's push sends before it waits for the block
 ROUND_SECONDS = 240
 
 
@@ -54,29 +62,62 @@ def _chunks_by_source(client, alias: str, collection: str) -> Counter:
     return Counter(hit["_source"]["source"] for hit in hits)
 
 
-def _pushing(folder, settings, embedder, reports: list) -> threading.Thread:
-    """A thread that pushes ``folder`` as tenant t and appends its report to ``reports``."""
+def _pushing(
+    folder, settings, embedder, reports: list, released: threading.Event | None = None
+) -> threading.Thread:
+    """A thread that pushes ``folder`` as tenant t and appends its report to ``reports``. With
+    ``released``, its bulk request number HELD_AFTER + 1 waits until the event is set."""
 
     def run() -> None:
         client = connect(settings)
+        if released is not None:
+            bulk = client.bulk
+            sent = 0
+
+            def held_bulk(*args, **kwargs):
+                nonlocal sent
+                sent += 1
+                if sent > HELD_AFTER:
+                    released.wait(ROUND_SECONDS)
+                return bulk(*args, **kwargs)
+
+            client.bulk = held_bulk
         reports.append(push(folder, settings, tenant="t", client=client, embedder=embedder))
 
     return threading.Thread(target=run)
 
 
+def _reindex_after_the_push(pushing: threading.Thread, released: threading.Event):
+    """apply's ``_reindex``, run once the held push, released when the copied version is already
+    write-blocked, has finished writing into the block."""
+    reindex = apply_module._reindex
+
+    def reindex_after_the_push(*args, **kwargs):
+        released.set()
+        pushing.join(ROUND_SECONDS)
+        return reindex(*args, **kwargs)
+
+    return reindex_after_the_push
+
+
 def test_a_push_during_the_reindex_loses_no_chunk_it_wrote(
-    client, base_settings, unique_name, embedder, tmp_path
+    client, base_settings, unique_name, embedder, tmp_path, monkeypatch: pytest.MonkeyPatch
 ):
     alias = unique_name
     settings = base_settings.replace(index_name=alias, bulk_batch_size=1)
     apply_config(settings, dimension=embedder.dimension, client=client)
     analyzers = ("standard", "simple", "whitespace")  # one new index version a round
-    refused_by_block = 0
     for round_number in range(ROUNDS):
         collection = f"round{round_number}"
         folder = _folder(tmp_path, collection)
         reports: list = []
-        pushing = _pushing(folder, settings, embedder, reports)
+        held = round_number == 0
+        released = threading.Event() if held else None
+        pushing = _pushing(folder, settings, embedder, reports, released)
+        if held:
+            monkeypatch.setattr(
+                apply_module, "_reindex", _reindex_after_the_push(pushing, released)
+            )
         deadline = time.monotonic() + ROUND_SECONDS
         pushing.start()
         while _visible(client, alias, collection) < STARTED:
@@ -88,13 +129,16 @@ def test_a_push_during_the_reindex_loses_no_chunk_it_wrote(
             apply_config(changed, dimension=embedder.dimension, client=client)
         except ClusterError as exc:  # the copy differed: the alias stays, the apply says why
             assert f"does not hold the chunks of {source}, so the alias was not moved" in str(exc)
+        monkeypatch.undo()
         pushing.join(timeout=max(1.0, deadline - time.monotonic()))
         assert not pushing.is_alive(), "the push did not finish in time"
 
         (report,) = reports
         (target,) = client.indices.get_alias(name=alias)
         failed = {error["source"] for error in report.errors}
-        refused_by_block += len(failed)
+        if held:  # it wrote on into the block, which refused it
+            assert failed, "the held push wrote nothing into the write block"
+            assert all("block" in error["reason"].lower() for error in report.errors), report.errors
         stored = _chunks_by_source(client, alias, collection)
         written = {f"f{number:03d}.md" for number in range(FILES)} - failed
         lost = sorted(path for path in written if stored[path] != CHUNKS)
@@ -103,5 +147,3 @@ def test_a_push_during_the_reindex_loses_no_chunk_it_wrote(
         )
         check = check_copy(client, settings, target)
         assert check.status != "fail", check.line()
-    # The push ran into the write block: the apply copied while it wrote.
-    assert refused_by_block > 0
