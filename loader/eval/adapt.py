@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from loader.errors import ConfigError
+from loader.errors import ConfigError, IncompatibleIndexError
 from loader.eval.pairs import PAIR_KINDS, Chunk, Pair, mine_pairs, split_by_document
 from loader.models.finetune import FineTuneOptions, TrainingExample, fine_tune
 
@@ -192,11 +192,22 @@ def _check(request: AdaptRequest) -> None:
 
 
 def read_chunks(client: OpenSearch, settings: Settings, tenant: str) -> list[Chunk]:
-    """Every chunk of ``tenant`` in the index, without vectors."""
+    """Every chunk of ``tenant`` in the index, without vectors.
+
+    Raises:
+        IncompatibleIndexError: there is no such index (nothing pushed to learn from).
+    """
     from opensearchpy import helpers
 
-    from loader.cluster.client import cluster_errors
+    from loader.cluster.client import cluster_errors, safe_url
 
+    with cluster_errors(settings, f"reading the chunks of {settings.index_name!r}"):
+        exists = client.indices.exists(index=settings.index_name)
+    if not exists:
+        raise IncompatibleIndexError(
+            f"index {settings.index_name!r} does not exist on {safe_url(settings.opensearch_url)}: "
+            "nothing to adapt on; run `loader apply`, then `loader push` the tenant's documents"
+        )
     with cluster_errors(settings, f"reading the chunks of {settings.index_name!r}"):
         hits = helpers.scan(
             client,
