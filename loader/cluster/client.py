@@ -162,10 +162,13 @@ def _client_options(settings: Settings) -> dict[str, Any]:
 PROBE_TIMEOUT = 5.0
 
 
-def require_cluster(client: OpenSearch, settings: Settings) -> None:
+def require_cluster(client: OpenSearch, settings: Settings) -> tuple[int, int] | None:
     """Make sure the cluster answers, and as OpenSearch does, before any slow work: a command
     that loads a model first would make a user wait for it, then report a model error, when the
     thing to fix is the URL or the cluster.
+
+    Returns:
+        The cluster's (major, minor), as ``cluster_version`` reads it from the same answer.
 
     Raises:
         ClusterUnavailableError: nothing answers (exit code 3; the URL named, credentials
@@ -180,9 +183,10 @@ def require_cluster(client: OpenSearch, settings: Settings) -> None:
             answer = client.info(request_timeout=timeout)
     except AuthenticationError as exc:
         if _may_search(exc):
-            return
+            return None
         raise
     _require_banner(answer, settings)
+    return version_of(answer)
 
 
 def cluster_version(client: OpenSearch, settings: Settings) -> tuple[int, int] | None:
@@ -194,9 +198,15 @@ def cluster_version(client: OpenSearch, settings: Settings) -> tuple[int, int] |
     """
     try:
         with cluster_errors(settings, "reading OpenSearch's version"):
-            number = str(client.info()["version"]["number"])
+            return version_of(client.info())
     except AuthenticationError:
         return None
+
+
+def version_of(banner: Any) -> tuple[int, int] | None:
+    """(major, minor) of a ``GET /`` answer's ``version.number``; ``None`` when it names none."""
+    try:
+        number = str(banner["version"]["number"])
     except (KeyError, TypeError):
         return None
     parts = number.split(".")

@@ -215,12 +215,16 @@ def _blocks(client: OpenSearch, settings: Settings, index: str, report: DoctorRe
 
 
 def _plan(
-    client: OpenSearch, settings: Settings, dimension: int, report: DoctorReport
+    client: OpenSearch,
+    settings: Settings,
+    dimension: int,
+    version: tuple[int, int] | None,
+    report: DoctorReport,
 ) -> Plan | None:
     from loader.index.apply import plan_apply
 
     try:
-        return plan_apply(settings, dimension=dimension, client=client)
+        return plan_apply(settings, dimension=dimension, client=client, version=version)
     except ConfigError as exc:  # an alias apply cannot work with: reported by the alias check
         report.checks.append(Check("configuration", "fail", str(exc), "fix the alias first"))
     return None
@@ -358,12 +362,12 @@ def run_doctor(
             return report
         if settings.embedding_backend == "onnx-int8":
             report.checks.append(_int8_check(settings))
-        plan = _plan(client, settings, dimension, report)
+        version = cluster_version(client, settings)
+        plan = _plan(client, settings, dimension, version, report)
         if plan is not None:
             _plan_checks(plan, report)
         if index is not None:
             _vector_checks(_mapping(client, settings, index), settings, dimension, major, report)
-        version = cluster_version(client, settings)
         desired = render_config(settings, dimension, cluster_version=version)
         probe_index(client, settings, desired, index, report)
     except LoaderError as exc:  # a check that could not run: the rest cannot either

@@ -95,6 +95,7 @@ def plan_apply(
     delete_old: bool = False,
     project_dir: str | Path | None = None,
     client: OpenSearch | None = None,
+    version: tuple[int, int] | None = None,
 ) -> Plan:
     """Render the files and compare them with the cluster; changes nothing.
 
@@ -104,6 +105,8 @@ def plan_apply(
         delete_old: plan deleting index versions older than the alias's target.
         project_dir: folder with the project's config files (default: see ``render_config``).
         client: an OpenSearch client (default: ``connect(settings)``).
+        version: the cluster's (major, minor), when the caller has read it already (default:
+            read from the cluster).
 
     Returns:
         The plan.
@@ -113,7 +116,8 @@ def plan_apply(
     ml.check_cluster_embedding(settings)
     if client is None:
         client = connect(settings)
-        require_cluster(client, settings)  # a cluster that is down is named before the model
+        # A cluster that is down is named before the model.
+        version = require_cluster(client, settings)
     if dimension is None:
         dimension = model_dimension(settings)
     model_change = None
@@ -128,7 +132,7 @@ def plan_apply(
         dimension,
         project_dir,
         ml_model_id=ml_model_id,
-        cluster_version=cluster_version(client, settings),  # a 2.x node has no z-score
+        cluster_version=version or cluster_version(client, settings),  # 2.x has no z-score
     )
     state = read_cluster_state(client, settings, desired)
     plan = plan_changes(desired, state, delete_old=delete_old)
@@ -186,15 +190,18 @@ def apply_config(
     Returns:
         The plan, with ``applied`` set when its changes were made.
     """
+    version = None
     if client is None:
         client = connect(settings)
-        require_cluster(client, settings)  # before plan_apply loads the model for its dimension
+        # Before plan_apply loads the model for its dimension.
+        version = require_cluster(client, settings)
     plan = plan_apply(
         settings,
         dimension=dimension,
         delete_old=delete_old,
         project_dir=project_dir,
         client=client,
+        version=version,
     )
     for line in plan.lines():
         log.info("plan: %s", line)

@@ -562,3 +562,23 @@ def test_cli_apply_reports_an_unreachable_cluster(unique_name):
     )
     assert result.exit_code == 3
     assert "cannot connect to http://127.0.0.1:9" in result.output
+
+
+def test_apply_reads_the_clusters_banner_once(base_settings, unique_name, embedder, monkeypatch):
+    """The check that the cluster answers gives the version the pipelines are rendered for."""
+    banners = []
+
+    def counting_connect(settings):
+        client = connect(settings)
+        info = client.info
+
+        def counted_info(*args, **kwargs):
+            banners.append(kwargs)
+            return info(*args, **kwargs)
+
+        client.info = counted_info
+        return client
+
+    monkeypatch.setattr(apply_module, "connect", counting_connect)
+    plan = apply_config(base_settings.replace(index_name=unique_name), dimension=embedder.dimension)
+    assert plan.applied and len(banners) == 1
