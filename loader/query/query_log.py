@@ -33,7 +33,7 @@ from loader.errors import ClusterError, ForbiddenError, NotFoundError
 from loader.settings import Settings
 
 if TYPE_CHECKING:
-    from opensearchpy import OpenSearch
+    from opensearchpy import AsyncOpenSearch, OpenSearch
 
     from loader.query.request import SearchRequest
     from loader.query.result import SearchResult
@@ -127,6 +127,32 @@ def record_search(
     return query_id
 
 
+async def record_search_async(
+    client: AsyncOpenSearch,
+    settings: Settings,
+    request: SearchRequest,
+    result: SearchResult,
+    client_id: str = "",
+) -> str:
+    """``record_search`` with the async client (``asearch``'s own)."""
+    if settings.query_log != "ubi":
+        return ""
+    index = queries_index(settings.index_name)
+    query_id = str(uuid.uuid4())
+    body = query_document(request, result, query_id, client_id)
+    try:
+        exists = _known_to_exist(index)
+        if exists is None:
+            exists = _seen(index, await client.indices.exists(index=index))
+        if not exists:
+            return ""
+        await client.index(index=index, id=query_id, body=body)
+    except opensearchpy.exceptions.OpenSearchException as exc:
+        log.warning("query log: the search was not logged (%s); run `loader apply`", exc)
+        return ""
+    return query_id
+
+
 # Log indices seen to exist, so each search costs one write, not an existence check as well; and
 # those seen missing (when), looked at again a minute later and warned about once: an eval index
 # never has a log, and a server started before `loader apply` made one starts logging soon after.
@@ -136,24 +162,36 @@ RECHECK_SECONDS = 60.0
 
 
 def _log_exists(client: OpenSearch, index: str) -> bool:
-    """Whether ``index`` exists (cached once it does). Never written to when missing: OpenSearch
-    would create it with guessed mappings instead of the file's (``loader apply`` creates it)."""
+    """Whether the log ``index`` exists, asking the cluster only when not known."""
+    exists = _known_to_exist(index)
+    return exists if exists is not None else _seen(index, client.indices.exists(index=index))
+
+
+def _known_to_exist(index: str) -> bool | None:
+    """Whether the log ``index`` exists, when known without asking: seen to exist (cached for
+    good), or seen missing less than RECHECK_SECONDS ago. A missing log is never written to:
+    OpenSearch would create it with guessed mappings instead of the file's (``loader apply``
+    creates it)."""
     if index in _EXISTING:
         return True
     if time.monotonic() - _MISSING.get(index, -RECHECK_SECONDS) < RECHECK_SECONDS:
         return False
-    if client.indices.exists(index=index):
+    return None
+
+
+def _seen(index: str, exists: bool) -> bool:
+    """Remember what the cluster said of ``index``; warn once when it is missing."""
+    if exists:
         _EXISTING.add(index)
         return True
     warned = index in _MISSING
     _MISSING[index] = time.monotonic()
-    if warned:
-        return False
-    log.warning(
-        "query log: index %r does not exist, searches are not logged; run "
-        '`loader apply` with query_log = "ubi"',
-        index,
-    )
+    if not warned:
+        log.warning(
+            "query log: index %r does not exist, searches are not logged; run "
+            '`loader apply` with query_log = "ubi"',
+            index,
+        )
     return False
 
 

@@ -342,12 +342,10 @@ async def asearch(
         with run.timings.stage("retrieve_ms"):
             answers = await asyncio.gather(*(send_async(client, settings, c) for c in calls))
         result = await asyncio.to_thread(run.finish, calls, list(answers), reranker)
-        if settings.query_log != "off":  # the log's writer is synchronous: in a worker thread
-            from loader.query.query_log import record_search
+        if settings.query_log != "off":
+            from loader.query.query_log import record_search_async
 
-            result.query_id = await asyncio.to_thread(
-                record_search, connect(settings), settings, request, result
-            )
+            result.query_id = await record_search_async(client, settings, request, result)
         return result
     finally:
         if owned:
