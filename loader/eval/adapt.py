@@ -135,7 +135,7 @@ def adapt_embedder(
         )
     stock = embedder_for(settings)
     examples = _with_negatives(train, stock, client, settings, request.negatives)
-    guard = _Guard(held, chunks, request.seed)
+    guard = Guard(held, chunks, request.seed)
     stock_mrr = guard.mrr(stock)
     notify(f"held-out MRR@{MRR_DEPTH} of the stock model: {stock_mrr:.4f}")
     base = torch_model_path(settings.embedding_model, resolve_model_path(settings.embedding_model))
@@ -255,16 +255,27 @@ def _with_negatives(
     return examples
 
 
-class _Guard:
+class Guard:
     """The held-out measure: each held-out query's positive ranked among the held-out passages
-    and other chunks (``GUARD_POOL`` at most), by a model's cosine; MRR@10 over the queries."""
+    and other chunks (``GUARD_POOL`` at most), by a model's cosine; MRR@10 over the queries.
+
+    The chunks the queries were cut from are not among the others: each holds its query word
+    for word (its sentence, or its heading and title in the prefix), so it would outrank the
+    positive for both models and the measure would tell them apart on noise."""
 
     def __init__(self, held: list[Pair], chunks: list[Chunk], seed: int) -> None:
         rng = random.Random(seed)
         self.pairs = held if len(held) <= GUARD_QUERIES else rng.sample(held, GUARD_QUERIES)
         positives = list(dict.fromkeys(pair.positive for pair in self.pairs))
         tenants = {pair.tenant for pair in self.pairs}
-        others = [c.content for c in chunks if c.tenant in tenants and c.content not in positives]
+        sources = {(pair.tenant, pair.chunk_id) for pair in self.pairs}
+        others = [
+            c.content
+            for c in chunks
+            if c.tenant in tenants
+            and (c.tenant, c.chunk_id) not in sources
+            and c.content not in positives
+        ]
         room = max(0, GUARD_POOL - len(positives))
         self.passages = positives + (others if len(others) <= room else rng.sample(others, room))
         where = {text: i for i, text in enumerate(self.passages)}
