@@ -38,7 +38,7 @@ from loader.terminal import printable
     type=float,
     default=0.0,
     show_default=True,
-    help="Held-out MRR@10 the adapted model must gain over the stock one to be kept.",
+    help="Held-out MRR@10 the adapted model must gain over the stock one (with 95 % confidence).",
 )
 @click.option(
     "--max-pairs", type=int, default=4000, show_default=True, help="Training pairs at most."

@@ -6,8 +6,10 @@ section, title and body, a sentence and its chunk without it), the hard negative
 (the stock model's nearest chunks of other documents, within the tenant). Whole documents' pairs
 are held aside; the model is trained on the rest with ``loader fine-tune``'s loop
 (``loader.models.finetune``), then both models rank the held-out pairs' passages for their
-queries. The adapted model is written to ``out`` only when its MRR@10 there beats the stock
-model's by more than ``min_gain``; otherwise nothing is written and the result says why.
+queries. The adapted model is written to ``out`` only when its gain in MRR@10 there is above
+``min_gain`` with 95 % confidence (the lower bound of a paired bootstrap over the queries), so
+that a gain within the noise of a few hundred queries keeps the stock model; otherwise nothing is
+written and the result says why.
 
 It reads the index and the model, nothing else: no questions, no judgments. Searching with the
 adapted model is a new index version, as any model change (``embedding_model = "<out>"``, then
@@ -54,6 +56,9 @@ CHUNK_FIELDS = [
 GUARD_POOL = 3000
 GUARD_QUERIES = 600
 MRR_DEPTH = 10
+# The paired bootstrap of the gain: resamples of the held-out queries, and the one-sided level.
+BOOTSTRAP_SAMPLES = 2000
+CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,7 @@ class AdaptResult:
     held_out: int
     stock_mrr: float
     adapted_mrr: float
+    gain_lower_bound: float  # the gain in MRR@10 is above this with 95 % confidence
     steps: int
     seconds: float
     reason: str
@@ -86,7 +92,7 @@ class AdaptResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["out"] = str(self.out) if self.out else None
-        for name in ("stock_mrr", "adapted_mrr"):
+        for name in ("stock_mrr", "adapted_mrr", "gain_lower_bound"):
             data[name] = round(data[name], 4)
         data["seconds"] = round(self.seconds, 1)
         return data
@@ -136,7 +142,8 @@ def adapt_embedder(
     stock = embedder_for(settings)
     examples = _with_negatives(train, stock, client, settings, request.negatives)
     guard = Guard(held, chunks, request.seed)
-    stock_mrr = guard.mrr(stock)
+    stock_ranks = guard.reciprocal_ranks(stock)
+    stock_mrr = float(stock_ranks.mean())
     notify(f"held-out MRR@{MRR_DEPTH} of the stock model: {stock_mrr:.4f}")
     base = torch_model_path(settings.embedding_model, resolve_model_path(settings.embedding_model))
     request.out.parent.mkdir(parents=True, exist_ok=True)
@@ -148,16 +155,20 @@ def adapt_embedder(
                 notify(f"step {step}/{steps}: loss {loss:.4f}")
 
         trained = fine_tune(base, examples, staging, request.options, on_step)
-        adapted_mrr = guard.mrr(embedder_for(settings.replace(embedding_model=str(staging))))
-        adopted = adapted_mrr > stock_mrr + request.min_gain
-        verdict = "better than" if adopted else "not better than"
+        adapted = embedder_for(settings.replace(embedding_model=str(staging)))
+        adapted_ranks = guard.reciprocal_ranks(adapted)
+        lower = gain_lower_bound(stock_ranks, adapted_ranks, request.seed)
+        adopted = lower > request.min_gain
+        adapted_mrr = float(adapted_ranks.mean())
+        verdict = "better than" if adopted else "not surely better than"
         reason = (
-            f"held-out MRR@{MRR_DEPTH} {adapted_mrr:.4f} adapted against {stock_mrr:.4f} stock: "
+            f"held-out MRR@{MRR_DEPTH} {adapted_mrr:.4f} adapted against {stock_mrr:.4f} stock "
+            f"(gain {adapted_mrr - stock_mrr:+.4f}, above {lower:+.4f} with 95 % confidence): "
             f"{verdict} the stock model by more than {request.min_gain}"
         )
         result = AdaptResult(
             adopted, request.out if adopted else None, by_kind, len(examples), len(held),
-            stock_mrr, adapted_mrr, trained.steps, time.perf_counter() - started, reason,
+            stock_mrr, adapted_mrr, lower, trained.steps, time.perf_counter() - started, reason,
         )  # fmt: skip
         if adopted:
             provenance = {
@@ -281,13 +292,29 @@ class Guard:
         where = {text: i for i, text in enumerate(self.passages)}
         self.targets = np.array([where[pair.positive] for pair in self.pairs])
 
-    def mrr(self, embedder: Embedder) -> float:
+    def reciprocal_ranks(self, embedder: Embedder) -> np.ndarray:
+        """Each query's reciprocal rank of its positive (0 below rank ``MRR_DEPTH``); their
+        mean is the MRR@10."""
         queries = _unit(embedder.embed_queries([pair.query for pair in self.pairs]))
         passages = _unit(embedder.embed_passages(self.passages))
         scores = queries @ passages.T
         own = scores[np.arange(len(self.pairs)), self.targets]
         ranks = 1 + (scores > own[:, None]).sum(axis=1)
-        return float(np.where(ranks <= MRR_DEPTH, 1.0 / ranks, 0.0).mean())
+        return np.where(ranks <= MRR_DEPTH, 1.0 / ranks, 0.0)
+
+
+def gain_lower_bound(stock: np.ndarray, adapted: np.ndarray, seed: int) -> float:
+    """The gain in mean reciprocal rank that the adapted model beats with 95 % confidence: the
+    5th percentile of the mean per-query difference over bootstrap resamples of the queries
+    (paired: both models are scored on the same resampled queries).
+
+    >>> gain_lower_bound(np.array([0.5, 0.5, 1.0]), np.array([0.5, 0.5, 1.0]), seed=0)
+    0.0
+    """
+    differences = adapted - stock
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(differences), size=(BOOTSTRAP_SAMPLES, len(differences)))
+    return float(np.quantile(differences[picks].mean(axis=1), 1 - CONFIDENCE))
 
 
 def _unit(vectors: np.ndarray) -> np.ndarray:

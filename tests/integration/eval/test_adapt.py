@@ -130,9 +130,11 @@ def beir_from_sample_docs(folder: Path) -> Path:
 def test_adapt_reads_no_questions_and_writes_no_model_that_is_not_better(
     base_settings, unique_name, tmp_path
 ):
-    """A BEIR dataset's eval index is adapted on while an audit hook records every file the
-    process opens: nothing under the dataset's folder, so no questions and no qrels file. The
-    model cannot gain 1.0 of MRR, so it is measured, refused and not written."""
+    """A BEIR dataset's eval index (the sample docs' sections as documents: another shape than
+    SciFact's abstracts) is adapted on while an audit hook records every file the process opens:
+    nothing under the dataset's folder, so no questions and no qrels file. The training is made
+    harmful (a learning rate 50 times the default, three epochs): the default guard measures it
+    below the stock model, refuses it and writes nothing."""
     dataset = beir_from_sample_docs(tmp_path / "sections")
     pushed = CliRunner().invoke(
         cli,
@@ -154,7 +156,8 @@ def test_adapt_reads_no_questions_and_writes_no_model_that_is_not_better(
             cli,
             ["adapt", "--out", str(tmp_path / "adapted"), "--tenant", "eval", "--url",
              base_settings.opensearch_url, "--index", f"{unique_name}-sections-structure",
-             "--min-gain", "1.0", *FAST],
+             "--learning-rate", "1e-3", "--epochs", "3", "--batch-size", "8", "--max-tokens",
+             "128", "--json"],
         )  # fmt: skip
     finally:
         watching[0] = False
@@ -162,7 +165,8 @@ def test_adapt_reads_no_questions_and_writes_no_model_that_is_not_better(
     result = json.loads(done.stdout)
     assert result["pairs"]["title"] > 10 and result["steps"] > 0
     assert result["adopted"] is False and result["out"] is None
-    assert "not better than the stock model by more than 1.0" in result["reason"]
+    assert result["adapted_mrr"] < result["stock_mrr"] and result["gain_lower_bound"] < 0
+    assert "not surely better than the stock model by more than 0.0" in result["reason"]
     assert not (tmp_path / "adapted").exists()
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".adapt-")] == []
     assert any("safetensors" in path for path in opened), "the hook saw the model load"

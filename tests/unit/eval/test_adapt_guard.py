@@ -1,10 +1,12 @@
 """The held-out measure of `loader adapt`: the chunks its queries were cut from are not in the
 pool the positives are ranked among (each holds its query word for word, so it would outrank the
-positive for any model)."""
+positive for any model), and a gain is a gain only when it is above 0 with 95 % confidence."""
 
 from __future__ import annotations
 
-from loader.eval.adapt import Guard
+import numpy as np
+
+from loader.eval.adapt import Guard, gain_lower_bound
 from loader.eval.pairs import mine_pairs
 from tests.unit.eval.test_pairs import LATE, UPI, chunk
 
@@ -32,3 +34,24 @@ def test_no_chunk_a_query_was_cut_from_competes_with_its_positive():
         assert not any(pair.query in passage for passage in others), pair
     # every positive is one of the passages, at the index its query is scored against
     assert [guard.passages[target] for target in guard.targets] == [p.positive for p in guard.pairs]
+
+
+def test_a_gain_within_the_noise_of_the_queries_is_not_a_gain():
+    rng = np.random.default_rng(1)
+    stock = rng.choice([0.0, 0.1, 0.25, 0.5, 1.0], size=600)
+    # 30 queries of 600 move from rank 2 to rank 1 and 27 from rank 1 to rank 2: +0.0025 of MRR,
+    # what another draw of the queries could take away.
+    lucky = stock.copy()
+    lucky[np.flatnonzero(stock == 0.5)[:30]] = 1.0
+    lucky[np.flatnonzero(stock == 1.0)[:27]] = 0.5
+    assert lucky.mean() > stock.mean()
+    assert gain_lower_bound(stock, lucky, seed=0) <= 0.0
+    # A third of the queries gain a rank: the whole interval is above 0.
+    better = stock.copy()
+    better[::3] = np.minimum(1.0, 2 * stock[::3] + (stock[::3] == 0) * 0.1)
+    assert 0.0 < gain_lower_bound(stock, better, seed=0) < better.mean() - stock.mean()
+    # A loss is never kept, and the bound does not depend on the order of the queries.
+    assert gain_lower_bound(better, stock, seed=0) < 0.0
+    order = rng.permutation(600)
+    shuffled = gain_lower_bound(stock[order], better[order], seed=0)
+    assert abs(shuffled - gain_lower_bound(stock, better, seed=0)) < 0.003
