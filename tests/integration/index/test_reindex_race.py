@@ -34,10 +34,12 @@ HELD_AFTER = 120  # bulk requests the held round's push sends before it waits fo
 ROUND_SECONDS = 240
 
 
-def _folder(root, name: str):
+def race_folder(root, name: str, files: int = FILES):
+    """A folder ``name`` of ``files`` Markdown files of CHUNKS sections each (also the hostile
+    probe's, benchmarks/probe_hostile.py)."""
     folder = root / name
     folder.mkdir()
-    for number in range(FILES):
+    for number in range(files):
         parts = "".join(
             f"## Part {part}\n\nPart {part} of file {number} of {name}.\n\n"
             for part in range(CHUNKS)
@@ -109,7 +111,7 @@ def test_a_push_during_the_reindex_loses_no_chunk_it_wrote(
     analyzers = ("standard", "simple", "whitespace")  # one new index version a round
     for round_number in range(ROUNDS):
         collection = f"round{round_number}"
-        folder = _folder(tmp_path, collection)
+        folder = race_folder(tmp_path, collection)
         reports: list = []
         held = round_number == 0
         released = threading.Event() if held else None
