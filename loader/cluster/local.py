@@ -68,11 +68,42 @@ def start_local(settings: Settings) -> str:
             "--env", "DISABLE_SECURITY_PLUGIN=true",
             settings.opensearch_image,
         )  # fmt: skip
-    elif state != "running":
-        _docker("start", CONTAINER_NAME)
+    else:
+        _require_published_port(settings.local_port)
+        if state != "running":
+            _docker("start", CONTAINER_NAME)
     url = local_url(settings)
     _wait_until_healthy(url)
     return url
+
+
+def published_port(port_bindings: str) -> int | None:
+    """The host port publishing the node's 9200, from ``docker inspect``'s JSON of
+    ``.HostConfig.PortBindings`` (``{"9200/tcp": [{"HostIp": "127.0.0.1", "HostPort": "9201"}]}``);
+    None when it is not published."""
+    bindings = json.loads(port_bindings or "null") or {}
+    for binding in bindings.get("9200/tcp") or ():
+        if str(binding.get("HostPort", "")).isdigit():
+            return int(binding["HostPort"])
+    return None
+
+
+def _require_published_port(local_port: int) -> None:
+    """Refuse at once a container made for another ``local_port``: waiting for a port that
+    nothing publishes took the full start timeout and then blamed the node's health."""
+    inspected = _docker(
+        "inspect", "--format", "{{json .HostConfig.PortBindings}}", CONTAINER_NAME
+    ).stdout.strip()
+    port = published_port(inspected)
+    if port == local_port:
+        return
+    remake = f"run `loader down`, then `loader up` (the data volume {DATA_VOLUME} stays)"
+    if port is None:
+        raise DockerError(f"the container {CONTAINER_NAME} publishes no port: {remake}")
+    raise DockerError(
+        f"the container {CONTAINER_NAME} publishes 127.0.0.1:{port}, not {local_port} (the "
+        f"local_port setting): {remake} to make it on {local_port}, or set local_port = {port}"
+    )
 
 
 def stop_local(settings: Settings) -> bool:
