@@ -101,7 +101,7 @@ def _require_published_port(local_port: int) -> None:
     if port is None:
         raise DockerError(f"the container {CONTAINER_NAME} publishes no port: {remake}")
     raise DockerError(
-        f"the container {CONTAINER_NAME} publishes 127.0.0.1:{port}, not {local_port} (the "
+        f"the container {CONTAINER_NAME} publishes port {port}, not {local_port} (the "
         f"local_port setting): {remake} to make it on {local_port}, or set local_port = {port}"
     )
 

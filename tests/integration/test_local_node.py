@@ -43,5 +43,5 @@ def test_up_refuses_at_once_a_container_published_on_another_port(container_on_a
         local.start_local(Settings(local_port=wanted))
     assert time.monotonic() - started < 30  # not the 180 s start timeout
     message = str(refused.value)
-    assert f"publishes 127.0.0.1:{port}, not {wanted}" in message
+    assert f"publishes port {port}, not {wanted}" in message
     assert "`loader down`, then `loader up`" in message and f"local_port = {port}" in message
