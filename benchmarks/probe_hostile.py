@@ -49,20 +49,21 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 REPOSITORY = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY))
 
+import opensearchpy  # noqa: E402
 from opensearchpy import helpers  # noqa: E402
 
 from loader.cluster.client import connect  # noqa: E402
 from loader.index.apply import apply_config  # noqa: E402
-from loader.index.render import config_names  # noqa: E402
 from loader.ingest.sync import push  # noqa: E402
 from loader.models.embedding import get_embedder  # noqa: E402
 from loader.query.serve import create_app  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 from tests.conftest import cleanup_owned  # noqa: E402
-from tests.hostile_upstream import PASSWORD, TOKEN, USER, WORDS, EchoUpstream  # noqa: E402
+from tests.hostile_upstream import PASSWORD, USER, EchoUpstream, shown_credential  # noqa: E402
 from tests.integration.index.test_reindex_race import CHUNKS as RACE_CHUNKS  # noqa: E402
 from tests.integration.index.test_reindex_race import race_folder  # noqa: E402
 from tests.integration.query.http_server import Server  # noqa: E402
+from tests.integration.query.test_abuse import INJECTIONS, template_call  # noqa: E402
 from tests.integration.query.test_serve_hostile_upstream import ServeProcess  # noqa: E402
 from tests.swapping import SECRET, file_swaps, swapping  # noqa: E402
 
@@ -94,12 +95,6 @@ def loader_command(args: list[str], cwd: Path, **env: str) -> subprocess.Complet
     )
 
 
-def leaks(text: str) -> bool:
-    """Whether ``text`` holds a word of the password or 8 characters of its Basic token."""
-    pieces = (*WORDS, *(TOKEN[start : start + 8] for start in range(len(TOKEN) - 8)))
-    return any(piece in text for piece in pieces)
-
-
 # -- lost documents ------------------------------------------------------------------------
 
 
@@ -113,7 +108,7 @@ def chunks_by_source(client: Any, alias: str, collection: str) -> Counter:
 
 def probe_push_during_reindex(client: Any, url: str, alias: str, work: Path, rounds: int) -> dict:
     """Lost documents of ``rounds`` pushes each racing an apply that copies the index."""
-    lost = refused_swaps = failed_files = doctor_silent = 0
+    lost = refused_swaps = failed_files = doctor_silent = raced = 0
     for round_number in range(rounds):
         collection = f"many{round_number}"
         folder = race_folder(work, collection, RACE_FILES)
@@ -133,6 +128,7 @@ def probe_push_during_reindex(client: Any, url: str, alias: str, work: Path, rou
             if pushing.poll() is not None or time.monotonic() > deadline:
                 break
             time.sleep(0.05)
+        raced += pushing.poll() is None  # the apply starts while the push writes
         applied = loader_command(
             ["apply", "--index", alias],
             work,
@@ -164,6 +160,7 @@ def probe_push_during_reindex(client: Any, url: str, alias: str, work: Path, rou
         )
     return {
         "race rounds": rounds,
+        "rounds whose apply started mid-push": raced,
         "lost documents": lost,
         "lost documents doctor missed": doctor_silent,
         "files the push named failed (write block)": failed_files,
@@ -221,22 +218,12 @@ def cli_searches(url: str, alias: str, work: Path) -> tuple[int, int, int]:
     return searches, crossed, failures
 
 
-def template_calls(client: Any, alias: str, embedder: Any) -> tuple[int, int]:
-    """(calls answered, hits of another tenant) of the stored templates called directly."""
-    names = config_names(alias)
+def template_calls(client: Any, settings: Settings, embedder: Any) -> tuple[int, int, int]:
+    """(calls answered, hits of a tenant other than acme, 5xx answers) of the stored templates
+    called directly, as any application would, with the abuse suite's injections (and a list,
+    an object, none) as the tenant and hostile values in the other parameters."""
     vector = list(embedder.embed_queries([ONLY["globex"]])[0])
-    hostile_tenants = [
-        "acme",
-        ["acme", "globex"],
-        "*",
-        "acme*",
-        "acme OR globex",
-        "{{tenant}}",
-        'acme"},{"match_all":{}},{"term":{"tenant":"x',
-        {"acme": 1},
-        "",
-        None,
-    ]
+    tenants = ["acme", *INJECTIONS, ["acme", "globex"], {"acme": 1}, None]
     extras = [
         {},
         {"size": 10000, "k": 10000},
@@ -247,30 +234,25 @@ def template_calls(client: Any, alias: str, embedder: Any) -> tuple[int, int]:
         {"query_text": '"}},{"match_all":{}}]}}'},
         {"published_from": "1970-01-01", "decay_scale": "36500d"},
     ]
-    calls = crossed = 0
+    calls = crossed = server_errors = 0
     for mode in MODES:
-        template_id, pipeline = names.for_search_mode(mode)
-        for tenant in hostile_tenants:
+        for tenant in tenants:
             for extra in extras:
-                params = {
-                    "query_text": ONLY["globex"],
-                    "query_vector": vector,
-                    "exact_terms": [],
-                    **extra,
-                }
+                params = {"query_text": ONLY["globex"], "query_vector": vector, "exact_terms": []}
+                params.update(extra)
                 if tenant is not None:
                     params["tenant"] = tenant
-                arguments = {"index": alias, "body": {"id": template_id, "params": params}}
-                if pipeline:
-                    arguments["params"] = {"search_pipeline": pipeline}
                 try:
-                    answer = client.search_template(**arguments)
-                except Exception:  # refused (4xx): nothing returned
+                    answer = template_call(client, settings, mode, params)
+                except opensearchpy.TransportError as exc:  # refused: nothing returned
+                    server_errors += not (
+                        isinstance(exc.status_code, int) and exc.status_code < 500
+                    )
                     continue
                 calls += 1
                 hits = [hit.get("_source", {}) for hit in answer["hits"]["hits"]]
                 crossed += other_tenant_hits(hits, "acme")
-    return calls, crossed
+    return calls, crossed, server_errors
 
 
 BAD_BODIES: list[Any] = [
@@ -358,7 +340,6 @@ def serve_searches(client: Any, settings: Settings, embedder: Any, keys_file: Pa
                         if status == 200:
                             hits = json.loads(text)["hits"]
                             crossed += other_tenant_hits(hits, body["tenant"])
-                headers = {"X-API-Key": KEYS[tenant]} if keyed else {}
                 for body in BAD_BODIES:
                     status, _text = server.raw("POST", "/search", body, headers)
                     bad_requests += 1
@@ -373,7 +354,7 @@ def serve_searches(client: Any, settings: Settings, embedder: Any, keys_file: Pa
                     {"X-API-Key": "wrong-key-0123456789"},
                     {"Authorization": "Basic abc"},
                     {"Authorization": "Bearer"},
-                    {"X-API-Key": KEYS["acme"], "Authorization": "Bearer x" * 3},
+                    {"X-API-Key": KEYS["acme"], "Authorization": "Bearer another-key-0123456789"},
                 ):
                     status, _text = server.raw("POST", "/search", {"question": "x"}, headers)
                     bad_requests += 1
@@ -399,13 +380,14 @@ def probe_tenants(client: Any, settings: Settings, url: str, work: Path, embedde
     )
     keys_file.chmod(0o600)
     searches, cli_crossed, cli_failures = cli_searches(url, alias, work)
-    calls, template_crossed = template_calls(client, alias, embedder)
+    calls, template_crossed, template_errors = template_calls(client, settings, embedder)
     return {
         "CLI searches": searches,
         "CLI cross-tenant hits": cli_crossed,
         "CLI searches failed": cli_failures,
         "stored-template calls answered": calls,
         "stored-template cross-tenant hits": template_crossed,
+        "stored-template 5xx": template_errors,
         **serve_searches(client, settings, embedder, keys_file),
     }
 
@@ -449,7 +431,7 @@ def probe_secrets(work: Path) -> dict:
                             OPENSEARCH_PASSWORD=PASSWORD,
                         )
                         outputs += 1
-                        printed += leaks(done.stdout + done.stderr)
+                        printed += shown_credential(done.stdout + done.stderr) is not None
                         echoed += "Basic ****" in done.stdout + done.stderr
     with EchoUpstream(banner=True) as upstream:
         server = ServeProcess(upstream, work)
@@ -467,12 +449,12 @@ def probe_secrets(work: Path) -> dict:
                     ):
                         _status, text = server.raw(method, path, body)
                         outputs += 1
-                        printed += leaks(text)
+                        printed += shown_credential(text) is not None
                         echoed += "Basic ****" in text
         finally:
             server.stop()
         outputs += 1
-        printed += leaks(server.output())
+        printed += shown_credential(server.output()) is not None
     return {
         "outputs and bodies checked": outputs,
         "of which showed the masked echo": echoed,
@@ -622,6 +604,8 @@ def main() -> None:
         if not any(counts[key] for key in must_be_zero)
         else "NOT ZERO: " + ", ".join(key for key in must_be_zero if counts[key])
     )
+    if counts["rounds whose apply started mid-push"] < args.rounds:
+        print("some pushes ended before their apply started: those rounds raced nothing")
 
 
 if __name__ == "__main__":

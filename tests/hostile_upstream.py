@@ -128,9 +128,19 @@ class EchoUpstream(ThreadingHTTPServer):
         self.server_close()
 
 
+CREDENTIAL_PIECES = (*WORDS, *(TOKEN[start : start + 8] for start in range(len(TOKEN) - 8)))
+
+
+def shown_credential(text: str) -> str | None:
+    """The first word of ``PASSWORD`` (so of any form of it) or 8 characters of its Basic token
+    that ``text`` holds, else None."""
+    return next((piece for piece in CREDENTIAL_PIECES if piece in text), None)
+
+
 def assert_no_credential(*texts: str) -> None:
     """No word of ``PASSWORD`` (so no form of it) and no 8 characters of its Basic token."""
     for text in texts:
-        for piece in (*WORDS, *(TOKEN[start : start + 8] for start in range(len(TOKEN) - 8))):
+        piece = shown_credential(text)
+        if piece is not None:
             at = text.find(piece)
-            assert at < 0, f"{piece!r} shows in ...{text[max(at - 120, 0) : at + 80]!r}..."
+            raise AssertionError(f"{piece!r} shows in ...{text[max(at - 120, 0) : at + 80]!r}...")
