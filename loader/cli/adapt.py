@@ -41,12 +41,24 @@ from loader.terminal import printable
     help="Held-out MRR@10 the adapted model must gain over the stock one (with 95 % confidence).",
 )
 @click.option(
-    "--max-pairs", type=int, default=4000, show_default=True, help="Training pairs at most."
+    "--max-pairs",
+    type=int,
+    default=2000,
+    show_default=True,
+    help="Training pairs at most.",
 )
 @click.option(
     "--negatives", type=int, default=1, show_default=True, help="Hard negatives per pair."
 )
-@training_options
+@click.option(
+    "--mix",
+    type=float,
+    default=1.0,
+    show_default=True,
+    help="Share of the trained weights in the saved model, the rest the stock model's "
+    "(WiSE-FT; 1: the trained model as is).",
+)
+@training_options(max_tokens=128)
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling and shuffling.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
@@ -59,6 +71,7 @@ def adapt(
     min_gain: float,
     max_pairs: int,
     negatives: int,
+    mix: float,
     epochs: int,
     learning_rate: float,
     batch_size: int,
@@ -69,7 +82,7 @@ def adapt(
 ) -> None:
     """Fine-tune the configured embedding model on the tenant's indexed chunks, with no judged
     questions: heading and section, title and body, a sentence and its chunk without it, with the
-    index's nearest other chunks as negatives.
+    index's nearest other chunks as negatives, with the model's own instructions and temperature.
 
     Whole documents' pairs are held aside; the adapted model is written to --out only when it
     ranks them better than the stock model. Then set embedding_model = "<out>": `loader apply`
@@ -85,6 +98,7 @@ def adapt(
         max_pairs=max_pairs,
         negatives=negatives,
         min_gain=min_gain,
+        mix=mix,
         seed=seed,
         options=FineTuneOptions(
             epochs, learning_rate, batch_size, max_tokens=max_tokens, seed=seed

@@ -13,35 +13,47 @@ from loader.settings import Settings
 from loader.terminal import printable
 
 
-def training_options(func: Callable) -> Callable:
+def training_options(max_tokens: int = 256) -> Callable[[Callable], Callable]:
     """--epochs, --learning-rate, --batch-size and --max-tokens: how `fine-tune` and `adapt`
-    train (one trainer, ``loader.models.finetune``)."""
-    for option in reversed(
-        [
-            click.option(
-                "--epochs", type=int, default=1, show_default=True, help="Passes over the examples."
-            ),
-            click.option(
-                "--learning-rate",
-                type=float,
-                default=2e-5,
-                show_default=True,
-                help="AdamW learning rate.",
-            ),
-            click.option(
-                "--batch-size",
-                type=int,
-                default=32,
-                show_default=True,
-                help="Examples per step; the others in a batch are each one's extra negatives.",
-            ),
-            click.option(
-                "--max-tokens", type=int, default=256, show_default=True, help="Cut while training."
-            ),
-        ]
-    ):
-        func = option(func)
-    return func
+    train (one trainer, ``loader.models.finetune``); ``max_tokens`` is the default cut."""
+
+    def decorate(func: Callable) -> Callable:
+        for option in reversed(
+            [
+                click.option(
+                    "--epochs",
+                    type=int,
+                    default=1,
+                    show_default=True,
+                    help="Passes over the examples.",
+                ),
+                click.option(
+                    "--learning-rate",
+                    type=float,
+                    default=2e-5,
+                    show_default=True,
+                    help="AdamW learning rate.",
+                ),
+                click.option(
+                    "--batch-size",
+                    type=int,
+                    default=32,
+                    show_default=True,
+                    help="Examples per step; the others in a batch are each one's extra negatives.",
+                ),
+                click.option(
+                    "--max-tokens",
+                    type=int,
+                    default=max_tokens,
+                    show_default=True,
+                    help="Cut while training.",
+                ),
+            ]
+        ):
+            func = option(func)
+        return func
+
+    return decorate
 
 
 @click.command(name="fine-tune", short_help="Train the embedding model on judged questions.")
@@ -56,7 +68,7 @@ def training_options(func: Callable) -> Callable:
 @click.option(
     "--test-split", default="test", show_default=True, help="The split eval measures: refused."
 )
-@training_options
+@training_options()
 @click.option("--negatives", type=int, default=3, show_default=True, help="Hard ones per question.")
 @click.option(
     "--candidates", type=int, default=40, show_default=True, help="Chunks searched per question."

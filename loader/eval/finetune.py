@@ -35,7 +35,13 @@ from loader.errors import ConfigError
 from loader.eval.configs import EvalConfig
 from loader.eval.indexes import EVAL_TENANT, EvalIndexes
 from loader.eval.tasks import EvalTask, load_task
-from loader.models.finetune import FineTuneOptions, FineTuneResult, TrainingExample, fine_tune
+from loader.models.finetune import (
+    FineTuneOptions,
+    FineTuneResult,
+    TrainingExample,
+    fine_tune,
+    instructions_of,
+)
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -120,7 +126,9 @@ def fine_tune_embedder(
         if step == 1 or step % 10 == 0 or step == steps:
             notify(f"step {step}/{steps}: loss {loss:.4f}")
 
-    result = fine_tune(base, mined.examples, request.out, request.options, on_step)
+    result = fine_tune(
+        base, mined.examples, request.out, request.options, on_step, instructions_of(embedder)
+    )
     provenance = {
         "base_model": settings.embedding_model,
         "dataset": str(request.dataset),

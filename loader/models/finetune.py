@@ -22,8 +22,13 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from loader.errors import ConfigError
+from loader.models.registry import DEFAULT_TRAINING_SCALE, PASSAGE_PROMPT, QUERY_PROMPT
+
+if TYPE_CHECKING:
+    from loader.models.embedding import Embedder
 
 
 @dataclass(frozen=True)
@@ -42,8 +47,8 @@ class FineTuneOptions:
         learning_rate: AdamW's peak rate, after a linear warm-up over a tenth of the steps and
             before a linear decay to 0. Small: the model is already good; large rates forget.
         batch_size: examples per step; every other passage of the batch is a negative too.
-        scale: inverse temperature of the similarities (50: temperature 0.02, bge's
-            fine-tuning recipe).
+        scale: inverse temperature of the similarities; ``None``: the one the model was
+            trained with (``ModelSpec.training_scale``: bge 50, MiniLM 20).
         max_tokens: passages and questions are cut to this many tokens while training.
         seed: shuffling and the choice of each step's hard negative.
     """
@@ -51,7 +56,7 @@ class FineTuneOptions:
     epochs: int = 1
     learning_rate: float = 2e-5
     batch_size: int = 32
-    scale: float = 50.0
+    scale: float | None = None
     max_tokens: int = 256
     seed: int = 0
 
@@ -63,6 +68,26 @@ class FineTuneOptions:
             raise ConfigError(f"--learning-rate must be in (0, 1), got {self.learning_rate}")
         if self.batch_size < 2:
             raise ConfigError("--batch-size must be at least 2: the batch's passages are negatives")
+        if self.scale is not None and self.scale <= 0:
+            raise ConfigError(f"the similarity scale must be above 0, got {self.scale}")
+
+
+@dataclass(frozen=True)
+class ModelInstructions:
+    """The model's own instructions and temperature, kept while training: questions and
+    passages are prefixed as search and push prefix them, and the saved folder names the
+    instructions (sentence-transformers' ``prompts``), so that it is searched as it was trained.
+    """
+
+    query_prefix: str = ""
+    passage_prefix: str = ""
+    scale: float = DEFAULT_TRAINING_SCALE
+
+
+def instructions_of(embedder: Embedder) -> ModelInstructions:
+    """The instructions ``embedder`` embeds with and the temperature its model was trained at."""
+    scale = embedder.spec.training_scale if embedder.spec else DEFAULT_TRAINING_SCALE
+    return ModelInstructions(embedder.query_prefix, embedder.passage_prefix, scale)
 
 
 @dataclass
@@ -83,9 +108,11 @@ def fine_tune(
     out: Path,
     options: FineTuneOptions = FineTuneOptions(),
     on_step: Callable[[int, int, float], None] | None = None,
+    instructions: ModelInstructions = ModelInstructions(),
 ) -> FineTuneResult:
     """Train the sentence-transformers model at ``model_path`` on ``examples``; save it to ``out``
-    (a sentence-transformers folder any backend loads), keeping the model's own token limit.
+    (a sentence-transformers folder any backend loads), keeping the model's own token limit,
+    instructions and temperature (``instructions``; ``options.scale`` overrides it).
 
     ``on_step(step, steps, loss)`` is called after each step.
     """
@@ -100,6 +127,7 @@ def fine_tune(
     torch.manual_seed(options.seed)
     shuffler = random.Random(options.seed)
     transformers_logging.disable_progress_bar()  # "Loading weights"
+    scale = options.scale or instructions.scale
     model = SentenceTransformer(model_path, device="cpu")
     limit = model.max_seq_length
     model.max_seq_length = min(limit, options.max_tokens)
@@ -125,10 +153,11 @@ def fine_tune(
         first_step = len(result.losses)
         for start in range(0, len(order), options.batch_size):
             batch = order[start : start + options.batch_size]
-            questions = embed([e.question for e in batch])
+            questions = embed([instructions.query_prefix + e.question for e in batch])
             passages = [e.positive for e in batch]
             passages += [shuffler.choice(e.negatives) for e in batch if e.negatives]
-            scores = options.scale * questions @ embed(passages).T
+            passages = [instructions.passage_prefix + passage for passage in passages]
+            scores = scale * questions @ embed(passages).T
             # Question i's own passage is column i; every other column is a negative.
             loss = torch.nn.functional.cross_entropy(scores, torch.arange(len(batch)))
             loss.backward()
@@ -143,8 +172,46 @@ def fine_tune(
         result.epoch_losses.append(sum(epoch) / len(epoch))
     model.eval()
     model.max_seq_length = limit
+    model.prompts = {
+        name: prefix
+        for name, prefix in (
+            (QUERY_PROMPT, instructions.query_prefix),
+            (PASSAGE_PROMPT, instructions.passage_prefix),
+        )
+        if prefix
+    }
     # Loading re-enables transformers' bars; saving would draw "Writing model shards".
     transformers_logging.disable_progress_bar()
     model.save(str(out))
     result.seconds = time.perf_counter() - started
     return result
+
+
+def mix_with_base(base_path: str, folder: Path, share: float) -> None:
+    """Replace the trained model in ``folder`` by ``share`` of its weights plus ``1 - share`` of
+    the base model's (WiSE-FT: Wortsman et al., "Robust fine-tuning of zero-shot models", 2022).
+
+    A few thousand pairs of one kind pull the whole space the base model learnt from far more
+    pairs towards them; an average keeps more of the base (both weight sets share a starting
+    point, so their average is a model of its own). On SciFact it halved MiniLM's loss from
+    adaptation and cost bge part of its gain (guide/models.md), so ``loader adapt`` saves the
+    trained model as is unless told otherwise."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from transformers.utils import logging as transformers_logging
+
+    if share >= 1:
+        return
+    transformers_logging.disable_progress_bar()
+    base = SentenceTransformer(base_path, device="cpu").state_dict()
+    trained = SentenceTransformer(str(folder), device="cpu")
+    with torch.no_grad():
+        mixed = {
+            name: (1 - share) * base[name] + share * weights
+            if weights.is_floating_point()
+            else weights
+            for name, weights in trained.state_dict().items()
+        }
+    trained.load_state_dict(mixed)
+    transformers_logging.disable_progress_bar()
+    trained.save(str(folder))

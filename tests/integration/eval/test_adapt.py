@@ -102,6 +102,9 @@ def test_too_few_pairs_and_bad_options_are_refused_before_training(corpus, tmp_p
     assert few.exit_code == 2 and "too few to adapt on" in few.output
     bad = adapt(corpus, tmp_path / "c", "--held-out", "1.5")
     assert bad.exit_code == 2 and "--held-out must be between 0 and 1" in bad.output
+    for mix in ("0", "1.5"):
+        bad = adapt(corpus, tmp_path / "c", "--mix", mix)
+        assert bad.exit_code == 2 and "--mix must be in (0, 1]" in bad.output
     missing = adapt(corpus.replace(index_name=f"{corpus.index_name}-none"), tmp_path / "d")
     assert missing.exit_code == 5, missing.output  # the index does not fit: run apply, push
     assert "does not exist" in missing.output and "`loader apply`" in missing.output

@@ -1,15 +1,25 @@
 """Fine-tuning an embedding model: it learns what the examples teach, saves a folder every
-backend loads, and refuses options it cannot train with."""
+backend loads with the instructions it was trained with, keeps the model's temperature, and
+refuses options it cannot train with."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
 from loader.errors import ConfigError
 from loader.models.embedding import get_embedder, resolve_model_path
-from loader.models.finetune import FineTuneOptions, TrainingExample, fine_tune
-from loader.models.registry import spec_from_folder
+from loader.models.finetune import (
+    FineTuneOptions,
+    ModelInstructions,
+    TrainingExample,
+    fine_tune,
+    instructions_of,
+    mix_with_base,
+)
+from loader.models.registry import BGE_QUERY_INSTRUCTION, known_spec, spec_from_folder
 
 # Made-up code words no pretrained model links to these passages: only training can.
 PAIRS = [
@@ -77,3 +87,64 @@ def test_options_it_cannot_train_with_are_refused(tmp_path, options, named):
 def test_no_examples_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="no training examples"):
         fine_tune(resolve_model_path("all-MiniLM-L6-v2"), [], tmp_path / "out")
+
+
+def test_the_instructions_trained_with_are_the_ones_the_folder_searches_with(tmp_path):
+    """A tuned bge keeps its query instruction: trained with it, saved as the folder's prompt,
+    prefixed again when the folder embeds a question (and not when told not to)."""
+    instructions = ModelInstructions(BGE_QUERY_INSTRUCTION, "", 50.0)
+    out = tmp_path / "tuned"
+    examples = [TrainingExample(q, p) for q, p in PAIRS[:2]]
+    options = FineTuneOptions(batch_size=2)
+    fine_tune(resolve_model_path("all-MiniLM-L6-v2"), examples, out, options, None, instructions)
+
+    tuned = get_embedder(str(out), backend="torch")
+    assert (tuned.query_prefix, tuned.passage_prefix) == (BGE_QUERY_INSTRUCTION, "")
+    question = PAIRS[0][0]
+    by_hand = tuned.model.encode([BGE_QUERY_INSTRUCTION + question], normalize_embeddings=True)
+    assert np.allclose(tuned.embed_queries([question]), by_hand, atol=1e-5)
+
+
+def test_each_model_is_tuned_at_the_temperature_it_was_trained_with():
+    """bge's recipe is temperature 0.02 (scale 50), MiniLM's 1B-pair script scale 20, a model
+    the registry does not know sentence-transformers' default (20)."""
+
+    def embedder(spec, query_prefix, passage_prefix):
+        return SimpleNamespace(spec=spec, query_prefix=query_prefix, passage_prefix=passage_prefix)
+
+    bge = embedder(known_spec("bge-small-en-v1.5"), "Q ", "")
+    minilm = embedder(known_spec("all-MiniLM-L6-v2"), "", "")
+    folder = embedder(None, "", "p ")
+    assert instructions_of(bge) == ModelInstructions("Q ", "", 50.0)
+    assert instructions_of(minilm).scale == 20.0
+    assert instructions_of(folder) == ModelInstructions("", "p ", 20.0)
+    with pytest.raises(ConfigError, match="scale"):
+        FineTuneOptions(scale=0.0).check()
+
+
+def test_mixing_with_the_base_averages_every_weight(tmp_path):
+    """WiSE-FT: the saved model's weights are share · trained + (1 − share) · base, its prompts
+    kept; share 1 leaves the trained model as it is."""
+    from sentence_transformers import SentenceTransformer
+
+    base = resolve_model_path("all-MiniLM-L6-v2")
+    out = tmp_path / "tuned"
+    examples = [TrainingExample(q, p) for q, p in PAIRS]
+    options = FineTuneOptions(batch_size=3, learning_rate=1e-3)
+    fine_tune(base, examples, out, options, None, ModelInstructions("q: ", "", 20.0))
+
+    def weights(folder):
+        return SentenceTransformer(str(folder), device="cpu").state_dict()
+
+    before, stock = weights(out), weights(base)
+    mix_with_base(base, out, 1.0)
+    assert all((weights(out)[name] == before[name]).all() for name in before)
+    mix_with_base(base, out, 0.25)
+    after = weights(out)
+    moved = [name for name in before if before[name].is_floating_point()
+             and not (before[name] == stock[name]).all()]  # fmt: skip
+    assert moved  # training changed the model, so the mix is not trivially the base
+    for name in moved:
+        expected = 0.25 * before[name] + 0.75 * stock[name]
+        assert np.allclose(after[name].numpy(), expected.numpy(), atol=1e-6), name
+    assert get_embedder(str(out), backend="torch").query_prefix == "q: "

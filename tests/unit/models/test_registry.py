@@ -1,10 +1,12 @@
-"""What a sentence-transformers folder says about itself, in either layout its versions write."""
+"""What a sentence-transformers folder says about itself, in either layout its versions write,
+and the instructions it names."""
 
 from __future__ import annotations
 
 import json
 
-from loader.models.registry import spec_from_folder
+from loader.models.registry import effective_prefixes, model_spec, spec_from_folder
+from loader.settings import Settings
 
 
 def _write(folder, files):
@@ -66,3 +68,30 @@ def test_max_pooling_is_left_to_sentence_transformers(tmp_path):
     _write(tmp_path, {"1_Pooling/config.json": {"embedding_dimension": 384, "pooling_mode": "max"}})
     assert spec_from_folder("max", tmp_path) is None
     assert spec_from_folder("none", tmp_path / "missing") is None
+
+
+def test_a_folders_prompts_are_its_instructions(tmp_path):
+    """``loader fine-tune`` and ``adapt`` save the instructions they trained with as the
+    folder's prompts: searching and pushing with the folder use them, and the index records the
+    passage one."""
+    _write(
+        tmp_path,
+        {
+            "1_Pooling/config.json": {"embedding_dimension": 384, "pooling_mode": "cls"},
+            "config_sentence_transformers.json": {
+                "prompts": {"query": "Represent this: ", "document": "passage: "},
+                "default_prompt_name": None,
+            },
+        },
+    )
+    spec = model_spec(str(tmp_path))
+    assert (spec.query_prefix, spec.passage_prefix) == ("Represent this: ", "passage: ")
+    settings = Settings(embedding_model=str(tmp_path))
+    assert effective_prefixes(settings) == ("Represent this: ", "passage: ")
+    assert effective_prefixes(settings.replace(query_instruction=False)) == ("", "passage: ")
+    assert effective_prefixes(settings.replace(query_prefix="q: ")) == ("q: ", "passage: ")
+
+    _write(tmp_path, {"config_sentence_transformers.json": {"prompts": {}}})
+    spec = spec_from_folder("plain", tmp_path)
+    assert (spec.query_prefix, spec.passage_prefix) == ("", "")
+    assert model_spec(str(tmp_path / "missing")) is None
