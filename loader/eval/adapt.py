@@ -163,9 +163,8 @@ def adapt_embedder(
             if step == 1 or step % 10 == 0 or step == steps:
                 notify(f"step {step}/{steps}: loss {loss:.4f}")
 
-        trained = fine_tune(
-            base, examples, staging, request.options, on_step, instructions_of(stock)
-        )
+        instructions = instructions_of(stock)
+        trained = fine_tune(base, examples, staging, request.options, on_step, instructions)
         mix_with_base(base, staging, request.mix)
         adapted = embedder_for(settings.replace(embedding_model=str(staging)))
         adapted_ranks = guard.reciprocal_ranks(adapted)
@@ -190,6 +189,7 @@ def adapt_embedder(
                 **result.to_dict(),
                 "out": str(request.out),
                 "options": asdict(request.options),
+                "instructions": asdict(instructions),  # the temperature the options left open
                 "held_out_share": request.held_out_share,
                 "negatives": request.negatives,
                 "mix": request.mix,

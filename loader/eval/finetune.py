@@ -126,9 +126,8 @@ def fine_tune_embedder(
         if step == 1 or step % 10 == 0 or step == steps:
             notify(f"step {step}/{steps}: loss {loss:.4f}")
 
-    result = fine_tune(
-        base, mined.examples, request.out, request.options, on_step, instructions_of(embedder)
-    )
+    instructions = instructions_of(embedder)
+    result = fine_tune(base, mined.examples, request.out, request.options, on_step, instructions)
     provenance = {
         "base_model": settings.embedding_model,
         "dataset": str(request.dataset),
@@ -139,6 +138,7 @@ def fine_tune_embedder(
         "epoch_losses": [round(loss, 4) for loss in result.epoch_losses],
         "seconds": round(result.seconds, 1),
         "options": asdict(request.options),
+        "instructions": asdict(instructions),  # the temperature the options left open
         "mined_from": run_settings.index_name,
     }
     (request.out / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2) + "\n", "utf-8")

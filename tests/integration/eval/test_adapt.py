@@ -76,6 +76,8 @@ def test_an_adopted_model_is_a_new_version_that_pushes_and_searches(corpus, clie
     provenance = json.loads((out / PROVENANCE_FILE).read_text(encoding="utf-8"))
     assert (provenance["tenant"], provenance["index"]) == ("A", corpus.index_name)
     assert provenance["stock_mrr"] == result["stock_mrr"]
+    # MiniLM's own temperature and (no) instructions, what the options left open.
+    assert provenance["instructions"] == {"query_prefix": "", "passage_prefix": "", "scale": 20.0}
     assert "E1043" not in (out / PROVENANCE_FILE).read_text(encoding="utf-8")
 
     adapted = corpus.replace(embedding_model=str(out))
