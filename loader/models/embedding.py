@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from loader.errors import ModelError
-from loader.models.registry import instructions, known_spec, spec_from_folder
+from loader.models.registry import instructions, known_spec, model_spec
 from loader.models.token_count import token_counter
 from loader.settings import EMBEDDING_BACKENDS, Settings
 
@@ -96,7 +96,7 @@ class Embedder:
         self.backend = backend
         self.threads = threads
         self.path = resolve_model_path(name)
-        self.spec = known_spec(name) or spec_from_folder(name, Path(self.path))
+        self.spec = model_spec(name)
         self.query_prefix, self.passage_prefix = instructions(
             self.spec, query_prefix, passage_prefix, query_instruction
         )
@@ -227,7 +227,7 @@ def _load_onnx_encoder(name: str, path: str, backend: str, threads: int):
     _require_onnxruntime(backend)
     from loader.models.onnx_embedding import OnnxEncoder
 
-    spec = known_spec(name) or spec_from_folder(name, Path(path))
+    spec = model_spec(name)
     if spec is None:
         raise ModelError(
             f"embedding_backend={backend!r} needs the pooling of {name!r} (a local "

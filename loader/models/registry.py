@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from loader.errors import ModelError
+
 if TYPE_CHECKING:
     from loader.settings import Settings
 
@@ -35,9 +37,12 @@ BGE_QUERY_INSTRUCTION = "Represent this sentence for searching relevant passages
 # The similarity scale (inverse temperature) of the contrastive loss a model was trained with,
 # when the registry does not know it: sentence-transformers' default (temperature 0.05).
 DEFAULT_TRAINING_SCALE = 20.0
-# Where a sentence-transformers folder states its instructions ("prompts"), and their names.
+# Where a sentence-transformers folder states its instructions ("prompts"), and their names:
+# sentence-transformers' encode_document takes the first of these that the folder names.
 ST_CONFIG_FILE = "config_sentence_transformers.json"
-QUERY_PROMPT, PASSAGE_PROMPT = "query", "document"
+QUERY_PROMPT = "query"
+PASSAGE_PROMPTS = ("document", "passage", "corpus")
+PASSAGE_PROMPT = PASSAGE_PROMPTS[0]
 
 
 @dataclass(frozen=True)
@@ -176,20 +181,35 @@ def spec_from_folder(name: str, folder: Path) -> ModelSpec | None:
     )
     if not max_tokens or max_tokens > 1_000_000:  # transformers writes 1e30 for "no limit"
         max_tokens = 512
-    prompts = (_read_json(folder / ST_CONFIG_FILE) or {}).get("prompts") or {}
+    query_prefix, passage_prefix = _prompts(folder)
     return ModelSpec(
         name=name,
         pooling=mode,
         normalize=any(m.get("type", "").endswith("Normalize") for m in modules),
         max_tokens=int(max_tokens),
         dimension=int(pooling.get("word_embedding_dimension") or pooling["embedding_dimension"]),
-        query_prefix=str(prompts.get(QUERY_PROMPT) or ""),
-        passage_prefix=str(prompts.get(PASSAGE_PROMPT) or ""),
+        query_prefix=query_prefix,
+        passage_prefix=passage_prefix,
     )
 
 
+def _prompts(folder: Path) -> tuple[str, str]:
+    """The query and passage instructions a folder's sentence-transformers config names."""
+    config = _read_json(folder / ST_CONFIG_FILE)
+    prompts = config.get("prompts") if isinstance(config, dict) else None
+    if not isinstance(prompts, dict):
+        return "", ""
+    passage = next((prompts[name] for name in PASSAGE_PROMPTS if prompts.get(name)), "")
+    return str(prompts.get(QUERY_PROMPT) or ""), str(passage)
+
+
 def _read_json(path: Path) -> dict | list | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelError(f"{path}: not a JSON file ({exc}); the model folder is damaged") from None
 
 
 def instructions(

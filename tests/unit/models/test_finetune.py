@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from loader.errors import ConfigError
-from loader.models.embedding import get_embedder, resolve_model_path
+from loader.models.embedding import Embedder, get_embedder, resolve_model_path
 from loader.models.finetune import (
     FineTuneOptions,
     ModelInstructions,
@@ -90,8 +90,8 @@ def test_no_examples_is_a_clear_error(tmp_path):
 
 
 def test_the_instructions_trained_with_are_the_ones_the_folder_searches_with(tmp_path):
-    """A tuned bge keeps its query instruction: trained with it, saved as the folder's prompt,
-    prefixed again when the folder embeds a question (and not when told not to)."""
+    """A tuned bge keeps its query instruction: saved as the folder's prompt, prefixed again
+    when the folder embeds a question (and not when told not to)."""
     instructions = ModelInstructions(BGE_QUERY_INSTRUCTION, "", 50.0)
     out = tmp_path / "tuned"
     examples = [TrainingExample(q, p) for q, p in PAIRS[:2]]
@@ -103,6 +103,26 @@ def test_the_instructions_trained_with_are_the_ones_the_folder_searches_with(tmp
     question = PAIRS[0][0]
     by_hand = tuned.model.encode([BGE_QUERY_INSTRUCTION + question], normalize_embeddings=True)
     assert np.allclose(tuned.embed_queries([question]), by_hand, atol=1e-5)
+    without = Embedder(str(out), backend="torch", query_instruction=False)
+    assert (without.query_prefix, without.passage_prefix) == ("", "")
+
+
+def test_training_sees_the_instructions_at_the_models_temperature(tmp_path):
+    """The first step's loss (same seed, same batch) moves with the instructions' temperature
+    and prefixes, and --scale, when given, overrides the temperature."""
+    base = resolve_model_path("all-MiniLM-L6-v2")
+    examples = [TrainingExample(q, p) for q, p in PAIRS[:4]]
+    runs = iter(range(10))
+
+    def first_loss(instructions, scale=None):
+        options = FineTuneOptions(batch_size=4, scale=scale)
+        out = tmp_path / f"run{next(runs)}"
+        return fine_tune(base, examples, out, options, None, instructions).losses[0]
+
+    at_20 = first_loss(ModelInstructions(scale=20.0))
+    assert first_loss(ModelInstructions(scale=50.0), scale=20.0) == pytest.approx(at_20, abs=1e-6)
+    assert abs(first_loss(ModelInstructions(scale=50.0)) - at_20) > 1e-3
+    assert abs(first_loss(ModelInstructions("Represent: ", "", 20.0)) - at_20) > 1e-3
 
 
 def test_each_model_is_tuned_at_the_temperature_it_was_trained_with():

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
+from loader.errors import ModelError
 from loader.models.registry import effective_prefixes, model_spec, spec_from_folder
 from loader.settings import Settings
 
@@ -95,3 +98,20 @@ def test_a_folders_prompts_are_its_instructions(tmp_path):
     spec = spec_from_folder("plain", tmp_path)
     assert (spec.query_prefix, spec.passage_prefix) == ("", "")
     assert model_spec(str(tmp_path / "missing")) is None
+
+
+def test_the_passage_prompt_goes_by_any_of_sentence_transformers_names(tmp_path):
+    """``document``, else ``passage``, else ``corpus``, as sentence-transformers' encode_document
+    reads them; prompts that are not a mapping are none; a damaged config is named."""
+    _write(tmp_path, {"1_Pooling/config.json": {"embedding_dimension": 8, "pooling_mode": "mean"}})
+    for prompts, expected in [
+        ({"query": "query: ", "passage": "passage: "}, ("query: ", "passage: ")),
+        ({"corpus": "c: ", "passage": ""}, ("", "c: ")),
+        (["query: "], ("", "")),
+    ]:
+        _write(tmp_path, {"config_sentence_transformers.json": {"prompts": prompts}})
+        spec = spec_from_folder("folder", tmp_path)
+        assert (spec.query_prefix, spec.passage_prefix) == expected, prompts
+    (tmp_path / "config_sentence_transformers.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(ModelError, match="config_sentence_transformers.json: not a JSON file"):
+        spec_from_folder("folder", tmp_path)
