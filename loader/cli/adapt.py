@@ -51,6 +51,14 @@ from loader.terminal import printable
     "--negatives", type=int, default=1, show_default=True, help="Hard negatives per pair."
 )
 @click.option(
+    "--negative-margin",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Skip a nearest chunk the stock model scores within this share of the pair's own "
+    "passage (likely another right answer, not a wrong one).",
+)
+@click.option(
     "--mix",
     type=float,
     default=1.0,
@@ -71,6 +79,7 @@ def adapt(
     min_gain: float,
     max_pairs: int,
     negatives: int,
+    negative_margin: float,
     mix: float,
     epochs: int,
     learning_rate: float,
@@ -82,7 +91,8 @@ def adapt(
 ) -> None:
     """Fine-tune the configured embedding model on the tenant's indexed chunks, with no judged
     questions: heading and section, title and body, a sentence and its chunk without it, with the
-    index's nearest other chunks as negatives, with the model's own instructions and temperature.
+    index's nearest other chunks as negatives (less those scored nearly as high as the pair's own
+    passage), with the model's own instructions and temperature.
 
     Whole documents' pairs are held aside; the adapted model is written to --out only when it
     ranks them better than the stock model. Then set embedding_model = "<out>": `loader apply`
@@ -97,6 +107,7 @@ def adapt(
         held_out_share=held_out,
         max_pairs=max_pairs,
         negatives=negatives,
+        negative_margin=negative_margin,
         min_gain=min_gain,
         mix=mix,
         seed=seed,
@@ -115,7 +126,10 @@ def adapt(
         return
     pairs = ", ".join(f"{count} {kind}" for kind, count in result.pairs.items())
     click.echo(
-        printable(f"pairs mined: {pairs}; trained on {result.trained_on} in {result.seconds:.0f} s")
+        printable(
+            f"pairs mined: {pairs}; trained on {result.trained_on} in {result.seconds:.0f} s "
+            f"({result.negatives_skipped} nearest chunks skipped as likely right answers)"
+        )
     )
     click.echo(printable(result.reason))
     if result.adopted:

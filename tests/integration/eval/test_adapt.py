@@ -73,9 +73,11 @@ def test_an_adopted_model_is_a_new_version_that_pushes_and_searches(corpus, clie
     assert result["adopted"] is True and result["out"] == str(out)
     assert set(result["pairs"]) == {"heading", "title", "cloze"} and all(result["pairs"].values())
     assert result["held_out"] > 0 and result["trained_on"] > 0 and result["steps"] > 0
+    assert 0 <= result["negatives_skipped"] <= result["trained_on"]
     provenance = json.loads((out / PROVENANCE_FILE).read_text(encoding="utf-8"))
     assert (provenance["tenant"], provenance["index"]) == ("A", corpus.index_name)
     assert provenance["stock_mrr"] == result["stock_mrr"]
+    assert provenance["negative_margin"] == 0.05
     # MiniLM's own temperature and (no) instructions, what the options left open.
     assert provenance["instructions"] == {"query_prefix": "", "passage_prefix": "", "scale": 20.0}
     assert "E1043" not in (out / PROVENANCE_FILE).read_text(encoding="utf-8")
@@ -107,6 +109,8 @@ def test_too_few_pairs_and_bad_options_are_refused_before_training(corpus, tmp_p
     for mix in ("0", "1.5"):
         bad = adapt(corpus, tmp_path / "c", "--mix", mix)
         assert bad.exit_code == 2 and "--mix must be in (0, 1]" in bad.output
+    bad = adapt(corpus, tmp_path / "c", "--negative-margin", "1")
+    assert bad.exit_code == 2 and "--negative-margin must be in [0, 1)" in bad.output
     missing = adapt(corpus.replace(index_name=f"{corpus.index_name}-none"), tmp_path / "d")
     assert missing.exit_code == 5, missing.output  # the index does not fit: run apply, push
     assert "does not exist" in missing.output and "`loader apply`" in missing.output

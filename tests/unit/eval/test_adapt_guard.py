@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader.eval.adapt import Guard, gain_lower_bound
+from loader.eval.adapt import Guard, gain_lower_bound, wrong_candidates
 from loader.eval.pairs import mine_pairs
 from tests.unit.eval.test_pairs import LATE, UPI, chunk
 
@@ -55,3 +55,24 @@ def test_a_gain_within_the_noise_of_the_queries_is_not_a_gain():
     order = rng.permutation(600)
     shuffled = gain_lower_bound(stock[order], better[order], seed=0)
     assert abs(shuffled - gain_lower_bound(stock, better, seed=0)) < 0.003
+
+
+def _unit(vector):
+    vector = np.asarray(vector, dtype=float)
+    return vector / np.linalg.norm(vector)
+
+
+def test_a_candidate_scored_as_close_as_the_positive_is_not_a_negative():
+    query = _unit([1.0, 0.0, 0.0])
+    positive = _unit([0.8, 0.6, 0.0])  # cosine 0.8; the ceiling at a 5 % margin is 0.76
+    candidates = np.array([
+        _unit([0.95, 0.31, 0.0]),   # 0.95: closer than the positive, another right answer
+        _unit([0.77, 0.0, 0.64]),   # 0.77: within 5 % of it
+        _unit([0.75, 0.66, 0.0]),   # 0.75: far enough below it to be wrong
+        _unit([0.1, 0.0, 0.99]),    # an easy negative
+    ])  # fmt: skip
+    assert wrong_candidates(query, positive, candidates, 0.05) == [2, 3]
+    # No margin: only what scores above the positive is skipped.
+    assert wrong_candidates(query, positive, candidates, 0.0) == [1, 2, 3]
+    # A positive the model scores below 0 lowers the ceiling by its magnitude, not its sign.
+    assert wrong_candidates(query, -positive, candidates, 0.05) == []
