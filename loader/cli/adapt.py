@@ -128,7 +128,8 @@ def adapt(
     click.echo(
         printable(
             f"pairs mined: {pairs}; trained on {result.trained_on} in {result.seconds:.0f} s "
-            f"({result.negatives_skipped} nearest chunks skipped as likely right answers)"
+            f"({result.without_negatives} with no hard negative: every nearest chunk of another "
+            "document scored within --negative-margin of the pair's own passage)"
         )
     )
     click.echo(printable(result.reason))

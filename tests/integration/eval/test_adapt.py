@@ -73,7 +73,7 @@ def test_an_adopted_model_is_a_new_version_that_pushes_and_searches(corpus, clie
     assert result["adopted"] is True and result["out"] == str(out)
     assert set(result["pairs"]) == {"heading", "title", "cloze"} and all(result["pairs"].values())
     assert result["held_out"] > 0 and result["trained_on"] > 0 and result["steps"] > 0
-    assert 0 <= result["negatives_skipped"] <= result["trained_on"]
+    assert 0 <= result["without_negatives"] <= result["trained_on"]
     provenance = json.loads((out / PROVENANCE_FILE).read_text(encoding="utf-8"))
     assert (provenance["tenant"], provenance["index"]) == ("A", corpus.index_name)
     assert provenance["stock_mrr"] == result["stock_mrr"]
