@@ -305,7 +305,7 @@ def embed_on_cluster(
 
 # The processor apply puts into the index's ingest pipeline (pipelines/ingest/ingest.json.j2).
 EMBEDDING_PROCESSOR = "text_embedding"
-VECTOR_FIELD, TEXT_FIELD = "embedding", "content"
+VECTOR_FIELD = "embedding"
 # Model states in which the processor's predict calls are answered (on some nodes at least).
 SERVING_STATES = frozenset({DEPLOYED, "PARTIALLY_DEPLOYED"})
 

@@ -287,9 +287,6 @@ class PushPlan:
     def chunks(self) -> int:
         return self.kept_chunks + sum(len(doc.chunks) for doc in self.to_write)
 
-    def hashes_to_embed(self) -> set[str]:
-        return {h for doc in self.to_write for h in doc.hashes if h not in self.known_vectors}
-
     def report(self) -> PushReport:
         return PushReport(
             collection=self.collection,

@@ -26,7 +26,6 @@ from loader.errors import ModelError
 if TYPE_CHECKING:
     from loader.settings import Settings
 
-POOLINGS = ("cls", "mean")
 # The key of the index mapping's _meta that holds ``index_fingerprint``.
 EMBEDDING_META_KEY = "embedding_model"
 # How onnx-int8 quantizes (loader/models/onnx_embedding.py): dynamic quantization, int8 weights
