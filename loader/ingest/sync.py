@@ -43,26 +43,21 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from opensearchpy import OpenSearch
 
 from loader.cluster.client import cluster_errors, connect, require_cluster
-from loader.documents import PATH_SEPARATOR, Document
+from loader.documents import Document
+from loader.ingest.actions import Vector, blocked_lines, bulk_actions, deletions
 from loader.ingest.bulk import (
-    BLOCKED_REMEDY,
     BulkAction,
     BulkResult,
     bulk_request_timeout,
     send_bulk,
-    write_blocked,
 )
-from loader.ingest.fingerprint import chunking_fingerprint
 from loader.ingest.index_state import fetch_vectors, read_index_state
 from loader.ingest.plan import (
-    PlannedDocument,
     PushPlan,
     PushReport,
-    chunk_id,
     plan_push,
 )
 from loader.ingest.readers import SUPPORTED_SUFFIXES, Skipped, iter_documents, require_folder
@@ -73,57 +68,7 @@ from loader.text import require_unicode
 if TYPE_CHECKING:  # the model module is imported where a model is loaded
     from loader.models.embedding import Embedder
 
-# A chunk's vector: a float32 row just embedded, or the list of floats read back from the index.
-Vector = list[float] | np.ndarray
-
 log = logging.getLogger(__name__)
-
-
-def chunk_body(
-    planned: PlannedDocument,
-    position: int,
-    collection: str,
-    strategy: str,
-    vector: Vector | None,
-    chunking: str,
-) -> dict[str, Any]:
-    """The indexed document of one chunk (only fields of the strict mapping); ``chunking`` is
-    the settings' ``chunking_fingerprint``. Without a ``vector`` the body has no ``embedding``:
-    the index's ingest pipeline makes it (``embedding_location = cluster``)."""
-    chunk = planned.chunks[position]
-    meta = chunk.metadata
-    tags = meta.get("tags") or []
-    body: dict[str, Any] = {
-        "chunk_id": chunk_id(planned.doc_id, position),
-        "doc_id": planned.doc_id,
-        "source": chunk.source,
-        "collection": collection,
-        "content_hash": planned.hashes[position],
-        "doc_hash": planned.doc_hash,
-        "tenant": str(meta.get("tenant")),
-        "tags": [str(tag) for tag in (tags if isinstance(tags, list) else [tags])],
-        "section_id": chunk.section_id,
-        "strategy": strategy,
-        "chunking": chunking,
-        "position": position,
-        "content": chunk.text,
-        "title": chunk.title,
-        "heading_path": PATH_SEPARATOR.join(chunk.heading_path),
-        "body": chunk.body,
-    }
-    if vector is not None:
-        body["embedding"] = vector
-    optional = {
-        "lang": meta.get("lang"),
-        "published": meta.get("published"),
-        "page": chunk.page,
-        "parent_text": chunk.parent_text,
-        "window": chunk.window,
-    }
-    body.update({key: value for key, value in optional.items() if value not in (None, "")})
-    if "published" in body:
-        body["published"] = str(body["published"])
-    return body
 
 
 def push(
@@ -296,7 +241,7 @@ def apply_push(
     if not relaxing:
         bulk_load.restore(client, settings, warn)
     vectors = _vectors(plan, settings, client, embedder, report, show_progress)
-    writes = _actions(plan, settings, vectors)
+    writes = bulk_actions(plan, settings, vectors)
     with bulk_load.bulk_loading(client, settings, warn) if relaxing else contextlib.nullcontext():
         result, actions, kept = _write(writes, plan, settings, client, show_progress)
     for source, count in kept:
@@ -349,51 +294,6 @@ def _vectors(
     return vectors
 
 
-def _actions(plan: PushPlan, settings: Settings, vectors: dict[str, Vector]) -> list[BulkAction]:
-    """The bulk writes of a plan: index every planned chunk (``_deletions`` follow them)."""
-    alias = settings.index_name
-    chunking = chunking_fingerprint(settings)
-    cluster = settings.embedding_location == "cluster"
-    actions = [
-        BulkAction(
-            "index",
-            alias,
-            chunk_id(doc.doc_id, position),
-            doc.document.source,
-            chunk_body(
-                doc,
-                position,
-                plan.collection,
-                settings.chunk_strategy,
-                # Only the cluster's ingest pipeline may fill in a missing vector.
-                vectors.get(content_hash) if cluster else vectors[content_hash],
-                chunking,
-            ),
-        )
-        for doc in plan.to_write
-        for position, content_hash in enumerate(doc.hashes)
-    ]
-    return actions
-
-
-def _deletions(
-    plan: PushPlan, failed_writes: Iterable[str], alias: str
-) -> tuple[list[BulkAction], list[tuple[str, int]]]:
-    """The deletions to send once the writes are done, and those kept: ``(source, chunks)`` per
-    changed document any of whose writes failed (``failed_writes``: their chunk ids). Deleting
-    its stale chunks would leave neither version whole; kept, the document holds its old chunks
-    beside the new ones written, so the next push takes it for changed and writes it whole.
-    Chunks of removed documents are always deleted."""
-    failed_docs = {cid.rpartition("-")[0] for cid in failed_writes}
-    deletes, kept = [], {}
-    for cid, source in plan.deletions:
-        if cid.rpartition("-")[0] in failed_docs:
-            kept[source] = kept.get(source, 0) + 1
-        else:
-            deletes.append(BulkAction("delete", alias, cid, source))
-    return deletes, sorted(kept.items())
-
-
 def _write(
     writes: list[BulkAction],
     plan: PushPlan,
@@ -401,7 +301,7 @@ def _write(
     client: OpenSearch,
     show_progress: bool,
 ) -> tuple[BulkResult, list[BulkAction], list[tuple[str, int]]]:
-    """Send the writes in bulk, then the deletions the writes' results allow (``_deletions``),
+    """Send the writes in bulk, then the deletions the writes' results allow (``deletions``),
     and refresh once, so searches see the new state.
 
     Returns:
@@ -419,7 +319,7 @@ def _write(
     }
     with cluster_errors(settings, f"writing chunks to {alias}"):
         result = send_bulk(client, writes, **options)
-        deletes, kept = _deletions(plan, (item_id for _, item_id, _ in result.errors), alias)
+        deletes, kept = deletions(plan, (item_id for _, item_id, _ in result.errors), alias)
         if bar:
             bar.update(sum(count for _, count in kept))
         deleted = send_bulk(client, deletes, **options)
@@ -447,40 +347,12 @@ def _record(
         report.errors.append({"source": tag, "reason": f"{item_id}: {reason}"})
         if item_id not in result.blocked:
             notify(f"failed {tag}: {item_id}: {reason}")
-    for line in _blocked_lines(result.blocked, actions):
+    for line in blocked_lines(result.blocked, actions):
         notify(line)
     failed_ids = {item_id for _, item_id, _ in result.errors}
     report.chunks_written = sum(1 for a in actions if a.op == "index" and a.id not in failed_ids)
     report.chunks_deleted = sum(1 for a in actions if a.op == "delete" and a.id not in failed_ids)
     report.failed = len(report.skipped) + len(failed_sources)
-
-
-def _blocked_lines(blocked: dict[str, str], actions: list[BulkAction]) -> list[str]:
-    """One line per blocked index for the items its block refused: the files, the index, the
-    cause, how many chunks were not written or not deleted, and the remedy.
-
-    Example::
-
-        ["failed faq.txt, payments.md: index kb-v1 is write-blocked (a `loader apply` copying it
-          to a new version, or a full disk): 3 chunks of these documents were not written, 1 not
-          deleted; push again when `loader doctor` shows no block"]
-    """
-    lines = []
-    for index in sorted(set(blocked.values())):
-        refused = [action for action in actions if blocked.get(action.id) == index]
-        files = sorted({action.tag for action in refused})
-        named = ", ".join(files[:10]) + (f" and {len(files) - 10} more" if len(files) > 10 else "")
-        writes = sum(1 for action in refused if action.op == "index")
-        deletes = len(refused) - writes
-        count, verb = (writes, "written") if writes else (deletes, "deleted")
-        what = (
-            f"{'1 chunk' if count == 1 else f'{count} chunks'} of these documents "
-            f"{'was' if count == 1 else 'were'} not {verb}"
-        )
-        if writes and deletes:
-            what += f", {deletes} not deleted"
-        lines.append(f"failed {named}: {write_blocked(index)}: {what}; {BLOCKED_REMEDY}")
-    return lines
 
 
 def _progress(iterable: Any, enabled: bool, description: str, total: int | None = None) -> Any:

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from loader.documents import Block, Document, Section
+from loader.ingest.actions import bulk_actions
 from loader.ingest.bulk import BulkAction, bulk_request_timeout, send_bulk
 from loader.ingest.plan import plan_push
-from loader.ingest.sync import _actions
 from loader.models.embedding import embedder_for
 from loader.settings import Settings
 
@@ -30,15 +30,15 @@ def planned():
 def test_cluster_actions_leave_unknown_vectors_to_the_pipeline(planned):
     (content_hash,) = planned.to_write[0].hashes
     cluster = Settings(embedding_location="cluster")
-    (action,) = _actions(planned, cluster, {})
+    (action,) = bulk_actions(planned, cluster, {})
     assert "embedding" not in action.document and action.document["content"]
-    (reused,) = _actions(planned, cluster, {content_hash: [0.5, 0.5]})
+    (reused,) = bulk_actions(planned, cluster, {content_hash: [0.5, 0.5]})
     assert reused.document["embedding"] == [0.5, 0.5]
 
 
 def test_client_actions_never_go_without_a_vector(planned):
     with pytest.raises(KeyError):
-        _actions(planned, Settings(), {})
+        bulk_actions(planned, Settings(), {})
 
 
 def test_bulk_timeout_grows_with_what_the_cluster_embeds():
