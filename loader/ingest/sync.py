@@ -47,6 +47,8 @@ from opensearchpy import OpenSearch
 
 from loader.cluster.client import cluster_errors, connect, require_cluster
 from loader.documents import Document
+from loader.index import bulk_load
+from loader.index.compatible import check_index_compatible
 from loader.ingest.actions import Vector, blocked_lines, bulk_actions, deletions
 from loader.ingest.bulk import (
     BulkAction,
@@ -190,9 +192,6 @@ def _prepare(
         from loader.models.embedding import embedder_for
 
         embedder = embedder_for(settings)
-    from loader.index import bulk_load
-    from loader.index.apply import check_index_compatible
-
     check_index_compatible(client, settings, embedder.dimension)
     if bulk_load.recorded(client, settings):
         # A bulk-load push that did not finish left the index unrefreshed: make its writes
@@ -231,7 +230,6 @@ def apply_push(
     With ``bulk_load`` (and something to write) the writes run with the index relaxed
     (``loader.index.bulk_load``), restored however they end; otherwise the settings a bulk-load
     push that did not finish left are restored first."""
-    from loader.index import bulk_load
 
     def warn(line: str) -> None:
         report.warnings.append(line)

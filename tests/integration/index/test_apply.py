@@ -16,7 +16,8 @@ from loader.cli import cli
 from loader.cluster.client import connect
 from loader.errors import ClusterError, ConfigError, IncompatibleIndexError
 from loader.index import apply as apply_module
-from loader.index.apply import apply_config, check_index_compatible
+from loader.index.apply import apply_config
+from loader.index.compatible import check_index_compatible
 from loader.index.render import INDEX_FILE, config_names, packaged_file
 from tests.killed import apply_killed_at_first_reindex_poll
 

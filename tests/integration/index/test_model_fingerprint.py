@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from loader.errors import IncompatibleIndexError
-from loader.index.apply import apply_config, check_index_compatible, plan_apply
+from loader.index.apply import apply_config, plan_apply
+from loader.index.compatible import check_index_compatible
 from loader.index.render import render_config
 from loader.models.registry import EMBEDDING_META_KEY
 

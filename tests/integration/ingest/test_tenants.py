@@ -18,7 +18,8 @@ from opensearchpy import helpers
 
 from loader.cli import cli
 from loader.errors import IncompatibleIndexError
-from loader.index.apply import apply_config, check_index_compatible, plan_apply
+from loader.index.apply import apply_config, plan_apply
+from loader.index.compatible import check_index_compatible
 from loader.ingest.sync import push
 from loader.query.request import SearchRequest
 from loader.query.search import search
