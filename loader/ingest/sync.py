@@ -59,10 +59,10 @@ from loader.ingest.bulk import (
 from loader.ingest.index_state import fetch_vectors, read_index_state
 from loader.ingest.plan import (
     PushPlan,
-    PushReport,
     plan_push,
 )
 from loader.ingest.readers import SUPPORTED_SUFFIXES, Skipped, iter_documents, require_folder
+from loader.ingest.report import PushReport
 from loader.ingest.workers import embed_passages
 from loader.settings import Settings
 from loader.text import require_unicode

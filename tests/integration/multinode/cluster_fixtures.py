@@ -35,8 +35,9 @@ from opensearchpy import OpenSearch
 from loader.cluster.client import connect
 from loader.documents import Document
 from loader.errors import LoaderError
-from loader.ingest.plan import PushReport, chunk_id, identify, plan_document
+from loader.ingest.plan import chunk_id, identify, plan_document
 from loader.ingest.readers import iter_documents
+from loader.ingest.report import PushReport
 from loader.ingest.sync import push
 from loader.settings import Settings
 

@@ -8,12 +8,12 @@ from loader.documents import Block, Document, Section
 from loader.errors import ConfigError
 from loader.ingest.plan import (
     chunk_id,
-    ignored_summary,
     plan_push,
     recorded_chunk_count,
     stored_doc_hash,
 )
 from loader.ingest.readers import Skipped
+from loader.ingest.report import ignored_summary
 from loader.models.embedding import embedder_for
 from loader.settings import Settings
 
