@@ -21,7 +21,6 @@ Example::
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import stat
@@ -37,11 +36,16 @@ from loader.ingest.readers.docx import read_docx
 from loader.ingest.readers.html import read_html
 from loader.ingest.readers.markdown import read_markdown
 from loader.ingest.readers.notebook import read_notebook
+from loader.ingest.readers.opening import (
+    check_size,
+    open_walked,
+    os_reason,
+    walk_entry,
+)
 from loader.ingest.readers.pdf import read_pdf
 from loader.ingest.readers.rst import read_rst
 from loader.ingest.readers.text import read_text
 from loader.text import first_surrogate
-from loader.userfile import read_at_most
 
 __all__ = ["SUPPORTED_SUFFIXES", "Skipped", "file_type", "iter_documents", "read_document"]
 
@@ -89,17 +93,6 @@ def file_type(name: str) -> str:
     return PurePath(name).suffix.lower()
 
 
-def _human_size(size: int) -> str:
-    """``12 MB``, ``340 kB``, ``900 bytes`` (decimal units, like max_file_bytes' default)."""
-    for unit, scale in (("MB", 1_000_000), ("kB", 1_000)):
-        if size >= scale:
-            value = size / scale
-            return (
-                f"{value:.0f} {unit}" if value >= 10 else f"{value:.1f} {unit}".replace(".0 ", " ")
-            )
-    return f"{size} bytes"
-
-
 def _source(path: Path, root: Path) -> str:
     try:
         return PurePath(os.path.relpath(path, root)).as_posix()
@@ -122,49 +115,6 @@ def printable_name(source: str) -> str:
         return source.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-CHANGED_REASON = "changed while the push read it (replaced or moved); push again"
-
-
-def _os_reason(exc: OSError, path: Path) -> str:
-    if exc.errno == errno.ELOOP:
-        return "symlink loop"
-    if exc.errno == errno.ENOENT and path.is_symlink():
-        return "broken symlink"
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied"
-    if exc.errno == errno.EINVAL:  # readlink of a link that stopped being one
-        return CHANGED_REASON
-    return f"cannot read: {exc.strerror or exc}"
-
-
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a directory"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a regular file"
-
-
-def _entry(path: Path) -> tuple[os.stat_result, Path | None]:
-    """What the walk takes ``path`` for: its ``lstat`` and ``None``, or for a symbolic link the
-    ``stat`` of its resolved target and that target. Stat-ing the resolved path (not the link
-    again) means a link re-pointed meanwhile cannot lend its new target's identity.
-
-    Raises:
-        OSError: a broken link (ENOENT), a loop (ELOOP), a link that stopped being one while it
-            was resolved (EINVAL), ...
-    """
-    info = os.lstat(path)
-    if not stat.S_ISLNK(info.st_mode):
-        return info, None
-    target = Path(os.path.realpath(path, strict=True))
-    return target.stat(), target
-
-
 def _read(
     path: Path,
     source: str,
@@ -177,7 +127,7 @@ def _read(
 
     ``walked`` is what the walk took the file for (``_entry``); ``linked``: it was reached
     through a symbolic link the walk allowed. The file is opened once and its bytes read from
-    that descriptor (``_open_walked``), so a file swapped for a link, a folder or a FIFO after
+    that descriptor (``open_walked``), so a file swapped for a link, a folder or a FIFO after
     the walk looked at it is refused, never read through the swapped-in path. ``inside``: the
     pushed folder (resolved) the opened file must lie in, when links out of it are refused.
     """
@@ -190,8 +140,8 @@ def _read(
         raise Unsupported(
             f"unsupported file type {suffix}" if suffix else "unsupported file type (no suffix)"
         )
-    _check_size(walked, max_bytes)
-    data = _open_walked(path, walked, linked, inside, max_bytes)
+    check_size(walked, max_bytes)
+    data = open_walked(path, walked, linked, inside, max_bytes)
     stem = PurePath(source).stem
     if suffix == ".pdf":
         return read_pdf(data, source, stem)
@@ -201,73 +151,6 @@ def _read(
     if suffix in CODE_LANGUAGES:
         return read_code(text, source, suffix)
     return _TEXT_READERS.get(suffix, read_text)(text, source, stem)
-
-
-def _check_size(info: os.stat_result, max_bytes: int) -> None:
-    if not stat.S_ISREG(info.st_mode):
-        # Checked before opening: reading a FIFO would block forever.
-        raise Rejected(f"not a regular file ({_file_kind(info.st_mode)})")
-    if info.st_size == 0:
-        raise Rejected("empty file")
-    if info.st_size > max_bytes:
-        raise Rejected(
-            f"larger than max_file_bytes ({_human_size(info.st_size)} > {_human_size(max_bytes)})"
-        )
-
-
-def _open_walked(
-    path: Path, walked: os.stat_result, linked: bool, inside: Path | None, max_bytes: int
-) -> bytes:
-    """The bytes of the file the walk saw at ``path``, read from one descriptor.
-
-    Opened without following a link (unless the walk reached it through one), without blocking
-    (a FIFO swapped in must not hang the push), then checked: a regular file, the same device
-    and inode as ``walked``, and (where the system says) inside ``inside``, so that a folder
-    above it swapped for a link out of the pushed folder is caught too.
-    """
-    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
-    if not linked:
-        flags |= os.O_NOFOLLOW
-    try:
-        fd = os.open(path, flags)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP and not linked:  # it became a symbolic link
-            raise Rejected(CHANGED_REASON) from None
-        raise Rejected(_os_reason(exc, path)) from None
-    try:
-        opened = os.fstat(fd)
-        if not stat.S_ISREG(opened.st_mode):
-            raise Rejected(f"not a regular file ({_file_kind(opened.st_mode)})")
-        if (opened.st_dev, opened.st_ino) != (walked.st_dev, walked.st_ino):
-            raise Rejected(CHANGED_REASON)
-        real = _opened_path(fd)
-        if inside is not None and real is not None and not real.is_relative_to(inside):
-            raise Rejected(CHANGED_REASON)
-        data = read_bytes(fd, max_bytes + 1)
-    except OSError as exc:
-        raise Rejected(_os_reason(exc, path)) from None
-    finally:
-        os.close(fd)
-    if len(data) > max_bytes:  # it grew since the walk looked
-        raise Rejected(f"larger than max_file_bytes (> {_human_size(max_bytes)})")
-    if not data:
-        raise Rejected("empty file")
-    return data
-
-
-def _opened_path(fd: int) -> Path | None:
-    """Where the open file ``fd`` really is (Linux's /proc), or None where the system does not
-    say."""
-    try:
-        return Path(os.readlink(f"/proc/self/fd/{fd}"))
-    except OSError:
-        return None
-
-
-def read_bytes(fd: int, limit: int) -> bytes:
-    """Up to ``limit`` bytes of the open file ``fd`` (one seam for tests that simulate
-    unreadable files)."""
-    return read_at_most(fd, limit)
 
 
 def read_document(path: Path, root: Path, max_bytes: int) -> Document:
@@ -289,9 +172,9 @@ def read_document(path: Path, root: Path, max_bytes: int) -> Document:
     source = _source(path, root)
     try:
         try:
-            info, target = _entry(path)
+            info, target = walk_entry(path)
         except OSError as exc:
-            raise Rejected(_os_reason(exc, path)) from None
+            raise Rejected(os_reason(exc, path)) from None
         return _read(path, source, max_bytes, info, linked=target is not None)
     except Rejected as exc:
         raise InputError(f"{printable_name(source)}: {exc.reason}") from None
@@ -340,9 +223,9 @@ def iter_documents(
     for path in walk.paths():
         source = _source(path, root)
         try:
-            info, target = _entry(path)
+            info, target = walk_entry(path)
         except OSError as exc:
-            yield Skipped(printable_name(source), _os_reason(exc, path))
+            yield Skipped(printable_name(source), os_reason(exc, path))
             continue
         reason = walk.refusal(path, source, info, target)
         if reason is not None:
@@ -443,7 +326,7 @@ class _Walk:
         try:
             children = _children(path)
         except OSError as exc:
-            return _os_reason(exc, path)
+            return os_reason(exc, path)
         self.seen.add(folder_id)
         self.ancestors.append(folder_id)
         self.stack.append(iter(children))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import loader.ingest.readers as readers
+import loader.ingest.readers.opening as opening
 from loader.documents import Document
 from loader.errors import ConfigError, InputError
 from loader.ingest.readers import (
@@ -135,14 +136,14 @@ def test_unreadable_file_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     # Root reads anything, so chmod 000 proves nothing here: make the read itself fail.
     locked = write(tmp_path, "locked.md", "Secret.")
     write(tmp_path, "open.md", "Open.")
-    real_read = readers.read_bytes
+    real_read = opening.read_bytes
 
     def read_bytes(fd: int, limit: int) -> bytes:
         if os.fstat(fd).st_ino == locked.stat().st_ino:
             raise PermissionError(13, "Permission denied", str(locked))
         return real_read(fd, limit)
 
-    monkeypatch.setattr(readers, "read_bytes", read_bytes)
+    monkeypatch.setattr(opening, "read_bytes", read_bytes)
     assert outcome(tmp_path) == {"locked.md": "permission denied", "open.md": "ok"}
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import loader.ingest.readers as readers
+import loader.ingest.readers.opening as opening
 from loader.documents import Document
 from loader.ingest.readers import Skipped, iter_documents
 from tests.swapping import SECRET, file_swaps, folder_swaps, remove, swapping
@@ -30,7 +31,7 @@ def _replace_with(kind: str, path: Path, outside: Path) -> None:
 @pytest.mark.parametrize(
     ("kind", "reason"),
     [
-        ("link", readers.CHANGED_REASON),
+        ("link", opening.CHANGED_REASON),
         ("folder", "not a regular file (a directory)"),
         ("fifo", "not a regular file (a FIFO)"),
     ],
@@ -44,7 +45,7 @@ def test_a_file_swapped_after_the_walk_looked_at_it_is_refused_not_read(
     kb, outside = folders
     swapped = kb / "swap.md"
     swapped.write_text("# Swap\n\nInside text.\n", encoding="utf-8")
-    looked_at = readers._entry
+    looked_at = readers.walk_entry
 
     def entry_then_swap(path: Path) -> tuple[os.stat_result, Path | None]:
         found = looked_at(path)
@@ -52,7 +53,7 @@ def test_a_file_swapped_after_the_walk_looked_at_it_is_refused_not_read(
             _replace_with(kind, swapped, outside / "secret.md")
         return found
 
-    monkeypatch.setattr(readers, "_entry", entry_then_swap)
+    monkeypatch.setattr(readers, "walk_entry", entry_then_swap)
     items = {item.source: item for item in iter_documents(kb, 1_000_000)}
     assert items["swap.md"] == Skipped("swap.md", reason)
     assert isinstance(items["guide.md"], Document)
@@ -67,7 +68,7 @@ def test_a_folder_swapped_for_a_link_after_the_walk_entered_it_is_not_read_throu
     sub = kb / "sub"
     (sub / "note.md").write_text("# Note\n\nInside note.\n", encoding="utf-8")
     (outside / "note.md").unlink()
-    looked_at = readers._entry
+    looked_at = readers.walk_entry
 
     def entry_then_swap(path: Path) -> tuple[os.stat_result, Path | None]:
         found = looked_at(path)
@@ -78,9 +79,9 @@ def test_a_folder_swapped_for_a_link_after_the_walk_entered_it_is_not_read_throu
             sub.symlink_to(outside, target_is_directory=True)
         return found
 
-    monkeypatch.setattr(readers, "_entry", entry_then_swap)
+    monkeypatch.setattr(readers, "walk_entry", entry_then_swap)
     items = {item.source: item for item in iter_documents(kb, 1_000_000)}
-    assert items["sub/note.md"] == Skipped("sub/note.md", readers.CHANGED_REASON)
+    assert items["sub/note.md"] == Skipped("sub/note.md", opening.CHANGED_REASON)
 
 
 def read_while_swapping(kb: Path, swaps: dict[Path, list[Callable[[], None]]]) -> list[object]:
