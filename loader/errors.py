@@ -139,7 +139,8 @@ class NotFoundError(LoaderError):
 
 
 class ForbiddenError(LoaderError):
-    """A request names another tenant's query, query set or grade: refused, nothing written."""
+    """A request names another tenant's logged query (an unguessable id): refused, nothing
+    written. Another tenant's query set is a ``NotFoundError``: its id can be computed."""
 
     exit_code = 13
     http_status = 403

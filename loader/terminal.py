@@ -22,9 +22,13 @@ __all__ = ["printable", "printable_lines"]
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 # C0 controls (tab included: it can hide text), DEL, C1 controls, the Unicode line and paragraph
-# separators, the bidirectional embeddings, overrides and isolates, and lone surrogates (a file
-# name's undecodable bytes, a JSON escape), which no terminal encoding can print.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+# separators, every bidirectional control (the embeddings and overrides U+202A-U+202E, the isolates
+# U+2066-U+2069, and the marks U+200E, U+200F, U+061C, which reorder the text around them on a
+# terminal that applies the bidi algorithm), and lone surrogates (a file name's undecodable bytes,
+# a JSON escape), which no terminal encoding can print.
+_UNSAFE = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -39,9 +43,9 @@ def printable(text: str) -> str:
     """``text`` with every control character escaped, so it prints as exactly one line.
 
     ``\\n``, ``\\r`` and ``\\t`` become those two-character escapes; other C0 and C1 controls
-    and DEL become ``\\xNN``; U+2028, U+2029, the bidi controls U+202A–U+202E and
-    U+2066–U+2069 and lone surrogates become ``\\uNNNN``. Everything else, backslashes and
-    non-ASCII letters included, is left as it is.
+    and DEL become ``\\xNN``; U+2028, U+2029, the bidi controls (U+202A–U+202E,
+    U+2066–U+2069, U+200E, U+200F, U+061C) and lone surrogates become ``\\uNNNN``.
+    Everything else, backslashes and non-ASCII letters included, is left as it is.
 
     Args:
         text: anything that is about to be printed.

@@ -217,4 +217,6 @@ def _tune(
     for line in diff or [f"{path}: the current settings won; nothing to write"]:
         click.echo(printable(line))
     if diff:
-        click.echo(f"{'written to' if tune['write'] else 'not written (add --write):'} {path}")
+        click.echo(
+            printable(f"{'written to' if tune['write'] else 'not written (add --write):'} {path}")
+        )

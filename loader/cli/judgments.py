@@ -130,10 +130,11 @@ def import_command(
     settings: Settings, path: str, tenant: str | None, name: str, as_json: bool
 ) -> None:
     """Import PATH (a questions file, an SRW query set or SRW judgments) as query set NAME."""
-    from loader.eval.judgments import import_file
+    from loader.eval.judgments import read_judgment_file, store_imported
 
     tenant = tenant or settings.tenant
-    query_set, grades = import_file(_client(settings), settings, tenant, name, path)
+    imported = read_judgment_file(path)  # a bad file is refused before any request
+    query_set, grades = store_imported(_client(settings), settings, tenant, name, imported)
     if as_json:
         echo_json({"set_id": query_set.set_id, "questions": query_set.questions, "grades": grades})
         return

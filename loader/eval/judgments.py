@@ -22,6 +22,7 @@ Example::
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +40,7 @@ from loader.query.judgments import (
     save_grade,
 )
 from loader.settings import Settings
+from loader.userfile import parse_failure, read_user_text
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -150,62 +152,123 @@ class Imported:
 def read_judgment_file(path: str | Path) -> Imported:
     """Read a questions file, an SRW query set or SRW judgments (told apart by their content).
 
+    The file is read as every file a user names is (``loader.userfile``: a regular file of at
+    most ``MAX_USER_FILE_BYTES``, so a FIFO or ``/dev/zero`` is refused, not waited on), and
+    every field is checked.
+
     Raises:
-        InputError: the file is none of them (the message names the file and the line).
+        ConfigError: the file cannot be read or is none of them; the message names the file
+            and the line (questions) or the JSON path (``judgmentRatings[0].ratings[2].docId``).
     """
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except OSError as exc:
-        raise InputError(f"{path}: cannot be read ({exc.strerror})") from None
+    text = read_user_text(path, "judgments file")
     try:
         whole = json.loads(text)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # a questions file (JSONL), or no JSON: read by line
         whole = None
     if isinstance(whole, dict) and "querySetQueries" in whole:
-        queries = whole["querySetQueries"]
-        if not isinstance(queries, list) or not all(
-            isinstance(q, dict) and isinstance(q.get("queryText"), str) for q in queries
-        ):
-            raise InputError(f'{path}: querySetQueries must be a list of {{"queryText": ...}}')
-        return Imported("srw-query-set", [q["queryText"] for q in queries])
+        return _srw_query_set(whole, path)
     if isinstance(whole, dict) and "judgmentRatings" in whole:
-        imported = Imported("srw-judgments", [])
-        for number, entry in enumerate(_list(whole["judgmentRatings"], path)):
-            if not isinstance(entry, dict) or not isinstance(entry.get("query"), str):
-                raise InputError(f'{path}: judgmentRatings[{number}] has no "query"')
-            imported.questions.append(entry["query"])
-            grades = imported.grades.setdefault(number, {})
-            for rating in _list(entry.get("ratings"), path):
-                grades[str(rating["docId"])] = _grade(rating.get("rating"), path, number)
-        return imported
-    from loader.eval.datasets import load_questions
+        return _srw_judgments(whole, path)
+    return _questions_file(text, path)
 
-    questions = load_questions(path)  # InputError naming the line
-    imported = Imported("questions", [q.question for q in questions])
-    for number, q in enumerate(questions):
-        for judged in q.metadata.get("judgments") or []:
-            if isinstance(judged, dict) and judged.get("chunk_id"):
-                imported.grades.setdefault(number, {})[str(judged["chunk_id"])] = _grade(
-                    judged.get("grade"), path, number
-                )
+
+def _srw_query_set(whole: dict[str, Any], path: Path) -> Imported:
+    texts = []
+    for number, query in enumerate(_list(whole["querySetQueries"], path, "querySetQueries")):
+        where = f"querySetQueries[{number}]"
+        texts.append(_text(_object(query, path, where), "queryText", path, where))
+    return Imported("srw-query-set", _some(texts, path))
+
+
+def _srw_judgments(whole: dict[str, Any], path: Path) -> Imported:
+    imported = Imported("srw-judgments", [])
+    for number, entry in enumerate(_list(whole["judgmentRatings"], path, "judgmentRatings")):
+        where = f"judgmentRatings[{number}]"
+        imported.questions.append(_text(_object(entry, path, where), "query", path, where))
+        grades = imported.grades.setdefault(number, {})
+        for rated, rating in enumerate(_list(entry.get("ratings"), path, f"{where}.ratings")):
+            at = f"{where}.ratings[{rated}]"
+            rating = _object(rating, path, at)
+            grades[_text(rating, "docId", path, at)] = _grade(rating.get("rating"), path, at)
+    _some(imported.questions, path)
     return imported
 
 
-def _list(value: object, path: Path) -> list[Any]:
+def _questions_file(text: str, path: Path) -> Imported:
+    """A questions file (JSONL): each line's ``question`` and its ``judgments``' grades."""
+    imported = Imported("questions", [])
+    for line_number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"line {line_number}"
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else parse_failure(exc)
+            raise ConfigError(
+                f"judgments file {path}: {where}: not valid JSON ({reason})"
+            ) from None
+        record = _object(record, path, where)
+        number = len(imported.questions)
+        imported.questions.append(_text(record, "question", path, where))
+        judgments = record.get("judgments")
+        for judged, entry in enumerate(
+            [] if judgments is None else _list(judgments, path, f"{where}: judgments")
+        ):
+            at = f"{where}: judgments[{judged}]"
+            entry = _object(entry, path, at)
+            chunk_id = _text(entry, "chunk_id", path, at)
+            imported.grades.setdefault(number, {})[chunk_id] = _grade(entry.get("grade"), path, at)
+    _some(imported.questions, path)
+    return imported
+
+
+def _some(questions: list[str], path: Path) -> list[str]:
+    if not questions:
+        raise ConfigError(f"judgments file {path} holds no question")
+    return questions
+
+
+def _list(value: object, path: Path, where: str) -> list[Any]:
     if not isinstance(value, list):
-        raise InputError(f"{path}: expected a list, got {type(value).__name__}")
+        raise ConfigError(f"judgments file {path}: {where} must be a list, got {_kind(value)}")
     return value
 
 
-def _grade(value: object, path: Path, number: int) -> int:
-    try:
-        grade = round(float(value))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(f"{path}: question {number + 1}: rating {value!r} is no number") from None
-    if grade not in GRADES:
-        raise InputError(f"{path}: question {number + 1}: rating {value!r} is not 0, 1 or 2")
-    return grade
+def _object(value: object, path: Path, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"judgments file {path}: {where} must be an object, got {_kind(value)}")
+    return value
+
+
+def _text(record: dict[str, Any], key: str, path: Path, where: str) -> str:
+    """``record[key]``, a non-empty string; ``where`` is the record's JSON path, or ``line N``."""
+    value = record.get(key)
+    if not isinstance(value, str) or not value.strip():
+        field = f"{where}: {key}" if where.startswith("line ") else f"{where}.{key}"
+        raise ConfigError(
+            f"judgments file {path}: {field} must be a non-empty string, got {_kind(value)}"
+        )
+    return value
+
+
+def _grade(value: object, path: Path, where: str) -> int:
+    """A grade 0, 1 or 2 from a number or a numeric string (SRW writes ``"2.000"``), rounded."""
+    number = None
+    if isinstance(value, int | float | str) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    if number is None or not math.isfinite(number) or round(number) not in GRADES:
+        raise ConfigError(f"judgments file {path}: {where}: rating {_kind(value)} is not 0, 1 or 2")
+    return round(number)
+
+
+def _kind(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{type(value).__name__} {text[:37]}..."
 
 
 def import_file(
@@ -215,9 +278,17 @@ def import_file(
     number of grades stored.
 
     Raises:
+        ConfigError: the file is no judgments file (``read_judgment_file``).
         NotFoundError: a graded chunk is no chunk of ``tenant`` (nothing is written).
     """
-    imported = read_judgment_file(path)
+    return store_imported(client, settings, tenant, name, read_judgment_file(path))
+
+
+def store_imported(
+    client: OpenSearch, settings: Settings, tenant: str, name: str, imported: Imported
+) -> tuple[QuerySet, int]:
+    """``import_file`` of a file already read (the CLI reads it before it connects, so that a
+    bad file is refused without a cluster)."""
     for grades in imported.grades.values():  # every chunk checked before anything is written
         for chunk_id in grades:
             find_chunk(client, settings, tenant, chunk_id)

@@ -132,6 +132,10 @@ class TenantSearch:
                 f"unknown search option {', '.join(unknown)}; the options are "
                 f"{', '.join(SEARCH_OPTIONS)}"
             )
+        if not isinstance(tenant, str):  # None would reach SearchRequest as no tenant at all
+            raise ConfigError(
+                f"tenant is required: the one tenant this retriever searches, got {tenant!r:.40}"
+            )
         if settings is not None and config is not None:
             raise ConfigError("give settings or config, not both")
         self.settings = settings if settings is not None else resolve_settings(config)[0]

@@ -4,8 +4,9 @@ storage (the formats they are exported in are ``loader.eval.judgments``).
 Stored in ``<alias>-judgments`` (created by ``loader apply`` with ``query_log = "ubi"``): one
 document per query set (``kind: query_set``), per graded result (``kind: grade``) and per skipped
 question (``kind: skip``), each with its tenant. A query set's id is derived from its tenant and
-name; every read and write checks the tenant (``ForbiddenError`` for another tenant's, before
-anything is written).
+name; every read and write checks the tenant before anything is written, and another tenant's set
+is reported exactly as a missing one (``NotFoundError``, same message): a tenant that can compute
+another's set id learns nothing of which names it uses.
 
 Sampling (``sample_questions``, pure): ``frequent`` (most asked), ``random`` (seeded) and
 ``worst`` (no click or "answered" event, a follow-up by the same client within a minute, then the
@@ -28,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 import opensearchpy
 
-from loader.documents import PATH_SEPARATOR
-from loader.errors import ConfigError, ForbiddenError, InputError, NotFoundError
+from loader.documents import PATH_SEPARATOR, joined_parts
+from loader.errors import ConfigError, InputError, NotFoundError
 from loader.query.query_log import normalize_question, now_iso, tenant_events, tenant_queries
 from loader.settings import Settings
 
@@ -48,11 +49,15 @@ def judgments_index(alias: str) -> str:
 
 
 def set_id_for(tenant: str, name: str) -> str:
-    return hashlib.sha256(f"{tenant}\x1f{name}".encode()).hexdigest()[:20]
+    """The id of ``tenant``'s query set ``name``: escaped as document ids are (``joined_parts``),
+    so tenant ``px\x1fpy``'s set ``kb`` and tenant ``px``'s set ``py\x1fkb`` are two sets."""
+    return hashlib.sha256(joined_parts((tenant, name)).encode()).hexdigest()[:20]
 
 
 def _doc_id(*parts: object) -> str:
-    return hashlib.sha256("\x1f".join(map(str, parts)).encode()).hexdigest()
+    """The id of a grade or a skip, from its set, question and chunk, escaped likewise (a chunk
+    id is the caller's text)."""
+    return hashlib.sha256(joined_parts(tuple(map(str, parts))).encode()).hexdigest()
 
 
 @dataclass
@@ -218,15 +223,16 @@ def get_query_set(client: OpenSearch, settings: Settings, tenant: str, set_id: s
     """The query set ``set_id`` of ``tenant``.
 
     Raises:
-        NotFoundError: no such set. ForbiddenError: it is another tenant's.
+        NotFoundError: no such set, or another tenant's: the same message for both, after the
+            same one request, so that the answer tells nothing of other tenants' sets.
     """
     index = _check_index(client, settings)
     try:
         source = client.get(index=index, id=f"set-{set_id}")["_source"]
     except opensearchpy.NotFoundError:
-        raise NotFoundError(f"query set {set_id!r} does not exist") from None
-    if source.get("tenant") != tenant:
-        raise ForbiddenError(f"query set {set_id!r} is not a query set of this tenant")
+        source = None
+    if source is None or source.get("tenant") != tenant:
+        raise NotFoundError(f"query set {set_id!r} does not exist")
     return QuerySet(
         set_id,
         source["name"],
@@ -281,8 +287,8 @@ def save_grade(
     """Grade one result of question ``question_index`` of the set (a later grade replaces it).
 
     Raises:
-        ForbiddenError: the set is another tenant's (nothing written). NotFoundError: no such
-        set, question or chunk of this tenant. ConfigError: a grade other than 0, 1, 2.
+        NotFoundError: no such set, question or chunk of this tenant (another tenant's set is
+        no set of this one; nothing is written). ConfigError: a grade other than 0, 1, 2.
     """
     query_set = get_query_set(client, settings, tenant, set_id)
     if grade not in GRADES:

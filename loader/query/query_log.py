@@ -5,9 +5,11 @@ the cluster in OpenSearch's User Behavior Insights shape (``<alias>-ubi_queries`
 UBI's own fields hold what UBI has a field for (``query_id``, ``user_query``: the question as
 sent, ``query_response_hit_ids``, ``timestamp``, ``client_id``, ``application``; ``action_name``,
 ``event_attributes.object.object_id`` and ``.position.ordinal`` of an event); the rest is in
-``query_attributes`` / ``event_attributes``: the tenant, the mode, the question as searched after
-any rewrite, each returned chunk's rank and score, the latency. Never a key, a password, the
-conversation or a vector. Every read filters on the tenant.
+``query_attributes`` / ``event_attributes``: the tenant, the mode, the question as searched (cut
+to ``MAX_QUESTION_CHARS``), each returned chunk's rank and score, the latency. Never a key, a
+password, the conversation or a vector: not the rewriter's queries or standalone question either,
+since a follow-up's rewrite holds the user's earlier turns (``rewrite = concat`` joins the last
+one to it verbatim). Every read filters on the tenant.
 
 A log write that fails never fails the search: it is a warning on the server's log.
 
@@ -71,7 +73,8 @@ def now_iso() -> str:
 def query_document(
     request: SearchRequest, result: SearchResult, query_id: str, client_id: str = ""
 ) -> dict[str, Any]:
-    """The ``ubi_queries`` document of one search. Pure."""
+    """The ``ubi_queries`` document of one search: the question of this turn only, never
+    ``result.queries`` (a rewrite of a follow-up carries the earlier turns). Pure."""
     question = request.question[:MAX_LOGGED_QUESTION_CHARS]
     hits = [
         {
@@ -94,7 +97,6 @@ def query_document(
             "tenant": result.tenant,
             "mode": result.mode,
             "searched": result.question[:MAX_LOGGED_QUESTION_CHARS],
-            "queries": [query[:MAX_LOGGED_QUESTION_CHARS] for query in result.queries],
             "normalized": normalize_question(question),
             "reranked": result.reranked,
             "top_score": hits[0]["score"] if hits else 0.0,

@@ -23,6 +23,9 @@ FORGED = "forged\nfailed ok.md: everything lost.exe"
         ("r\u202egnp.exe", "r\\u202egnp.exe"),  # right-to-left override: "rexe.png"
         ("\u202a\u202b\u202c\u202d", "\\u202a\\u202b\\u202c\\u202d"),
         ("\u2066\u2067\u2068\u2069", "\\u2066\\u2067\\u2068\\u2069"),
+        # The marks: a right-to-left mark before digits or a path reorders what follows it.
+        ("\u200e\u200f\u061c", "\\u200e\\u200f\\u061c"),
+        ("refund\u200f 30 days.exe", "refund\\u200f 30 days.exe"),
     ],
 )
 def test_control_characters_are_escaped(text: str, shown: str) -> None:
@@ -40,7 +43,7 @@ def test_ordinary_text_is_left_alone(text: str) -> None:
 
 def test_every_unsafe_character_is_escaped_and_nothing_else() -> None:
     unsafe = {*range(0x00, 0x20), *range(0x7F, 0xA0), 0x2028, 0x2029}
-    unsafe |= {*range(0x202A, 0x202F), *range(0x2066, 0x206A)}
+    unsafe |= {*range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x200E, 0x200F, 0x061C}
     for code in range(0x3000):
         char = chr(code)
         if code in unsafe:
@@ -98,3 +101,11 @@ def test_log_lines_of_a_command_are_printable_too():
     finally:
         root.removeHandler(handler)
     assert stream.getvalue() == "skipped forged\\nfailed ok.md (key ****)\n"
+
+
+def test_an_error_line_naming_a_path_with_a_bidi_mark_shows_the_mark(tmp_path) -> None:
+    missing = tmp_path / "kb\u200f\u061cdm.exe"
+    result = CliRunner().invoke(cli, ["push", str(missing)])
+    assert result.exit_code == 2
+    assert "\u200f" not in result.output and "\u061c" not in result.output
+    assert "kb\\u200f\\u061cdm.exe is not a folder" in result.output

@@ -1,17 +1,21 @@
 """Markdown reader: CommonMark (plus pipe tables) parsed by markdown-it-py, with front matter.
 
-Front matter is the simple ``key: value`` kind between ``---`` lines at the very top::
+Front matter is YAML between ``---`` lines at the very top (closed by ``---`` or ``...``)::
 
     ---
-    title: Refund policy
+    title: Refund policy   # a comment
     tags: [refunds, orders]
     lang: en
     published: 2024-05-01
     ---
 
-Values may be a scalar, an inline list ``[a, b]`` or a block list of ``- item`` lines. A line
-that is none of these is an error naming the line, because silently dropping metadata (a tenant!)
-is worse than refusing the file.
+It is read by PyYAML's safe loader, so comments, quoting and block scalars mean what they mean
+in YAML (``tenant: alpha # comment`` is the tenant ``alpha``). Every key but ``tenant`` keeps the
+text it was written with (``published: 2024-05-01`` is the string ``"2024-05-01"``, a list a list
+of strings), as the documents' hashes always had it; ``tenant`` is read as YAML types it, so that
+``tenant: true``, a list or a date is refused instead of filing the document under "True". A
+front matter that is no valid YAML is an error naming the line, because silently dropping
+metadata (a tenant!) is worse than refusing the file.
 """
 
 from __future__ import annotations
@@ -20,51 +24,21 @@ import datetime as dt
 import re
 from typing import Any
 
+import yaml
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from loader.documents import Block, Document
 from loader.ingest.readers.common import Heading, Rejected, assemble, normalize_space
 
-_KEY_VALUE = re.compile(r"^([A-Za-z_][\w-]*)\s*:(?:\s+(.*?))?\s*$")
-_LIST_ITEM = re.compile(r"^\s*-\s+(.*?)\s*$")
 _TAG = re.compile(r"<[^>]*>")
 LIST_KEYS = frozenset({"tags"})
-_YAML_BOOLEANS = frozenset({"true", "false", "yes", "no", "on", "off"})
-_YAML_NULLS = frozenset({"null", "~"})
+# Values read from a front matter: far above any real one, far below what aliases (YAML's
+# "billion laughs") or a self-referencing anchor would expand to.
+MAX_FRONT_MATTER_VALUES = 10_000
+MAX_FRONT_MATTER_DEPTH = 20
 
 _parser = MarkdownIt("commonmark").enable("table")
-
-
-def _unquote(value: str) -> str:
-    value = value.strip()
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-        return value[1:-1]
-    return value
-
-
-def _scalar_or_list(value: str) -> str | list[str]:
-    if value.startswith("[") and value.endswith("]"):
-        return [_unquote(item) for item in value[1:-1].split(",") if item.strip()]
-    return _unquote(value)
-
-
-def _tenant_value(value: str) -> Any:
-    """The ``tenant`` value as YAML reads it when it is no string: ``true`` (and YAML's other
-    booleans) a bool, ``{x: 1}`` a mapping, ``null`` or ``~`` nothing (as an empty ``tenant:``).
-    Every other value reads as for any key. A quoted ``"true"`` stays the name ``true``.
-
-    Without this, ``tenant: true`` would file the document under a tenant named "true", which
-    ``loader.ingest.plan.front_matter_tenant`` refuses when it sees the bool.
-    """
-    if value.casefold() in _YAML_BOOLEANS:
-        return value.casefold() in ("true", "yes", "on")
-    if value.casefold() in _YAML_NULLS:
-        return None
-    if value.startswith("{") and value.endswith("}"):
-        pairs = (item.partition(":") for item in value[1:-1].split(",") if item.strip())
-        return {_unquote(key): _unquote(item) for key, _, item in pairs}
-    return _scalar_or_list(value)
 
 
 def parse_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
@@ -78,7 +52,7 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
         closing ``---``, and how many lines the front matter took (for line numbers).
 
     Raises:
-        Rejected: naming the line of anything that is not ``key: value`` or ``- item``, an
+        Rejected: naming the line of what is not valid YAML or not ``key: value`` pairs, an
             unclosed block, or a ``published`` value that is not an ISO date.
     """
     lines = text.split("\n")
@@ -87,41 +61,92 @@ def parse_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
     end = next((i for i in range(1, len(lines)) if lines[i].strip() in ("---", "...")), None)
     if end is None:
         raise Rejected("front matter opened on line 1 is never closed with '---'")
-    metadata = _parse_pairs(lines[1:end])
+    metadata, key_lines = _yaml_pairs("".join(line + "\n" for line in lines[1:end]))
     _normalize_lists(metadata)
-    _check_published(metadata, lines[:end])
+    _check_published(metadata, key_lines.get("published", 2))
     return metadata, "\n".join(lines[end + 1 :]), end + 1
 
 
-def _parse_pairs(lines: list[str]) -> dict[str, Any]:
-    """The ``key: value`` and ``- item`` lines between the ``---`` lines (the first is line 2).
+def _yaml_pairs(block: str) -> tuple[dict[str, Any], dict[str, int]]:
+    """The ``key: value`` pairs of the YAML between the ``---`` lines, and each key's line (the
+    first is line 2).
 
     Raises:
-        Rejected: naming the first line that is neither.
+        Rejected: naming the line of the first YAML error, or of what is no mapping.
     """
-    metadata: dict[str, Any] = {}
-    open_list: str | None = None  # key whose "- item" lines follow
-    for number, line in enumerate(lines, start=2):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        item = _LIST_ITEM.match(line)
-        if item and open_list is not None:
-            metadata[open_list].append(_unquote(item.group(1)))
-            continue
-        pair = _KEY_VALUE.match(line)
-        if not pair:
+    loader = yaml.SafeLoader(block)
+    try:
+        root = loader.get_single_node()  # composed, not yet constructed: no value typed yet
+        if root is None:
+            return {}, {}
+        if not isinstance(root, yaml.MappingNode):
             raise Rejected(
-                f"malformed front matter on line {number}: {line.strip()!r} "
-                "(expected 'key: value' or '- item')"
+                f"malformed front matter on line {_line(root)}: expected 'key: value' lines, "
+                f"got a YAML {root.id}"
             )
-        key, value = pair.group(1).lower(), (pair.group(2) or "")
-        if value:
-            metadata[key] = _tenant_value(value) if key == "tenant" else _scalar_or_list(value)
-            open_list = None
-        else:
-            metadata[key] = []
-            open_list = key
-    return metadata
+        metadata: dict[str, Any] = {}
+        key_lines: dict[str, int] = {}
+        budget = [MAX_FRONT_MATTER_VALUES]
+        for key_node, value_node in root.value:
+            if not isinstance(key_node, yaml.ScalarNode) or not key_node.value.strip():
+                raise Rejected(f"malformed front matter on line {_line(key_node)}: not a key")
+            key = key_node.value.lower()
+            key_lines[key] = _line(key_node)
+            if key == "tenant":
+                metadata[key] = _typed(loader, value_node)
+            else:
+                metadata[key] = _as_written(value_node, budget, 0)
+        return metadata, key_lines
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.context_mark or exc.problem_mark  # where the bad construct begins
+        where = f" on line {mark.line + 2}" if mark is not None else ""
+        raise Rejected(
+            f"malformed front matter{where}: not valid YAML ({exc.problem or exc.context})"
+        ) from None
+    except yaml.YAMLError as exc:
+        raise Rejected(f"malformed front matter: not valid YAML ({exc})") from None
+    finally:
+        loader.dispose()
+
+
+def _line(node: yaml.Node) -> int:
+    """The file's line of ``node`` (the front matter starts on line 2)."""
+    return node.start_mark.line + 2
+
+
+def _typed(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """``node`` as YAML's safe loader types it (a bool, a date, a mapping, None...).
+
+    Raises:
+        Rejected: a value YAML types but cannot build (``2024-13-45`` is typed a date; a number
+            of more digits than Python converts).
+    """
+    try:
+        return loader.construct_object(node, deep=True)
+    except (ValueError, OverflowError) as exc:
+        raise Rejected(
+            f"malformed front matter on line {_line(node)}: {node.value!r:.60} is no valid "
+            f"YAML value ({exc}); quote it"
+        ) from None
+
+
+def _as_written(node: yaml.Node, budget: list[int], depth: int) -> Any:
+    """``node`` with every scalar as the text it was written with (a list a list, a mapping a
+    dict); ``budget`` counts the values left, so that aliases cannot make it expand forever."""
+    budget[0] -= 1
+    if budget[0] < 0 or depth > MAX_FRONT_MATTER_DEPTH:
+        raise Rejected(
+            f"malformed front matter on line {_line(node)}: more than "
+            f"{MAX_FRONT_MATTER_VALUES:,} values or {MAX_FRONT_MATTER_DEPTH} levels (aliases?)"
+        )
+    if isinstance(node, yaml.SequenceNode):
+        return [_as_written(item, budget, depth + 1) for item in node.value]
+    if isinstance(node, yaml.MappingNode):
+        return {
+            str(_as_written(key, budget, depth + 1)): _as_written(value, budget, depth + 1)
+            for key, value in node.value
+        }
+    return node.value
 
 
 def _normalize_lists(metadata: dict[str, Any]) -> None:
@@ -134,18 +159,14 @@ def _normalize_lists(metadata: dict[str, Any]) -> None:
             metadata[key] = ""
 
 
-def _check_published(metadata: dict[str, Any], lines: list[str]) -> None:
-    """Refuse a ``published`` value that is not an ISO date, naming its line in ``lines`` (the
-    file's lines up to the closing ``---``)."""
+def _check_published(metadata: dict[str, Any], line_number: int) -> None:
+    """Refuse a ``published`` value that is not an ISO date, naming its line."""
     published = metadata.get("published")
     if not published:
         return
     try:
         dt.date.fromisoformat(str(published)[:10])
     except ValueError:
-        line_number = next(
-            i + 1 for i, line in enumerate(lines) if line.strip().startswith("published")
-        )
         raise Rejected(
             f"malformed front matter on line {line_number}: published {published!r} is not "
             "an ISO date (YYYY-MM-DD)"

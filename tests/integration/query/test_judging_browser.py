@@ -4,8 +4,9 @@ clicks in Debian's headless Chromium (selenium with /usr/bin/chromedriver; never
 driver), exported, and measured by `loader eval`, whose figures are checked against the grades.
 
 Hostile questions and chunks (``<script>``, ``"><img onerror=...>``, a 1 MB line) are asserted to
-be text in the browser's DOM; a key of tenant B gets 403 on tenant A's set, query and grades, and
-nothing is written. One browser session for the module.
+be text in the browser's DOM; a key of tenant B gets 403 on tenant A's query, 404 on its set and
+grades (as for a set that does not exist), and nothing is written. One browser session for the
+module.
 
 With ``JUDGE_SCREENSHOTS=<folder>`` the test also saves the judging page and the
 side-by-side view as PNG there (guide/images/ holds the ones the guide shows).
@@ -354,15 +355,16 @@ def test_log_sample_judge_export_eval(judged, server, browser, client, tmp_path)
     # A key of B can neither see nor judge A's set; nothing is written.
     cookie, token = _session(server, KEY_B)
     grades_before = _count(client, judgments_index(alias), {"term": {"kind": "grade"}})
+    # 404, as for a set that does not exist: B learns nothing of A's sets.
     status, body = server.raw("GET", f"/judge/sets/{set_id}/0", headers={"Cookie": cookie})
-    assert status == 403, body
+    assert status == 404, body
     status, body = server.raw(
         "POST",
         f"/judge/sets/{set_id}/0/grade",
         {"chunk_id": next(iter(expected[0])), "grade": 0},
         {"Cookie": cookie, "X-CSRF-Token": token},
     )
-    assert status == 403, body
+    assert status == 404, body
     cookie_a, token_a = _session(server, KEY_A)
     status, body = server.raw(  # A's own session without its token
         "POST",

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
+from click.testing import CliRunner
 
-from loader.errors import ConfigError, InputError
+from loader.cli import cli
+from loader.errors import ConfigError
 from loader.eval.judgments import (
     graded_qrels,
     questions_lines,
@@ -14,7 +17,14 @@ from loader.eval.judgments import (
     srw_judgments,
     srw_query_set,
 )
-from loader.query.judgments import Grade, JudgingState, QuerySet, sample_questions
+from loader.query.judgments import (
+    Grade,
+    JudgingState,
+    QuerySet,
+    _doc_id,
+    sample_questions,
+    set_id_for,
+)
 from loader.query.query_log import normalize_question
 
 
@@ -131,5 +141,77 @@ def test_a_rating_out_of_range_names_the_file(tmp_path):
             {"judgmentRatings": [{"query": "q", "ratings": [{"docId": "c", "rating": "3.000"}]}]}
         )
     )
-    with pytest.raises(InputError, match=r"j.json: question 1: rating '3.000' is not 0, 1 or 2"):
+    with pytest.raises(
+        ConfigError, match=r"j.json: judgmentRatings\[0\].ratings\[0\]: rating '3.000' is not 0"
+    ):
         read_judgment_file(path)
+
+
+RATING0 = r"judgmentRatings\[0\]\.ratings\[0\]"
+
+
+def _srw(ratings) -> str:
+    return json.dumps({"judgmentRatings": [{"query": "q", "ratings": ratings}]})
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # Infinity parses as a float and "1e400" reads as one: round() of either overflowed.
+        (_srw([{"docId": "c", "rating": float("inf")}]), RATING0 + r": rating inf is not"),
+        (_srw([{"docId": "c", "rating": "1e400"}]), RATING0 + r": rating '1e400' is not"),
+        (_srw([{"docId": "c", "rating": True}]), RATING0 + r": rating True is not"),
+        (_srw(["c"]), RATING0 + r" must be an object, got 'c'"),
+        (_srw([{"rating": "1"}]), RATING0 + r".docId must be a non-empty string, got None"),
+        (_srw({"docId": "c"}), r"judgmentRatings\[0\].ratings must be a list, got \{"),
+        (json.dumps({"judgmentRatings": [7]}), r"judgmentRatings\[0\] must be an object"),
+        (json.dumps({"querySetQueries": [{"queryText": 1}]}), r"querySetQueries\[0\].queryText"),
+        (json.dumps({"querySetQueries": []}), "holds no question"),
+        ('{"question": "q"}\n{"question": "r", "judgments": [{"grade": 1}]}\n',
+         r"line 2: judgments\[0\]: chunk_id must be a non-empty string"),
+        ('{"question": "q"}\n\n{"question": "r", "judgments": 5}\n',
+         "line 3: judgments must be a list, got 5"),
+        ('{"question": "q"}\n[1]\n', "line 2 must be an object, got \\[1\\]"),
+        ('{"question": "q"}\n{"question": \n', "line 2: not valid JSON"),
+        ('{"question": "q", "judgments": [{"chunk_id": "c", "grade": 1e999}]}\n',
+         r"line 1: judgments\[0\]: rating inf is not 0, 1 or 2"),
+        ('{"question": "q", "x": ' + "9" * 5000 + "}\n", "line 1: not valid JSON .a number has"),
+    ],
+)  # fmt: skip
+def test_every_field_of_an_imported_file_is_checked_naming_the_file_and_where(
+    tmp_path, text, message
+):
+    path = tmp_path / "bad.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"^judgments file .*bad\.json:? " + message):
+        read_judgment_file(path)
+
+
+def test_a_fifo_or_a_device_is_refused_not_read(tmp_path):
+    """A FIFO once made the import wait forever for a writer, /dev/zero filled the memory."""
+    fifo = tmp_path / "judged.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"judged\.jsonl is a named pipe, not a regular file"):
+        read_judgment_file(fifo)
+    with pytest.raises(ConfigError, match=r"/dev/zero is a character device"):
+        read_judgment_file("/dev/zero")
+
+
+def test_the_import_command_refuses_a_bad_file_with_exit_2_before_connecting(tmp_path):
+    path = tmp_path / "j.json"
+    path.write_text(_srw([{"docId": "c", "rating": "1e400"}]))
+    result = CliRunner().invoke(
+        cli,
+        ["judgments", "import", str(path), "--tenant", "a", "--name", "n"],
+        env={"OPENSEARCH_URL": "http://127.0.0.1:9"},  # never asked: the file is read first
+    )
+    assert result.exit_code == 2, result.output
+    assert "j.json: judgmentRatings[0].ratings[0]: rating '1e400' is not 0, 1 or 2" in result.output
+
+
+def test_query_set_and_grade_ids_escape_the_separator_as_document_ids_do():
+    """Joined plainly, tenant 'px' with name 'py\x1fkb' was tenant 'px\x1fpy' with name 'kb':
+    one tenant's import overwrote the other's set."""
+    assert set_id_for("px", "py\x1fkb") != set_id_for("px\x1fpy", "kb")
+    assert set_id_for("acme", "week-49") == set_id_for("acme", "week-49")
+    assert _doc_id("s", 1, "c\x1fd") != _doc_id("s", "1\x1fc", "d")

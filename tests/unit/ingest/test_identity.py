@@ -117,14 +117,17 @@ def test_scope_query_filters_on_tenant_and_collection():
     [
         ("true", "must be a name, got bool True"),
         ("No", "must be a name, got bool False"),
-        ("{x: 1}", "must be a name, got dict {'x': '1'}"),
+        ("{x: 1}", "must be a name, got dict {'x': 1}"),
+        ("2024-05-01", "must be a name, got date datetime.date(2024, 5, 1)"),
+        ("[a, b]  # two tenants", "must be a name, got list ['a', 'b']"),
+        ("|\n  acme", "'acme\\n' must not start or end with whitespace"),
     ],
 )
 def test_a_markdown_tenant_yaml_reads_as_no_name_is_refused(
     tmp_path, value: str, message: str
 ) -> None:
-    """The front matter parser is no YAML parser, but a tenant YAML reads as a bool or a mapping
-    must not become the tenant "true" or "{x: 1}"."""
+    """A tenant YAML reads as a bool, a mapping or a date must not become the tenant "true",
+    "{x: 1}" or "2024-05-01"."""
     from loader.ingest.readers import read_document
 
     path = tmp_path / "guide.md"
@@ -134,7 +137,12 @@ def test_a_markdown_tenant_yaml_reads_as_no_name_is_refused(
 
 
 @pytest.mark.parametrize(("value", "tenant"), [("null", "fallback"), ("~", "fallback"),
-                                              ('"true"', "true"), ("acme", "acme")])  # fmt: skip
+                                              ('"true"', "true"), ("acme", "acme"),
+                                              # YAML, not text to the end of the line: these
+                                              # were the tenants "alpha # comment" and "|".
+                                              ("alpha # comment", "alpha"), ("|", "fallback"),
+                                              ("|-\n  acme", "acme"), ("'a # b'", "a # b"),
+                                              ("42", "42")])  # fmt: skip
 def test_a_markdown_tenant_null_is_none_and_a_quoted_one_a_name(
     tmp_path, value: str, tenant: str
 ) -> None:

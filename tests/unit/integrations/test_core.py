@@ -5,6 +5,7 @@ the hits carried into each framework's document type."""
 from __future__ import annotations
 
 import asyncio
+import importlib
 
 import pytest
 
@@ -129,3 +130,17 @@ def test_haystack_documents_and_serialization() -> None:
         "mode": "bm25",
         "filters": {"lang": "en"},
     }
+
+
+@pytest.mark.parametrize("framework", ["core", "langchain", "llamaindex", "haystack"])
+def test_a_missing_tenant_is_the_documented_config_error(framework: str) -> None:
+    """``tenant=None`` went on to SearchRequest as no tenant at all: a TypeError."""
+    if framework == "core":
+        made = TenantSearch
+    else:
+        pytest.importorskip({"langchain": "langchain_core", "llamaindex": "llama_index.core",
+                             "haystack": "haystack"}[framework])  # fmt: skip
+        module = importlib.import_module(f"loader.integrations.{framework}")
+        made = module.LoaderRetriever
+    with pytest.raises(ConfigError, match="^tenant is required: .*, got None$"):
+        made(tenant=None, settings=SETTINGS, client=FakeClient({}))

@@ -56,8 +56,8 @@ def test_bad_files_are_skipped_with_reasons_and_good_files_come_through(tmp_path
     assert outcome(tmp_path) == {
         "README": "unsupported file type (no suffix)",
         "a-good.md": "ok",
-        "bad-front-matter.md": "malformed front matter on line 3: 'junk line' "
-        "(expected 'key: value' or '- item')",
+        "bad-front-matter.md": "malformed front matter on line 2: not valid YAML (expected ',' "
+        "or ']', but got '<stream end>')",
         "big.md": "larger than max_file_bytes (2.5 kB > 1 kB)",
         "binary.md": "binary file",
         "blank.txt": "empty file",

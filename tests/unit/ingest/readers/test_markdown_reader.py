@@ -78,9 +78,55 @@ def test_front_matter_block_lists(tmp_path: Path) -> None:
     assert doc.metadata == {"tags": ["payments", "upi"]}
 
 
+def test_front_matter_is_yaml(tmp_path: Path) -> None:
+    """Comments, quotes, block scalars and nested values read as YAML reads them; every value but
+    the tenant keeps the text it was written with (the documents' hashes stay as they were)."""
+    doc = read(
+        tmp_path,
+        "---\ntitle: 'Refunds: how long'  # shown in results\nlang: en # English\n"
+        "tags:\n  - refunds   # first\n  - 'late orders'\nsummary: |\n  Two\n  lines\n"
+        "draft: true\nversion: 1.10\nowner: {team: legal, id: 7}\nempty:\n---\nText.\n",
+    )
+    assert doc.title == "Refunds: how long"
+    assert doc.metadata == {
+        "lang": "en",
+        "tags": ["refunds", "late orders"],
+        "summary": "Two\nlines\n",
+        "draft": "true",
+        "version": "1.10",
+        "owner": {"team": "legal", "id": "7"},
+        "empty": "",
+    }
+
+
+@pytest.mark.parametrize(
+    ("front", "message"),
+    [
+        ("title: X\nthis is not yaml", "on line 3: not valid YAML .could not find expected ':'"),
+        ("title: [unclosed", "on line 2: not valid YAML .expected"),
+        ("- just\n- a list", "on line 2: expected 'key: value' lines, got a YAML sequence"),
+        ("tenant: *nowhere", "on line 2: not valid YAML .found undefined alias"),
+        ("tenant: 2024-13-45", "on line 2: '2024-13-45' is no valid YAML value"),
+        ("a: &x [*x, *x]\nb: *x", "on line 2: more than 10,000 values or 20 levels"),
+    ],
+)
+def test_front_matter_that_is_no_valid_yaml_names_file_and_line(tmp_path, front, message):
+    with pytest.raises(InputError, match=r"bad\.md: malformed front matter " + message):
+        read(tmp_path, f"---\n{front}\n---\nText.\n", name="bad.md")
+
+
+def test_a_push_skips_a_file_of_bad_front_matter_and_reads_the_others(tmp_path: Path) -> None:
+    from loader.ingest.readers import Skipped, iter_documents
+
+    (tmp_path / "bad.md").write_text("---\ntenant: [unclosed\n---\nText.\n", encoding="utf-8")
+    (tmp_path / "good.md").write_text("---\ntenant: acme # ours\n---\nText.\n", encoding="utf-8")
+    bad, good = iter_documents(tmp_path, MAX_BYTES)
+    assert isinstance(bad, Skipped) and bad.source == "bad.md"
+    assert "malformed front matter on line 2: not valid YAML" in bad.reason
+    assert good.metadata == {"tenant": "acme"}
+
+
 def test_malformed_front_matter_names_file_and_line(tmp_path: Path) -> None:
-    with pytest.raises(InputError, match=r"bad\.md: malformed front matter on line 3"):
-        read(tmp_path, "---\ntitle: X\nthis is not yaml\n---\nText.\n", name="bad.md")
     with pytest.raises(InputError, match=r"line 2: published 'last week'"):
         read(tmp_path, "---\npublished: last week\n---\nText.\n", name="bad.md")
     with pytest.raises(InputError, match="never closed"):
