@@ -7,7 +7,12 @@ from typing import Any
 
 import click
 
-from loader.cli.common import check_index_prefix_option, echo_json, settings_options
+from loader.cli.common import (
+    check_index_prefix_option,
+    check_tenant_option,
+    echo_json,
+    settings_options,
+)
 from loader.eval.configs import RERANK_CHOICES
 from loader.settings import (
     CHUNK_STRATEGIES,
@@ -24,6 +29,14 @@ from loader.terminal import printable, printable_lines
     type=click.Path(file_okay=False),
     default=None,
     help="Documents folder a questions file asks about (DATASET is then a .jsonl file).",
+)
+@click.option(
+    "--tenant",
+    default=None,
+    callback=check_tenant_option,
+    help="Whose documents in --docs the questions are judged on: pushed and searched under it, "
+    "other tenants' documents (by their front matter) left out (default: the tenant the "
+    "questions file names, as `loader judgments export` writes it, else the tenant setting).",
 )
 @click.option("--split", default="test", show_default=True, help="BEIR qrels split.")
 @click.option(
@@ -150,9 +163,10 @@ def eval_command(
 
     DATASET is a BEIR folder (corpus.jsonl[.gz], queries.jsonl, qrels/<split>.tsv), or a questions
     file (JSONL: question, source, optional heading_path) with --docs FOLDER. The documents are
-    pushed into their own index per strategy (an unchanged re-run embeds nothing). Writes
-    results.json, results.md, results.png and one TREC run per configuration into --out-dir.
-    With --compare, exit code 10 when a gated metric dropped by more than --threshold.
+    pushed into their own index per strategy (an unchanged re-run embeds nothing). Judged
+    documents that are not in the corpus are named: more than half of them is an error (exit 2).
+    Writes results.json, results.md, results.png and one TREC run per configuration into
+    --out-dir. With --compare, exit code 10 when a gated metric dropped by more than --threshold.
     """
     from loader.eval.compare import render_comparison
     from loader.eval.report import render_table

@@ -123,7 +123,10 @@ class EvalReport:
     configurations: list[ConfigResult] = field(default_factory=list)
     indexes: list[IndexResult] = field(default_factory=list)
     created: str = ""
+    tenant: str = ""  # whose documents were pushed and searched
+    # The whole run, reading the documents included; read_seconds is that reading alone.
     seconds: float = 0.0
+    read_seconds: float = 0.0
     # What a reader of the figures must know, e.g. that rerank = auto left the rerank out.
     warnings: list[str] = field(default_factory=list)
 
@@ -136,7 +139,9 @@ class EvalReport:
             "documents": self.documents,
             "candidates": self.candidates,
             "created": self.created,
+            "tenant": self.tenant,
             "seconds": round(self.seconds, 3),
+            "read_seconds": round(self.read_seconds, 3),
             "settings": dict(self.settings),
             "indexes": [dataclasses.asdict(index) for index in self.indexes],
             "configurations": [result.to_dict() for result in self.configurations],
