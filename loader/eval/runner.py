@@ -61,6 +61,7 @@ from loader.eval.configs import (
     Sweep,
     parse_sweep,
     plan_configurations,
+    rerank_caption,
     rerank_options,
 )
 from loader.eval.indexes import EvalIndexes
@@ -435,6 +436,9 @@ def run_eval(
     )
     if rerank_warning:  # in the results file too: its figures are without rerank
         report.warnings.append(rerank_warning)
+    report.rerank = rerank_caption(
+        request.rerank, settings, reranks, sweep.setting if sweep else None
+    )
     outputs = write_outputs(report, request.out_dir, request.output, chart=request.chart)
     comparison = None
     if previous is not None:
