@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, NamedTuple, TextIO
 
 import click
 
@@ -167,25 +167,26 @@ def eval_command(
     documents that are not in the corpus are named: more than half of them is an error (exit 2).
     Writes results.json, results.md, results.png and one TREC run per configuration into
     --out-dir. With --compare, exit code 10 when a gated metric dropped by more than --threshold.
+    Progress goes to stderr when it is a terminal, with --json too (not with --quiet).
     """
     from loader.eval.compare import render_comparison
     from loader.eval.report import render_table
     from loader.eval.runner import EvalRequest, run_eval
 
     tune_options = {name: options.pop(name) for name in ("budget", "train_split", "space", "write")}
+    progress = show_progress(quiet, as_json)
     if options.pop("tune"):
-        _tune(settings, options, tune_options, quiet or as_json, as_json)
+        _tune(settings, options, tune_options, not progress.lines, as_json)
         return
     if no_rerank:
         options["rerank"] = "off"
     # The other options are named after EvalRequest's fields.
     request = EvalRequest(**options, chart=not no_chart)
-    silent = quiet or as_json
     run = run_eval(
         request,
         settings,
-        show_progress=sys.stderr.isatty() and not silent,
-        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
+        show_progress=progress.bars,
+        on_event=(lambda line: click.echo(printable(line), err=True)) if progress.lines else None,
     )
     if as_json:
         echo_json(run.to_dict(), indent=2)
@@ -232,3 +233,23 @@ def _tune(
         click.echo(printable(line))
     if diff:
         click.echo(f"{'written to' if tune['write'] else 'not written (add --write):'} {path}")
+
+
+class Progress(NamedTuple):
+    """What `loader eval` shows on stderr while it works: tqdm bars, and a line per step."""
+
+    bars: bool
+    lines: bool
+
+
+def show_progress(quiet: bool, as_json: bool, stderr: TextIO | None = None) -> Progress:
+    """Progress on stderr: bars when it is a terminal, and the step lines (pushes, rows) too.
+
+    ``--json`` keeps stdout for the document, not stderr: a terminal still shows progress (an
+    eval of a PDF folder runs for many minutes), while a script capturing stderr gets only the
+    warnings. ``--quiet`` shows none. Without ``--json``, the step lines show either way.
+    """
+    terminal = (sys.stderr if stderr is None else stderr).isatty()
+    if quiet:
+        return Progress(bars=False, lines=False)
+    return Progress(bars=terminal, lines=terminal or not as_json)
