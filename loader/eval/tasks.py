@@ -199,7 +199,7 @@ def questions_task(
             documents are not the tenant's documents in ``root``.
         InputError: the questions file is malformed.
     """
-    from loader.ingest.readers import is_within, iter_documents, require_folder
+    from loader.ingest.readers import iter_documents, require_folder
     from loader.settings import Settings
 
     require_folder(root)
@@ -211,21 +211,7 @@ def questions_task(
     # second read of 28 PDFs cost two minutes.
     folder = TenantDocuments.read(iter_documents(root, max_file_bytes), owner)
     qrels = {q.id: _question_qrels(q) for q in questions}
-    # An unreadable file (or folder), or one no reader handles, is named by the push when a
-    # question is judged on it; only the other missing ones are named here.
-    judged = {key for graded in qrels.values() for key in graded}
-    named_by_push = {
-        key for key in judged if any(is_within(key, skipped) for skipped in folder.unreadable)
-    }
-    warning = check_judged_documents(
-        qrels,
-        folder.sources,
-        f"tenant {owner!r}, {root}",
-        fix=f"is {root} the folder the questions were judged on, and {owner!r} their tenant "
-        "(--tenant)?",
-        named_elsewhere=named_by_push,
-        others=folder.others,
-    )
+    warning = folder.check_judged(qrels, root)
     return EvalTask(
         name=root.resolve().name,
         kind="questions",
@@ -276,6 +262,7 @@ class TenantDocuments:
     """What a documents folder holds for one tenant.
 
     Attributes:
+        tenant: the tenant.
         items: what the push gets: the tenant's documents and the unreadable files (which the
             push names); the documents whose front matter names another tenant are left out, as
             a push for this tenant leaves them.
@@ -285,6 +272,7 @@ class TenantDocuments:
         others: documents whose front matter names another tenant.
     """
 
+    tenant: str
     items: list[Document | Skipped]
     sources: set[str]
     unreadable: list[str]
@@ -295,7 +283,7 @@ class TenantDocuments:
         from loader.ingest.plan import front_matter_tenant
         from loader.ingest.readers import Skipped
 
-        folder = cls([], set(), [], set())
+        folder = cls(tenant, [], set(), [], set())
         for item in items:
             if isinstance(item, Skipped):
                 folder.unreadable.append(item.source)
@@ -313,6 +301,28 @@ class TenantDocuments:
                 folder.sources.add(item.source)
                 folder.items.append(item)
         return folder
+
+    def check_judged(self, qrels: Mapping[str, Mapping[str, int]], root: Path) -> str | None:
+        """``check_judged_documents`` against these documents of folder ``root``.
+
+        An unreadable file (or folder), or one no reader handles, is named by the push when a
+        question is judged on it: it counts toward the error, and is left out of the warning.
+        """
+        from loader.ingest.readers import is_within
+
+        judged = {key for graded in qrels.values() for key in graded}
+        named_by_push = {
+            key for key in judged if any(is_within(key, skipped) for skipped in self.unreadable)
+        }
+        return check_judged_documents(
+            qrels,
+            self.sources,
+            f"tenant {self.tenant!r}, {root}",
+            fix=f"is {root} the folder the questions were judged on, and {self.tenant!r} their "
+            "tenant (--tenant)?",
+            named_elsewhere=named_by_push,
+            others=self.others,
+        )
 
 
 def check_judged_documents(

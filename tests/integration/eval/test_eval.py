@@ -474,3 +474,27 @@ def test_eval_json_shows_progress_when_stderr_is_a_terminal(base_settings, uniqu
     progress = shown.decode(errors="replace")
     assert f"{unique_name}-tiny-beir-structure: 5 added" in progress
     assert "structure:bm25: ndcg@10 " in progress
+
+
+def test_eval_seconds_include_reading_the_documents(
+    base_settings, unique_name, tmp_path, monkeypatch
+):
+    """A PDF folder was read for 260 s before eval's clock started, missing from its seconds."""
+    import time
+
+    from loader.ingest import readers
+
+    real_read = readers._read
+
+    def slow_read(path, *args, **kwargs):
+        time.sleep(1.0)
+        return real_read(path, *args, **kwargs)
+
+    monkeypatch.setattr(readers, "_read", slow_read)
+    result = run_eval(
+        base_settings, unique_name, tmp_path, str(FIXTURES / "questions.jsonl"),
+        "--docs", str(FIXTURES / "docs"), "--mode", "bm25", "--no-rerank", "--no-chart", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["seconds"] >= data["read_seconds"] >= 2.0  # two documents, a second each
