@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, NamedTuple, TextIO
 
 import click
 
-from loader.cli.common import check_index_prefix_option, echo_json, settings_options
+from loader.cli.common import (
+    check_index_prefix_option,
+    check_tenant_option,
+    echo_json,
+    settings_options,
+)
 from loader.eval.configs import RERANK_CHOICES
 from loader.settings import (
     CHUNK_STRATEGIES,
@@ -24,6 +29,14 @@ from loader.terminal import printable, printable_lines
     type=click.Path(file_okay=False),
     default=None,
     help="Documents folder a questions file asks about (DATASET is then a .jsonl file).",
+)
+@click.option(
+    "--tenant",
+    default=None,
+    callback=check_tenant_option,
+    help="Whose documents in --docs the questions are judged on: pushed and searched under it, "
+    "other tenants' documents (by their front matter) left out (default: the tenant the "
+    "questions file names, as `loader judgments export` writes it, else the tenant setting).",
 )
 @click.option("--split", default="test", show_default=True, help="BEIR qrels split.")
 @click.option(
@@ -150,28 +163,30 @@ def eval_command(
 
     DATASET is a BEIR folder (corpus.jsonl[.gz], queries.jsonl, qrels/<split>.tsv), or a questions
     file (JSONL: question, source, optional heading_path) with --docs FOLDER. The documents are
-    pushed into their own index per strategy (an unchanged re-run embeds nothing). Writes
-    results.json, results.md, results.png and one TREC run per configuration into --out-dir.
-    With --compare, exit code 10 when a gated metric dropped by more than --threshold.
+    pushed into their own index per strategy (an unchanged re-run embeds nothing). Judged
+    documents that are not in the corpus are named: more than half of them is an error (exit 2).
+    Writes results.json, results.md, results.png and one TREC run per configuration into
+    --out-dir. With --compare, exit code 10 when a gated metric dropped by more than --threshold.
+    Progress goes to stderr when it is a terminal, with --json too (not with --quiet).
     """
     from loader.eval.compare import render_comparison
     from loader.eval.report import render_table
     from loader.eval.runner import EvalRequest, run_eval
 
     tune_options = {name: options.pop(name) for name in ("budget", "train_split", "space", "write")}
+    progress = show_progress(quiet, as_json)
     if options.pop("tune"):
-        _tune(settings, options, tune_options, quiet or as_json, as_json)
+        _tune(settings, options, tune_options, not progress.lines, as_json)
         return
     if no_rerank:
         options["rerank"] = "off"
     # The other options are named after EvalRequest's fields.
     request = EvalRequest(**options, chart=not no_chart)
-    silent = quiet or as_json
     run = run_eval(
         request,
         settings,
-        show_progress=sys.stderr.isatty() and not silent,
-        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
+        show_progress=progress.bars,
+        on_event=(lambda line: click.echo(printable(line), err=True)) if progress.lines else None,
     )
     if as_json:
         echo_json(run.to_dict(), indent=2)
@@ -220,3 +235,23 @@ def _tune(
         click.echo(
             printable(f"{'written to' if tune['write'] else 'not written (add --write):'} {path}")
         )
+
+
+class Progress(NamedTuple):
+    """What `loader eval` shows on stderr while it works: tqdm bars, and a line per step."""
+
+    bars: bool
+    lines: bool
+
+
+def show_progress(quiet: bool, as_json: bool, stderr: TextIO | None = None) -> Progress:
+    """Progress on stderr: bars when it is a terminal, and the step lines (pushes, rows) too.
+
+    ``--json`` keeps stdout for the document, not stderr: a terminal still shows progress (an
+    eval of a PDF folder runs for many minutes), while a script capturing stderr gets only the
+    warnings. ``--quiet`` shows none. Without ``--json``, the step lines show either way.
+    """
+    terminal = (sys.stderr if stderr is None else stderr).isatty()
+    if quiet:
+        return Progress(bars=False, lines=False)
+    return Progress(bars=terminal, lines=terminal or not as_json)

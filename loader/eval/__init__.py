@@ -4,7 +4,8 @@ What lives here, in the order a run uses it:
 
 - ``datasets``: the file formats -- BEIR folders and questions files in, TREC runs out;
 - ``tasks``: what is evaluated -- ``load_task`` turns a BEIR folder, or a questions file over a
-  folder of documents, into an ``EvalTask`` (documents, queries, judgements);
+  folder of one tenant's documents, into an ``EvalTask`` (documents, queries, judgements), and
+  refuses a task whose judged documents are mostly not in its corpus;
 - ``configs``: what is run -- ``--sweep`` parsing and the configurations (strategy x mode x
   rerank x swept value), the index alias of each; which settings change the index;
 - ``indexes``: each eval index applied and pushed once, its pipelines kept in step with a sweep;

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, get_type_hints
 
 from loader.errors import ConfigError
-from loader.settings import SEARCH_MODES, Settings, settings_in_scope
+from loader.settings import KEYWORD_RERANK, SEARCH_MODES, Settings, settings_in_scope
 
 DEFAULT_MODES = SEARCH_MODES
 # --rerank on / off / both: the rerank flags each mode is run with.
@@ -267,6 +267,43 @@ def rerank_options(choice: str | None, settings: Settings) -> tuple[tuple[bool, 
     if True in RERANK_CHOICES[choice]:
         require_rerank(settings)
     return RERANK_CHOICES[choice], warning
+
+
+def rerank_caption(
+    choice: str | None,
+    settings: Settings,
+    reranks: Sequence[bool],
+    swept: str | None = None,
+) -> str:
+    """What the results table's caption says of the rerank: which reranker ran, or why none did.
+
+    Args:
+        choice: the ``--rerank`` asked for (``None``: the rerank setting decided).
+        settings: the settings the rows ran with (``rerank``, ``rerank_backend``,
+            ``reranker_model``).
+        reranks: the rerank flags run (``rerank_options``).
+        swept: the swept setting, if any (a swept reranker is named in each row instead).
+
+    Example::
+
+        rerank_caption(None, Settings(), (False,))
+        # 'rerank: off (auto: no cross-encoder on this machine)'
+    """
+    if True not in reranks:
+        if choice is not None:
+            return "rerank: off (asked for)"
+        if settings.rerank == "auto":
+            return "rerank: off (auto: no cross-encoder on this machine)"
+        return f"rerank: off (rerank = {settings.rerank})"
+    if swept in ("reranker_model", "rerank_backend"):
+        reranker = f"as each row's {swept}"
+    elif settings.rerank_backend == KEYWORD_RERANK:
+        reranker = "keyword overlap, no model"
+    else:
+        reranker = f"cross-encoder {settings.reranker_model} on {settings.rerank_backend}"
+    if False in reranks:
+        return f"rerank: {reranker} in the +rerank rows, off in the others"
+    return f"rerank: {reranker}" + ("" if choice else f" (rerank = {settings.rerank})")
 
 
 def config_settings(settings: Settings, config: EvalConfig, alias: str) -> Settings:

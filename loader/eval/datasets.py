@@ -4,7 +4,8 @@
   ``qrels/<split>.tsv``) into a ``Dataset``; ``corpus_to_documents`` turns its corpus into
   ``Document`` objects that the chunkers and the push accept.
 - ``load_questions`` reads a questions file written for your own documents: one JSON object per
-  line, ``{"question": ..., "source": "refunds.md", "heading_path": "...", "answer": "..."}``.
+  line, ``{"question": ..., "source": "refunds.md", "heading_path": "...", "answer": "..."}``,
+  with the ``tenant`` whose documents they are when ``loader judgments export`` wrote it.
 - ``write_trec_run`` / ``read_trec_run`` store ranked results as ``qid Q0 docid rank score tag``
   lines, which trec_eval, pytrec_eval, ranx and pyserini read.
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from loader.documents import Block, Document, Section
 from loader.errors import InputError
+from loader.settings import tenant_problem
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ class Question:
     # optional: "Refunds > Late deliveries", or its parts as a list in the file
     heading_path: str | tuple[str, ...] = ""
     answer: str = ""  # optional reference answer
+    tenant: str = ""  # optional: whose documents (``loader judgments export`` names it)
     metadata: dict[str, Any] = field(default_factory=dict)  # any other fields of the line
 
 
@@ -154,7 +157,8 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
         split: name of the qrels file (``test``, ``dev``, ``train``).
 
     Returns:
-        The dataset; ``qrels`` and ``queries`` cover the same query ids.
+        The dataset; ``qrels`` and ``queries`` cover the same query ids. Judged documents the
+        corpus lacks are kept (``loader.eval.tasks`` counts them against the corpus).
 
     Raises:
         InputError: a file is missing or malformed, or a judged query has no text.
@@ -198,9 +202,6 @@ def load_beir(folder: str | Path, split: str = "test") -> Dataset:
             f"{len(missing)} queries judged in qrels/{split}.tsv are not in {queries_path} "
             f"(first: {missing[0]!r})"
         )
-    unknown_docs = sum(1 for judged in qrels.values() for doc_id in judged if doc_id not in corpus)
-    if unknown_docs:
-        log.warning("%d judged documents of %s are not in the corpus", unknown_docs, split)
     log.info(
         "loaded %s: %d documents, %d %s queries", folder.name, len(corpus), len(queries), split
     )
@@ -258,15 +259,25 @@ def _heading_path(value: Any, path: Path, number: int) -> str | tuple[str, ...]:
     return str(value or "")
 
 
-_QUESTION_FIELDS = {"id", "question", "source", "heading_path", "answer"}
+_QUESTION_FIELDS = {"id", "question", "source", "heading_path", "answer", "tenant"}
+
+
+def _tenant(value: Any, path: Path, number: int) -> str:
+    """A questions line's ``tenant``: absent, or a name a push could have filed documents under."""
+    if value is None:
+        return ""
+    problem = "must be a name" if not isinstance(value, str) else tenant_problem(value)
+    if problem:
+        raise InputError(f"{path}:{number}: tenant {value!r:.60} {problem}")
+    return value
 
 
 def load_questions(path: str | Path) -> list[Question]:
     """Read a questions file: one JSON object per line.
 
     Each line needs ``question`` and ``source`` (the document that answers it, as pushed);
-    ``heading_path``, ``answer`` and ``id`` are optional (the id defaults to ``q<line>``). Other
-    keys are kept in ``metadata``.
+    ``heading_path``, ``answer``, ``tenant`` (whose documents) and ``id`` are optional (the id
+    defaults to ``q<line>``). Other keys are kept in ``metadata``.
 
     Example line::
 
@@ -291,6 +302,7 @@ def load_questions(path: str | Path) -> list[Question]:
                 source=_required(record, "source", path, number),
                 heading_path=_heading_path(record.get("heading_path"), path, number),
                 answer=str(record.get("answer") or ""),
+                tenant=_tenant(record.get("tenant"), path, number),
                 metadata={k: v for k, v in record.items() if k not in _QUESTION_FIELDS},
             )
         )

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from loader.eval.configs import EvalConfig, Sweep, config_settings, index_alias, name_part
 from loader.eval.report import IndexResult
-from loader.eval.tasks import EvalTask
+from loader.eval.tasks import EVAL_TENANT, EvalTask
 from loader.settings import Settings
 from loader.terminal import printable
 
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 
     from loader.models.embedding import Embedder
 
-# Tenant of every pushed evaluation document: the eval index holds nothing else.
-EVAL_TENANT = "eval"
+# EVAL_TENANT (a BEIR corpus's tenant) is imported from here by fine-tune and the benchmarks.
+__all__ = ["EVAL_TENANT", "EvalIndexes"]
 # Documents a push could not index that are named one by one in the warnings.
 MAX_FAILURES_SHOWN = 10
 
@@ -122,7 +122,7 @@ class EvalIndexes:
             self.task.documents(),
             run_settings,
             collection=name_part(self.task.name),
-            tenant=EVAL_TENANT,
+            tenant=self.task.tenant,
             show_progress=self.show_progress,
             client=self.client,
             embedder=embedder,
@@ -132,7 +132,7 @@ class EvalIndexes:
         )
         # A file of a type no reader handles (an image) is no failure, unless a question is
         # judged on it: then it is named like an unreadable one, or it would score 0 unexplained.
-        sources = {query.source for query in self.task.queries}
+        sources = {key for graded in self.task.qrels.values() for key in graded}
         named = [item for item in push_report.ignored if item["source"] in sources]
         failures = [*push_report.skipped, *named, *push_report.errors]
         for failure in failures[:MAX_FAILURES_SHOWN]:

@@ -4,7 +4,8 @@ grades themselves are ``loader.query.judgments``.
 Formats:
 
 - ``questions``: the JSONL file ``loader eval`` reads (``loader.eval.datasets.load_questions``):
-  per question, ``source`` and ``heading_path`` of its best-graded chunk and ``judgments``, every
+  per question, the set's ``tenant`` (whose documents were graded: eval scores the question
+  against them), ``source`` and ``heading_path`` of its best-graded chunk and ``judgments``, every
   graded chunk's ``chunk_id``, ``source``, ``heading_path`` and ``grade`` (the graded qrels of
   nDCG, ``graded_qrels``); questions whose results were all graded 0 have no answer in the
   documents and are left out;
@@ -63,6 +64,7 @@ def questions_lines(query_set: QuerySet, state: JudgingState) -> list[dict[str, 
             {
                 "id": f"q{number + 1}",
                 "question": question,
+                "tenant": query_set.tenant,
                 "source": best.source,
                 "heading_path": list(best.heading_path),
                 "judgments": [

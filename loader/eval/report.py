@@ -123,9 +123,15 @@ class EvalReport:
     configurations: list[ConfigResult] = field(default_factory=list)
     indexes: list[IndexResult] = field(default_factory=list)
     created: str = ""
+    tenant: str = ""  # whose documents were pushed and searched
+    # The whole run, reading the documents included; read_seconds is that reading alone.
     seconds: float = 0.0
+    read_seconds: float = 0.0
     # What a reader of the figures must know, e.g. that rerank = auto left the rerank out.
     warnings: list[str] = field(default_factory=list)
+    # The table's caption on the rerank: which reranker ran, or why none did
+    # (``loader.eval.configs.rerank_caption``).
+    rerank: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -136,11 +142,14 @@ class EvalReport:
             "documents": self.documents,
             "candidates": self.candidates,
             "created": self.created,
+            "tenant": self.tenant,
             "seconds": round(self.seconds, 3),
+            "read_seconds": round(self.read_seconds, 3),
             "settings": dict(self.settings),
             "indexes": [dataclasses.asdict(index) for index in self.indexes],
             "configurations": [result.to_dict() for result in self.configurations],
             "warnings": list(self.warnings),
+            "rerank": self.rerank,
         }
 
 
@@ -187,11 +196,13 @@ def render_table(report: Mapping[str, Any]) -> str:
         report: ``EvalReport.to_dict()`` or a results file's content.
 
     Returns:
-        A title line, then the table (metrics to 4 decimals, latencies in ms).
+        A title line, the rerank's caption line (when the report has one: results files from
+        before it have none), then the table (metrics to 4 decimals, latencies in ms).
 
     Example output::
 
         scifact (test): 300 queries, 5183 documents, 100 candidates
+        rerank: off (auto: no cross-encoder on this machine)
 
         | configuration        | recall@1 | ... | ndcg@10 | p50 ms | p95 ms |
         |----------------------|---------:| ... |--------:|-------:|-------:|
@@ -216,7 +227,8 @@ def render_table(report: Mapping[str, Any]) -> str:
         f"{report.get('dataset', '')}{split}: {report.get('queries', 0)} queries, "
         f"{report.get('documents', 0)} documents, {report.get('candidates', 0)} candidates"
     )
-    return f"{title}\n\n{markdown_table(header, rows, numeric=range(1, len(header)))}"
+    caption = f"\n{report['rerank']}" if report.get("rerank") else ""
+    return f"{title}{caption}\n\n{markdown_table(header, rows, numeric=range(1, len(header)))}"
 
 
 def _number(value: float | None) -> str:

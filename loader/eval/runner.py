@@ -61,9 +61,10 @@ from loader.eval.configs import (
     Sweep,
     parse_sweep,
     plan_configurations,
+    rerank_caption,
     rerank_options,
 )
-from loader.eval.indexes import EVAL_TENANT, EvalIndexes
+from loader.eval.indexes import EvalIndexes
 from loader.eval.metrics import (
     context_recall,
     document_ranking,
@@ -138,7 +139,9 @@ def run_configuration(
     latencies: list[float] = []
     queries = _progress(task.queries, show_progress, config.name, len(task.queries))
     for query in queries:
-        hits, chunk_hits, total_ms = _search_query(query, config, settings, candidates, client)
+        hits, chunk_hits, total_ms = _search_query(
+            query, task.tenant, config, settings, candidates, client
+        )
         latencies.append(total_ms)
         run[query.id] = document_ranking([(h.chunk_id, h.source, _hit_score(h)) for h in hits])
         if query.answer:
@@ -161,7 +164,9 @@ def run_configuration(
     return result
 
 
-def _search_query(query, config: EvalConfig, settings: Settings, candidates: int, client):
+def _search_query(
+    query, tenant: str, config: EvalConfig, settings: Settings, candidates: int, client
+):
     """One query's document hits (collapsed on doc_id), its chunk hits when it is judged on
     sections or an answer (chunks as the prompt gets them: a second search without the
     collapse), and the first search's latency."""
@@ -170,7 +175,7 @@ def _search_query(query, config: EvalConfig, settings: Settings, candidates: int
 
     request = SearchRequest(
         question=query.text,
-        tenant=EVAL_TENANT,
+        tenant=tenant,
         mode=config.mode,
         rerank=config.rerank,
         history=query.history,
@@ -245,7 +250,8 @@ def evaluate(
         notify(result.summary())
     indexes.restore()
     report.indexes = indexes.pushed
-    report.seconds = time.perf_counter() - started
+    # Reading the documents is part of the run: a folder of PDFs takes minutes before the push.
+    report.seconds = task.read_seconds + time.perf_counter() - started
     return report
 
 
@@ -282,6 +288,9 @@ def _new_report(task: EvalTask, settings: Settings, candidates: int) -> EvalRepo
         candidates=candidates,
         settings=settings.public_items(),
         created=datetime.now(UTC).isoformat(timespec="seconds"),
+        tenant=task.tenant,
+        read_seconds=task.read_seconds,
+        warnings=list(task.warnings),
     )
 
 
@@ -292,6 +301,8 @@ class EvalRequest:
     Attributes:
         dataset: a BEIR folder, or a questions JSONL file (then ``docs`` is required).
         docs: the documents folder a questions file is about.
+        tenant: whose documents a questions file is judged on; ``None``: the tenant its lines
+            name (``loader judgments export``), else the ``tenant`` setting. Not for BEIR.
         split: the BEIR qrels split.
         limit: only the first ``limit`` queries.
         strategies: chunking strategies (empty: the ``chunk_strategy`` setting).
@@ -311,6 +322,7 @@ class EvalRequest:
 
     dataset: str | Path
     docs: str | Path | None = None
+    tenant: str | None = None
     split: str = "test"
     limit: int | None = None
     strategies: tuple[str, ...] = ()
@@ -407,6 +419,8 @@ def run_eval(
         docs=request.docs,
         limit=request.limit,
         max_file_bytes=settings.max_file_bytes,
+        tenant=request.tenant,
+        default_tenant=settings.tenant,
     )
     report = evaluate(
         task,
@@ -422,6 +436,9 @@ def run_eval(
     )
     if rerank_warning:  # in the results file too: its figures are without rerank
         report.warnings.append(rerank_warning)
+    report.rerank = rerank_caption(
+        request.rerank, settings, reranks, sweep.setting if sweep else None
+    )
     outputs = write_outputs(report, request.out_dir, request.output, chart=request.chart)
     comparison = None
     if previous is not None:

@@ -38,7 +38,6 @@ from loader.eval.configs import (
     name_part,
     parse_sweep,
 )
-from loader.eval.indexes import EVAL_TENANT
 from loader.eval.runner import run_configuration
 from loader.eval.tasks import EvalTask, load_task
 from loader.eval.toml_edit import edit_toml, toml_diff
@@ -208,7 +207,7 @@ class _Measurer:
                 self.task.documents(),
                 settings,
                 collection=name_part(self.task.name),
-                tenant=EVAL_TENANT,
+                tenant=self.task.tenant,
                 client=self.client,
                 embedder=embedder,
             )

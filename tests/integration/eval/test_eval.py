@@ -58,7 +58,12 @@ def test_eval_beir_fixture_table_json_runs_and_gate(base_settings, unique_name, 
 
     # the table: exact BM25 numbers, every mode finds everything within its 100 candidates
     stdout = first.stdout
-    assert stdout.startswith("tiny-beir (test): 4 queries, 5 documents, 100 candidates\n\n")
+    # the caption says the rerank was off, and why (rerank = auto, no cross-encoder here)
+    caption = (
+        "tiny-beir (test): 4 queries, 5 documents, 100 candidates\n"
+        "rerank: off (auto: no cross-encoder on this machine)\n\n"
+    )
+    assert stdout.startswith(caption)
     rows = table_rows(stdout)
     assert list(rows) == [f"structure:{mode}" for mode in MODES]
     # recall@1, @5, @10, @50, @100, mrr@10, ndcg@10 (then latency p50, p95)
@@ -106,7 +111,7 @@ def test_eval_beir_fixture_table_json_runs_and_gate(base_settings, unique_name, 
     assert [doc for doc, _ in bm25_run["q1"]][:1] == ["bees"]
     assert all(Path(c["run_file"]).is_file() for c in data["configurations"])
     assert (tmp_path / "first" / "results.png").read_bytes().startswith(b"\x89PNG")
-    assert (tmp_path / "first" / "results.md").read_text(encoding="utf-8").startswith("tiny-beir")
+    assert (tmp_path / "first" / "results.md").read_text(encoding="utf-8").startswith(caption)
 
     # an identical re-run embeds and writes nothing, and passes the gate
     previous = tmp_path / "first" / "results.json"
@@ -325,3 +330,171 @@ def test_eval_index_side_sweep_builds_an_index_per_value(base_settings, unique_n
     for configuration in data["configurations"]:
         assert configuration["metrics"]["recall@1"] == pytest.approx(0.875)
     assert "chart" not in data["outputs"]
+
+
+# Two tenants' documents in one folder, as a shared docs/ holds them: each names its tenant.
+TENANT_DOCS = {
+    "rates.md": ("partners", "Commission rates", "Partners earn a commission of 12 percent on "
+                 "every referred subscription, paid monthly."),
+    "onboarding.md": ("partners", "Partner onboarding", "A new partner signs the reseller "
+                      "agreement and receives a sandbox account within two days."),
+    "payouts.md": ("partners", "Payouts", "Payouts reach the partner's bank account by wire "
+                   "transfer on the fifth working day."),
+    "plans.md": ("acme", "Plans", "Acme sells the starter, team and enterprise plans."),
+    "support.md": ("acme", "Support hours", "Acme support answers tickets around the clock."),
+}  # fmt: skip
+
+
+def two_tenants_docs(folder: Path) -> Path:
+    folder.mkdir()
+    for name, (tenant, title, text) in TENANT_DOCS.items():
+        page = f"---\ntenant: {tenant}\n---\n# {title}\n\n{text}\n"
+        (folder / name).write_text(page, encoding="utf-8")
+    return folder
+
+
+def partners_export(path: Path, judged: dict[str, str]) -> Path:
+    """The questions file `loader judgments export` writes for tenant partners' set: each
+    question graded 2 on the one chunk of ``judged[question]``."""
+    from loader.eval.judgments import questions_lines
+    from loader.query.judgments import Grade, JudgingState, QuerySet
+
+    questions = list(judged)
+    query_set = QuerySet("set-1", "week-49", "partners", "frequent", questions)
+    state = JudgingState(
+        grades={
+            number: {f"c{number}": Grade(number, f"c{number}", 2, judged[question], [])}
+            for number, question in enumerate(questions)
+        }
+    )
+    lines = questions_lines(query_set, state)
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def test_a_tenants_judged_export_is_scored_against_that_tenants_documents(
+    base_settings, unique_name, tmp_path
+):
+    """Eval filed the documents under tenant `eval` and the push skipped every file naming
+    `partners`: nDCG 0.0000 and exit 0. The export names its tenant; eval pushes and searches
+    that tenant's documents and leaves acme's out."""
+    docs = two_tenants_docs(tmp_path / "docs")
+    questions = partners_export(
+        tmp_path / "partners.jsonl",
+        {
+            "what commission rate do partners earn on a referred subscription": "rates.md",
+            "how long until a new partner gets a sandbox account": "onboarding.md",
+            "when do payouts reach the bank account by wire transfer": "payouts.md",
+        },
+    )
+    result = run_eval(
+        base_settings, unique_name, tmp_path / "out", str(questions), "--docs", str(docs),
+        "--mode", "bm25", "--no-rerank", "--no-chart", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["configurations"][0]["metrics"]["ndcg@10"] > 0.5  # each finds its document
+    assert (data["tenant"], data["documents"], data["queries"]) == ("partners", 3, 3)
+    (index,) = data["indexes"]
+    assert (index["push"]["added"], index["push"]["failed"]) == (3, 0)  # acme's left out
+
+
+def test_a_set_whose_judged_documents_are_absent_exits_2_with_the_count(
+    base_settings, client, unique_name, tmp_path
+):
+    docs = two_tenants_docs(tmp_path / "docs")
+    questions = partners_export(
+        tmp_path / "partners.jsonl",
+        {
+            "what commission rate do partners earn": "rates.md",
+            "which discounts do partners get on hardware": "hardware.md",
+            "how are partner disputes settled": "disputes.md",
+        },
+    )
+    result = run_eval(
+        base_settings, unique_name, tmp_path / "out", str(questions), "--docs", str(docs),
+        "--mode", "bm25", "--no-rerank", "--no-chart",
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert (
+        f"Error: 2 of 3 judged documents are not in the indexed corpus (tenant 'partners', "
+        f"{docs}): 'disputes.md', 'hardware.md'; is {docs} the folder the questions were judged "
+        "on, and 'partners' their tenant (--tenant)?"
+    ) in result.output
+    assert not client.indices.exists_alias(name=f"{unique_name}-docs-structure")  # nothing pushed
+
+
+def test_eval_json_shows_progress_when_stderr_is_a_terminal(base_settings, unique_name, tmp_path):
+    """`loader eval --json` printed nothing for 18 minutes: stdout is the JSON document, but a
+    terminal on stderr still gets the progress."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    import threading
+
+    from tests.paths import REPO
+
+    command = [
+        sys.executable, "-m", "loader", "eval", str(FIXTURES / "tiny-beir"), "--mode", "bm25",
+        "--no-rerank", "--no-chart", "--json", "--url", base_settings.opensearch_url,
+        "--index-prefix", unique_name, "--out-dir", str(tmp_path / "out"),
+    ]  # fmt: skip
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
+    }
+    env["HF_HUB_OFFLINE"] = "1"
+    terminal, stderr = pty.openpty()
+    shown = bytearray()
+
+    def read_terminal() -> None:
+        while True:
+            try:
+                chunk = os.read(terminal, 4096)
+            except OSError:  # EIO: the process closed its end
+                return
+            if not chunk:
+                return
+            shown.extend(chunk)
+
+    reader = threading.Thread(target=read_terminal, daemon=True)
+    reader.start()
+    try:
+        done = subprocess.run(
+            command, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=stderr, timeout=600
+        )
+    finally:
+        os.close(stderr)
+        reader.join(timeout=10)
+        os.close(terminal)
+    assert done.returncode == 0, shown.decode(errors="replace")
+    data = json.loads(done.stdout)  # stdout: the document alone
+    assert data["configurations"][0]["name"] == "structure:bm25"
+    progress = shown.decode(errors="replace")
+    assert f"{unique_name}-tiny-beir-structure: 5 added" in progress
+    assert "structure:bm25: ndcg@10 " in progress
+
+
+def test_eval_seconds_include_reading_the_documents(
+    base_settings, unique_name, tmp_path, monkeypatch
+):
+    """A PDF folder was read for 260 s before eval's clock started, missing from its seconds."""
+    import time
+
+    from loader.ingest import readers
+
+    real_read = readers._read
+
+    def slow_read(path, *args, **kwargs):
+        time.sleep(1.0)
+        return real_read(path, *args, **kwargs)
+
+    monkeypatch.setattr(readers, "_read", slow_read)
+    result = run_eval(
+        base_settings, unique_name, tmp_path, str(FIXTURES / "questions.jsonl"),
+        "--docs", str(FIXTURES / "docs"), "--mode", "bm25", "--no-rerank", "--no-chart", "--json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["seconds"] >= data["read_seconds"] >= 2.0  # two documents, a second each

@@ -12,6 +12,7 @@ from loader.eval.configs import (
     index_alias,
     parse_sweep,
     plan_configurations,
+    rerank_caption,
     rerank_options,
 )
 from loader.settings import Settings
@@ -165,3 +166,31 @@ def test_config_settings_carry_the_alias_strategy_and_swept_value():
     )
     plain = config_settings(Settings(), EvalConfig("structure", "bm25"), "eval-tiny-structure")
     assert plain == Settings().replace(index_name="eval-tiny-structure")
+
+
+def test_the_rerank_caption_says_which_reranker_ran_or_why_none_did(tmp_path):
+    """results.md is what people read: "no rerank" must not hide in a warning elsewhere."""
+    model = tmp_path / "cross-encoder"
+    model.mkdir()
+    (model / "config.json").write_text('{"num_labels": 1}', encoding="utf-8")
+    present = Settings(reranker_model=str(model))
+    missing = Settings(reranker_model=str(tmp_path / "none"))
+
+    def caption(choice, settings, swept=None):
+        return rerank_caption(choice, settings, rerank_options(choice, settings)[0], swept)
+
+    assert caption(None, missing) == "rerank: off (auto: no cross-encoder on this machine)"
+    assert caption(None, missing.replace(rerank="off")) == "rerank: off (rerank = off)"
+    assert caption("off", present) == "rerank: off (asked for)"
+    assert caption(None, present) == f"rerank: cross-encoder {model} on torch (rerank = auto)"
+    assert caption("on", present.replace(rerank_backend="onnx")) == (
+        f"rerank: cross-encoder {model} on onnx"
+    )
+    assert caption("both", present) == (
+        f"rerank: cross-encoder {model} on torch in the +rerank rows, off in the others"
+    )
+    keyword = missing.replace(rerank_backend="keyword")
+    assert caption(None, keyword) == "rerank: keyword overlap, no model (rerank = auto)"
+    assert caption("on", present, swept="reranker_model") == (
+        "rerank: as each row's reranker_model"
+    )

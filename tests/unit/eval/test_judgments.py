@@ -101,6 +101,8 @@ def _judged():
 def test_questions_file_keeps_every_grade_and_leaves_unanswered_questions_out():
     lines = questions_lines(*_judged())
     assert [line["question"] for line in lines] == ["late?"]
+    # whose documents were graded: eval scores the question against that tenant's documents
+    assert lines[0]["tenant"] == "acme"
     assert (lines[0]["source"], lines[0]["heading_path"]) == ("refunds.md", ["Refunds", "Late"])
     assert [j["chunk_id"] for j in lines[0]["judgments"]] == ["c2", "c1", "c3"]
     assert graded_qrels(lines[0]["judgments"]) == {"refunds.md": 2, "payments.md": 1}

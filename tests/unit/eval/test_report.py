@@ -25,6 +25,27 @@ def test_render_table_is_markdown_with_one_row_per_configuration():
     ]
 
 
+def test_render_table_captions_the_rerank_under_the_title():
+    data = make_report().to_dict()
+    data["rerank"] = "rerank: off (auto: no cross-encoder on this machine)"
+    assert render_table(data).splitlines()[:3] == [
+        "tiny (test): 2 queries, 3 documents, 100 candidates",
+        "rerank: off (auto: no cross-encoder on this machine)",
+        "",
+    ]
+
+
+def test_write_outputs_puts_the_rerank_caption_in_the_markdown_table(tmp_path):
+    report = make_report()
+    report.rerank = "rerank: off (auto: no cross-encoder on this machine)"
+    written = write_outputs(report, tmp_path / "out", chart=False)
+    table = Path(written["table"]).read_text(encoding="utf-8")
+    assert table.splitlines()[1] == "rerank: off (auto: no cross-encoder on this machine)"
+    assert json.loads(Path(written["json"]).read_text(encoding="utf-8"))["rerank"] == (
+        "rerank: off (auto: no cross-encoder on this machine)"
+    )
+
+
 def test_render_table_adds_section_columns_when_present():
     data = make_report().to_dict()
     data["configurations"][0]["metrics"].update({"section_recall@10": 0.5, "section_mrr@10": 0.25})

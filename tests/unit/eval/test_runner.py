@@ -4,11 +4,13 @@ must come before any search."""
 from __future__ import annotations
 
 import copy
+import io
 
 import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
+from loader.cli.eval import Progress, show_progress
 from loader.errors import RegressionError
 from loader.eval.compare import compare_reports
 from loader.eval.metrics import metric_names
@@ -199,3 +201,18 @@ def test_cli_an_index_prefix_no_index_can_start_with_is_refused_up_front(tmp_pat
     assert result.exit_code == 2, result.output
     assert "Invalid value for '--index-prefix'" in result.output
     assert "is not a valid index name" in result.output
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_goes_to_a_terminal_stderr_with_json_too():
+    """--json keeps stdout for the document; an 18-minute eval must not be silent on a terminal."""
+    assert show_progress(False, True, _Terminal()) == Progress(bars=True, lines=True)
+    assert show_progress(False, False, _Terminal()) == Progress(bars=True, lines=True)
+    # a script capturing stderr: no bars; the step lines unless --json
+    assert show_progress(False, True, io.StringIO()) == Progress(bars=False, lines=False)
+    assert show_progress(False, False, io.StringIO()) == Progress(bars=False, lines=True)
+    assert show_progress(True, False, _Terminal()) == Progress(bars=False, lines=False)  # --quiet
