@@ -1,0 +1,1 @@
+"""Training code: what learns from judgments."""
