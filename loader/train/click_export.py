@@ -50,7 +50,8 @@ def click_questions_lines(
     ``"implicit": true`` with the model's name, each judgment with its estimate, impressions and
     clicks. Pure.
 
-    A question is shown as most often spelled; questions come most searched first. ``chunks``
+    A question is shown as most often spelled (of equally frequent spellings, the first in
+    ``impressions``: the newest, as the log is read); questions come most searched first. ``chunks``
     (chunk id -> ``source``, ``heading_path``) are the tenant's chunks: a judged chunk not among
     them is left out, and so is a question with no judgment above 0 (as the page's export does).
     """
@@ -73,7 +74,7 @@ def click_questions_lines(
         lines.append(
             {
                 "id": f"q{len(lines) + 1}",
-                "question": min(spellings[question], key=lambda s: (-spellings[question][s], s)),
+                "question": max(spellings[question], key=spellings[question].__getitem__),
                 "source": best["source"],
                 "heading_path": list(best["heading_path"]),
                 "implicit": True,

@@ -20,11 +20,14 @@ curve). ``ClickModel.varied_pairs`` counts the pairs seen at several ranks, ``id
 ranks the log ties to the first.
 
 The top rank is taken as always examined (``examination[0] == 1``), which fixes the model's one
-free scale: an estimate reads as the chance a reader clicks the chunk when it is shown first. A
-prior of ``prior_impressions`` pseudo-impressions at the log's mean attractiveness keeps a chunk
-shown a few times from an extreme estimate (one click in one impression is not 1.0), and only
-pairs shown ``min_impressions`` times are graded: 2 from an estimate of ``grade_2_at`` (0.5), 1
-from ``grade_1_at`` (0.2), else 0.
+free scale: an estimate reads as the chance a reader clicks the chunk when it is shown first.
+
+Smoothing: each pair starts with ``prior_impressions`` (2) pseudo-impressions at the top rank and
+an attractiveness of 0.1, below grade 1, so a chunk shown a few times gets no extreme estimate
+(one click in one impression is 0.4, not 1.0) and a grade is earned by clicks; each rank's
+examination starts with 10 pseudo-impressions at 1/rank, so a rank never clicked in a small log
+does not read as never examined. Only pairs shown ``min_impressions`` (10) times are graded: 2
+from an estimate of ``grade_2_at`` (0.5), 1 from ``grade_1_at`` (0.2), else 0.
 
 Tenant isolation: an event counts only when its query is one of the tenant's searches (an event
 naming another tenant's query id is ignored).
@@ -50,10 +53,13 @@ from loader.query.query_log import normalize_question
 
 MODEL_NAME = "pbm"
 CLICK = "click"
-# EM stops when no probability moves by more than this; the prior keeps every one in (0, 1).
+# EM stops when no probability moves by more than this; _EDGE keeps each inside (0, 1).
 TOLERANCE = 1e-7
 _EDGE = 1e-6
 EXAMINATION_PRIOR_IMPRESSIONS = 10.0
+# Where the attractiveness prior's pseudo-impressions sit: below grade 1, so a grade is earned by
+# clicks; the log's own mean would lift a chunk seen a few times and never clicked to grade 1.
+PRIOR_ATTRACTIVENESS = 0.1
 
 Pair = tuple[str, str]  # (normalised question, chunk id)
 
@@ -278,14 +284,13 @@ def _em_step(
     cells: _Cells, attractiveness: np.ndarray, examination: np.ndarray, prior_impressions: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """One EM step. A click means examined and attractive; a result not clicked was attractive
-    with probability a(1-e)/(1-ae) and examined with e(1-a)/(1-ae). The prior's mean is the
-    log's clicks per examined result."""
+    with probability a(1-e)/(1-ae) and examined with e(1-a)/(1-ae)."""
     a, e = attractiveness[cells.pair], examination[cells.rank]
-    prior = float(_clamp(np.array(cells.clicked.sum() / (cells.shown * e).sum())))
     missed = (cells.shown - cells.clicked) / (1.0 - a * e)
     attractive = cells.per_pair(cells.clicked + missed * a * (1.0 - e))
     new_attractiveness = _clamp(
-        (attractive + prior_impressions * prior) / (cells.per_pair(cells.shown) + prior_impressions)
+        (attractive + prior_impressions * PRIOR_ATTRACTIVENESS)
+        / (cells.per_pair(cells.shown) + prior_impressions)
     )
     # The examination's own prior, at the first guess: a rank where nothing was ever clicked in
     # a small log stays examined a little, so its chunks' estimates keep their evidence.

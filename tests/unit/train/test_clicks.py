@@ -114,8 +114,8 @@ def simulated() -> list[tuple[dict[tuple[str, str], int], list[Impression], Clic
 
 
 def test_position_corrected_estimates_order_chunks_closer_to_the_truth_than_raw_ctr(simulated):
-    """Measured (tau-b against the true grades, PBM / raw CTR): 0.750/0.683, 0.769/0.729,
-    0.768/0.648, 0.748/0.697, 0.767/0.724: a mean gain of 0.064, the least 0.040."""
+    """Measured (tau-b against the true grades, PBM / raw CTR): 0.745/0.683, 0.787/0.729,
+    0.773/0.648, 0.771/0.697, 0.773/0.724: a mean gain of 0.074, the least 0.049."""
     gains = []
     for truth, impressions, model in simulated:
         corrected = mean_tau(truth, model.attractiveness)
@@ -127,7 +127,7 @@ def test_position_corrected_estimates_order_chunks_closer_to_the_truth_than_raw_
 
 def test_grades_from_the_estimates_match_the_true_grades(simulated):
     """The stated thresholds (0.2, 0.5) on the corrected estimate give the true grade to 0.88 to
-    0.93 of the pairs; on raw CTR, which rank makes smaller, to 0.60 to 0.62."""
+    0.92 of the pairs; on raw CTR, which rank makes smaller, to 0.60 to 0.62."""
     grading = ClickGrading(min_impressions=1)
     for truth, impressions, model in simulated:
         judged = {(j.question, j.chunk_id): j.grade for j in click_judgments(model, grading)}
@@ -138,14 +138,14 @@ def test_grades_from_the_estimates_match_the_true_grades(simulated):
         assert right > 0.8 and right > raw_right + 0.15, (right, raw_right)
 
 
-def test_varied_rankings_recover_the_examination_curve(simulated):
-    """1/rank in the simulation; measured within 0.04 of it at every rank (misclicks lift the
-    deep ranks a little)."""
-    for _, _, model in simulated:
-        assert model.identified == [True] * 8
-        assert model.varied_pairs > 0
-        for rank, examination in enumerate(model.examination):
-            assert examination == pytest.approx(examined(rank), abs=0.08)
+def test_varied_rankings_recover_the_examination_curve():
+    """Without misclicks or the prior, EM finds the simulation's 1/rank: measured within 0.012 of
+    it at every rank."""
+    _, impressions = simulated_log(0, questions=20, searches=1000, misclick=0.0)
+    model = fit_position_model(impressions, prior_impressions=0)
+    assert model.identified == [True] * 8 and model.varied_pairs == 158  # of 160 pairs
+    for rank, examination in enumerate(model.examination):
+        assert examination == pytest.approx(examined(rank), abs=0.05)
 
 
 def test_one_fixed_ranking_keeps_the_first_guess_and_divides_ctr_by_it():
@@ -212,17 +212,16 @@ def test_the_log_is_read_for_one_tenant_and_clicks_name_a_shown_chunk():
 
 
 def test_the_prior_keeps_a_chunk_shown_twice_from_an_extreme_estimate():
-    """Two clicks in two impressions is not a certainty: with the prior (2 pseudo-impressions at
-    the log's mean) the estimate lies between the mean and 1; only without it is it 1."""
+    """Two clicks in two impressions at rank 1 is not a certainty: with 2 pseudo-impressions at
+    0.1 the estimate is (2 + 0.2) / (2 + 2); only without the prior is it 1."""
     common = [
         Impression("q", ("a", "b"), frozenset({"a"} if n % 4 == 0 else ())) for n in range(40)
     ]
     rare = [Impression("q", ("rare", "a"), frozenset({"rare"}))] * 2
     smoothed = fit_position_model(common + rare).attractiveness["q", "rare"]
-    assert 0.3 < smoothed < 0.8
-    assert fit_position_model(common + rare, prior_impressions=0).attractiveness[
-        "q", "rare"
-    ] == pytest.approx(1.0, abs=1e-3)
+    assert smoothed == pytest.approx(0.55, abs=1e-6)
+    unsmoothed = fit_position_model(common + rare, prior_impressions=0)
+    assert unsmoothed.attractiveness["q", "rare"] == pytest.approx(1.0, abs=1e-3)
     judged = click_judgments(fit_position_model(common + rare), ClickGrading(min_impressions=3))
     # "rare" is not graded (2 impressions); "b", never clicked at rank 2, is not relevant.
     assert {(j.chunk_id, j.grade, j.impressions, j.clicks) for j in judged} == {
