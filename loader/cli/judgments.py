@@ -216,8 +216,13 @@ def clicks_command(
             f"{summary.clicks} clicks of tenant {tenant!r}"
         )
     )
-    examination = " ".join(f"{e:.2f}" for e in summary.examination[:10])
+    examination = " ".join(
+        f"{e:.2f}{'' if tied else '*'}"
+        for e, tied in zip(summary.examination[:10], summary.identified, strict=False)
+    )
     click.echo(f"examination by rank: {examination}")
+    if not all(summary.identified):
+        click.echo("  * not told apart from relevance by this log: kept at the guess, 1/rank")
     click.echo(
         f"{summary.varied_pairs} of {summary.pairs} question-chunk pairs were shown at more "
         "than one rank (the evidence that tells position from relevance)"

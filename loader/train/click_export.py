@@ -113,6 +113,7 @@ class ClickExport:
     judgments: int
     questions: int
     examination: list[float]
+    identified: list[bool]  # per rank: tied to rank 1 by the log (else kept at 1/rank)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self) | {"examination": [round(e, 4) for e in self.examination]}
@@ -202,4 +203,5 @@ def export_click_judgments(
         judgments=sum(len(line["judgments"]) for line in lines),
         questions=len(lines),
         examination=model.examination,
+        identified=model.identified,
     )

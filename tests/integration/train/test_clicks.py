@@ -110,6 +110,7 @@ def test_click_judgments_hold_one_tenants_log_and_eval_reads_them(
     summary = json.loads(result.stdout)
     assert (summary["searches"], summary["clicks"], summary["questions"]) == (8, 8, 2)
     assert summary["model"] == "pbm" and summary["examination"][0] == 1.0
+    assert summary["identified"][0] is True
 
     lines = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
     assert sorted(line["question"] for line in lines) == sorted(ASKED["A"])
