@@ -117,17 +117,18 @@ def impressions_from_log(
     shown_by_id: dict[str, tuple[str, ...]] = {}
     asked_by_id: dict[str, str] = {}
     for query in queries:
-        if (query.get("query_attributes") or {}).get("tenant") != tenant:
+        if _mapping(query.get("query_attributes")).get("tenant") != tenant:
             continue
         query_id = str(query.get("query_id") or "")
         question = str(query.get("user_query") or "")
-        shown = tuple(dict.fromkeys(str(c) for c in query.get("query_response_hit_ids") or []))
+        hit_ids = query.get("query_response_hit_ids")
+        shown = tuple(dict.fromkeys(map(str, hit_ids if isinstance(hit_ids, list) else [])))
         if query_id and shown and normalize_question(question):
             shown_by_id[query_id] = shown
             asked_by_id[query_id] = question
     clicked: dict[str, set[str]] = defaultdict(set)
     for event in events:
-        attributes = event.get("event_attributes") or {}
+        attributes = _mapping(event.get("event_attributes"))
         if event.get("action_name") != CLICK or attributes.get("tenant") != tenant:
             continue
         query_id = str(event.get("query_id") or "")
@@ -142,13 +143,18 @@ def impressions_from_log(
 
 def _clicked_chunk(attributes: Mapping[str, Any], shown: tuple[str, ...]) -> str:
     """The shown chunk an event's attributes name, or ``""``."""
-    object_id = str((attributes.get("object") or {}).get("object_id") or "")
+    object_id = str(_mapping(attributes.get("object")).get("object_id") or "")
     if object_id:
         return object_id if object_id in shown else ""
-    ordinal = (attributes.get("position") or {}).get("ordinal")
+    ordinal = _mapping(attributes.get("position")).get("ordinal")
     if isinstance(ordinal, int) and not isinstance(ordinal, bool) and 1 <= ordinal <= len(shown):
         return shown[ordinal - 1]
     return ""
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    """``value`` when it is an object; ``{}`` for what a hand-written log entry may hold instead."""
+    return value if isinstance(value, Mapping) else {}
 
 
 # --- the position-based model (pure) ------------------------------------------------------------

@@ -189,6 +189,9 @@ def test_the_log_is_read_for_one_tenant_and_clicks_name_a_shown_chunk():
         logged("b1", "refund time", ["b-c1", "b-c2"], tenant="B"),
         logged("a3", "   ", ["c1"]),  # no question: not a search to learn from
         logged("a4", "nothing shown", []),
+        # Hand-written entries of the wrong shape are passed by, not a crash.
+        {"query_id": "x1", "user_query": "q", "query_attributes": "A"},
+        {**logged("x2", "q", []), "query_response_hit_ids": "c1"},
     ]
     events = [
         event("a1", object_id="c2"),
@@ -201,6 +204,8 @@ def test_the_log_is_read_for_one_tenant_and_clicks_name_a_shown_chunk():
         event("b1", object_id="b-c1", tenant="B"),  # B's own click
         event("b1", object_id="b-c1"),  # says tenant A, names B's query: ignored
         event("b1", position=1),
+        {"action_name": "click", "query_id": "a2", "event_attributes": ["A"]},
+        {**event("a2", position=1), "event_attributes": {"tenant": "A", "position": 1}},
     ]
     assert impressions_from_log(queries, events, "A") == [
         Impression("Refund time?", ("c1", "c2", "c3"), frozenset({"c2", "c3"})),
