@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from loader.cli import cli
 from loader.errors import ConfigError
 from loader.eval.datasets import load_questions
-from loader.eval.judgments import graded_qrels
+from loader.eval.judgments import graded_qrels, read_judgment_file
 from loader.train.click_export import click_questions_lines
 from loader.train.clicks import (
     ClickGrading,
@@ -319,3 +319,5 @@ def test_the_questions_file_is_what_eval_reads_marked_implicit(tmp_path):
     (question,) = load_questions(path)
     assert question.metadata["implicit"] is True
     assert graded_qrels(question.metadata["judgments"]) == {"refunds.md": 2}
+    # What training reads a questions file with: grades by chunk id.
+    assert read_judgment_file(path).grades == {0: {"c1": 2, "c2": 0}}
