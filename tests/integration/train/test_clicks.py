@@ -138,6 +138,14 @@ def test_click_judgments_hold_one_tenants_log_and_eval_reads_them(
         "3",
     )
     assert result.exit_code == 0, result.output
+    printed = result.stdout.splitlines()
+    assert printed[0].startswith(f"{b_output}: 2 questions, ")
+    assert printed[0].endswith(
+        " judgments (implicit, pbm) from 8 searches and 8 clicks of tenant 'B'"
+    )
+    # One mode, one ranking per question: nothing ties rank 2 to rank 1.
+    assert printed[1].startswith("examination by rank: 1.00 0.50* ")
+    assert printed[2] == "  * not told apart from relevance by this log: kept at the guess, 1/rank"
     b_lines = [json.loads(line) for line in b_output.read_text(encoding="utf-8").splitlines()]
     assert sorted(line["question"] for line in b_lines) == sorted(ASKED["B"])
     assert {j["chunk_id"] for line in b_lines for j in line["judgments"]} <= _chunk_ids(
