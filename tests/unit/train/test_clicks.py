@@ -149,7 +149,7 @@ def test_varied_rankings_recover_the_examination_curve():
 
 
 def test_one_fixed_ranking_keeps_the_first_guess_and_divides_ctr_by_it():
-    truth, impressions = simulated_log(0, questions=10, reorder=0.0)
+    _, impressions = simulated_log(0, questions=10, reorder=0.0)
     model = fit_position_model(impressions, prior_impressions=0)
     assert model.varied_pairs == 0
     assert model.identified == [True] + [False] * 7
