@@ -235,6 +235,15 @@ def test_the_prior_keeps_a_chunk_shown_twice_from_an_extreme_estimate():
     }
 
 
+def test_a_chunk_never_clicked_is_not_lifted_to_a_grade_by_a_log_full_of_clicks():
+    """Every search clicks its first result: the log's mean attractiveness is high, and a prior
+    at that mean graded the never-clicked chunk at rank 3 1 (0.23); at 0.1 both stay at 0."""
+    impressions = [Impression("q", ("a", "b", "c"), frozenset({"a"}))] * 10
+    judged = click_judgments(fit_position_model(impressions), ClickGrading())
+    assert [(j.chunk_id, j.grade) for j in judged] == [("a", 2), ("b", 0), ("c", 0)]
+    assert all(j.estimate < 0.1 for j in judged[1:])
+
+
 def test_grades_follow_the_stated_thresholds():
     grading = ClickGrading()
     assert [grading.grade(e) for e in (0.0, 0.199, 0.2, 0.499, 0.5, 1.0)] == [0, 0, 1, 1, 2, 2]
