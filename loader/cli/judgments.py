@@ -144,3 +144,87 @@ def import_command(
             f"{grades} grades"
         )
     )
+
+
+@judgments.command(
+    name="clicks", short_help="Judgments from the log's clicks (position-corrected)."
+)
+@tenant_option
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False),
+    required=True,
+    help="The questions file (JSONL) to write.",
+)
+@click.option(
+    "--min-impressions",
+    type=click.IntRange(min=1),
+    default=10,
+    show_default=True,
+    help="Grade a question's chunk only when shown at least this often.",
+)
+@click.option(
+    "--grade-1-at",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.2,
+    show_default=True,
+    help="Estimated chance of a click at rank 1 from which a chunk is graded 1.",
+)
+@click.option(
+    "--grade-2-at",
+    type=click.FloatRange(0, 1, min_open=True),
+    default=0.5,
+    show_default=True,
+    help="Estimated chance of a click at rank 1 from which a chunk is graded 2.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@settings_options
+def clicks_command(
+    settings: Settings,
+    tenant: str | None,
+    output: str,
+    min_impressions: int,
+    grade_1_at: float,
+    grade_2_at: float,
+    as_json: bool,
+) -> None:
+    """Fit a position-based click model (PBM, by EM) to one tenant's logged searches and click
+    events, and write graded judgments in the questions format `loader eval` reads, each line
+    marked "implicit": true. Clicks are corrected for the rank they were shown at; chunks shown
+    fewer than --min-impressions times are not graded.
+
+    \b
+    Example:
+      loader judgments clicks --tenant acme -o clicks.jsonl
+      loader eval clicks.jsonl --docs docs/
+    """
+    from loader.train.click_export import export_click_judgments
+    from loader.train.clicks import ClickGrading
+
+    tenant = tenant or settings.tenant
+    grading = ClickGrading(
+        min_impressions=min_impressions, grade_1_at=grade_1_at, grade_2_at=grade_2_at
+    )
+    summary = export_click_judgments(_client(settings), settings, tenant, output, grading)
+    if as_json:
+        echo_json(summary.to_dict())
+        return
+    click.echo(
+        printable(
+            f"{output}: {summary.questions} questions, {summary.judgments} judgments "
+            f"(implicit, {summary.model}) from {summary.searches} searches and "
+            f"{summary.clicks} clicks of tenant {tenant!r}"
+        )
+    )
+    examination = " ".join(
+        f"{e:.2f}{'' if tied else '*'}"
+        for e, tied in zip(summary.examination[:10], summary.identified, strict=False)
+    )
+    click.echo(f"examination by rank: {examination}")
+    if not all(summary.identified):
+        click.echo("  * not told apart from relevance by this log: kept at the guess, 1/rank")
+    click.echo(
+        f"{summary.varied_pairs} of {summary.pairs} question-chunk pairs were shown at more "
+        "than one rank (the evidence that tells position from relevance)"
+    )
