@@ -27,21 +27,21 @@ import json
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from loader.cluster.client import cluster_errors
 from loader.errors import ConfigError, LoaderError, NotFoundError
 from loader.modes import search_mode
 from loader.query import judgments
+from loader.query.auth import ApiKeys, session_key
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
+from loader.query.serve import error_reply
 from loader.settings import SEARCH_MODES, tenant_problem
-
-if TYPE_CHECKING:
-    from loader.query.auth import ApiKeys
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +61,13 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 _STATIC = {"judge.js": "text/javascript", "judge.css": "text/css"}
+MAX_ID_BYTES = 512  # OpenSearch's limit on a document id: a longer one names nothing
 
 
 class Sessions:
-    """Signed session cookies (``<tenant b64>.<expiry>.<hmac>``) and their CSRF tokens; the key
-    is per process, so a restart signs everyone out."""
+    """Signed session cookies (``<tenant b64>.<expiry>.<hmac>``) and their CSRF tokens, signed
+    with ``secret`` (with API keys, ``loader.query.auth.session_key``: kept across restarts);
+    without one, a key of this process, so a restart signs everyone out."""
 
     def __init__(self, secret: bytes | None = None) -> None:
         self._secret = secret or secrets.token_bytes(32)
@@ -110,7 +112,9 @@ def _environment() -> Any:
         )
     }
     return jinja2.Environment(
-        loader=jinja2.DictLoader(templates), autoescape=True, undefined=jinja2.StrictUndefined
+        loader=jinja2.DictLoader(templates),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
     )
 
 
@@ -155,6 +159,10 @@ def movements(a: list[Any], b: list[Any]) -> tuple[list[dict[str, Any]], list[di
     return sides[0], sides[1]
 
 
+def _id_bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
 def _shown(text: str) -> str:
     return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS] + " …"
 
@@ -166,7 +174,9 @@ class JudgePages:
         self.service = service
         self.api_keys = api_keys
         self.env = _environment()
-        self.sessions = Sessions()
+        # With API keys the signing key is kept beside their file: a restart signs no one out.
+        key_file = service.settings.api_keys_file if api_keys is not None else None
+        self.sessions = Sessions(session_key(key_file) if key_file else None)
         # The page's own searches are not users' questions: they are not logged.
         self.quiet_settings = dataclasses.replace(service.settings, query_log="off")
 
@@ -199,11 +209,30 @@ class JudgePages:
             return None, self.refused(403, "missing or wrong same-origin token (X-CSRF-Token)")
         return tenant, None
 
-    def error_page(self, exc: LoaderError) -> HTMLResponse:
+    def error_page(self, exc: LoaderError, action: str) -> HTMLResponse:
+        """``exc`` through serve's one mapping (its status, the safe message), as a page."""
+        status, message = error_reply(exc, self.service.secrets, action=action)
         html = self.env.from_string("<!doctype html><title>{{ s }}</title><p>{{ m }}</p>").render(
-            s=exc.http_status, m=exc.public_message
+            s=status, m=message
         )
-        return HTMLResponse(html, status_code=exc.http_status, headers=SECURITY_HEADERS)
+        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def error_json(self, exc: LoaderError, action: str) -> JSONResponse:
+        status, message = error_reply(exc, self.service.secrets, action=action)
+        return self.refused(status, message)
+
+    def cluster(self, doing: str) -> Any:
+        """opensearch-py's exceptions raised while ``doing`` as the library's (502, 503...)."""
+        return cluster_errors(self.service.settings, doing)
+
+    def query_set(self, tenant: str, set_id: str, check_only: bool = False) -> Any:
+        """The tenant's query set ``set_id``; an id no document of OpenSearch can have (over
+        its 512 bytes) is no set's, refused before the cluster is asked."""
+        if _id_bytes(f"set-{set_id}") > MAX_ID_BYTES:
+            raise NotFoundError(f"query set: no query set has an id of {len(set_id)} characters")
+        if check_only:
+            return None
+        return judgments.get_query_set(self.service.client, self.service.settings, tenant, set_id)
 
     def ranked(self, tenant: str, question: str, mode: str, depth: int) -> list[Any]:
         request = SearchRequest.from_settings(
@@ -259,13 +288,14 @@ class JudgePages:
         try:
             client = self.service.client
             items = []
-            for query_set in judgments.list_query_sets(client, self.service.settings, tenant):
-                state = judgments.judging_state(
-                    client, self.service.settings, tenant, query_set.set_id
-                )
-                items.append({"set": query_set, "judged": len(state.grades)})
+            with self.cluster("listing the query sets"):
+                for query_set in judgments.list_query_sets(client, self.service.settings, tenant):
+                    state = judgments.judging_state(
+                        client, self.service.settings, tenant, query_set.set_id
+                    )
+                    items.append({"set": query_set, "judged": len(state.grades)})
         except LoaderError as exc:
-            return self.error_page(exc)
+            return self.error_page(exc, "listing the query sets")
         return self.page("sets.html", tenant=tenant, csrf=self.sessions.csrf(cookie), sets=items)
 
     def resume(self, set_id: str, request: Request) -> Response:
@@ -273,14 +303,13 @@ class JudgePages:
         if tenant is None:
             return RedirectResponse("/judge/login", status_code=303)
         try:
-            query_set = judgments.get_query_set(
-                self.service.client, self.service.settings, tenant, set_id
-            )
-            state = judgments.judging_state(
-                self.service.client, self.service.settings, tenant, set_id
-            )
+            with self.cluster("reading a query set"):
+                query_set = self.query_set(tenant, set_id)
+                state = judgments.judging_state(
+                    self.service.client, self.service.settings, tenant, set_id
+                )
         except LoaderError as exc:
-            return self.error_page(exc)
+            return self.error_page(exc, "reading a query set")
         number = state.resume_at(len(query_set.questions))
         if number >= len(query_set.questions):
             return self.page(
@@ -293,18 +322,17 @@ class JudgePages:
         if tenant is None:
             return RedirectResponse("/judge/login", status_code=303)
         try:
-            query_set = judgments.get_query_set(
-                self.service.client, self.service.settings, tenant, set_id
-            )
-            if not 0 <= number < len(query_set.questions):
-                raise NotFoundError(f"question {number} is not in this query set")
-            state = judgments.judging_state(
-                self.service.client, self.service.settings, tenant, set_id
-            )
-            question = query_set.questions[number]
-            rows = pool({m: self.ranked(tenant, question, m, POOL_DEPTH) for m in POOL_MODES})
+            with self.cluster("reading a question to judge"):
+                query_set = self.query_set(tenant, set_id)
+                if not 0 <= number < len(query_set.questions):
+                    raise NotFoundError(f"question {number} is not in this query set")
+                state = judgments.judging_state(
+                    self.service.client, self.service.settings, tenant, set_id
+                )
+                question = query_set.questions[number]
+                rows = pool({m: self.ranked(tenant, question, m, POOL_DEPTH) for m in POOL_MODES})
         except LoaderError as exc:
-            return self.error_page(exc)
+            return self.error_page(exc, "reading a question to judge")
         graded = state.grades.get(number, {})
         for row in rows:
             row.grade = graded[row.hit.chunk_id].grade if row.hit.chunk_id in graded else None
@@ -333,12 +361,22 @@ class JudgePages:
                 raise ValueError
         except (ValueError, KeyError, TypeError):
             return self.refused(422, 'send {"chunk_id": "<chunk id>", "grade": 0, 1 or 2}')
+        if not chunk_id or _id_bytes(chunk_id) > MAX_ID_BYTES:
+            return self.refused(422, f"chunk_id: 1 to {MAX_ID_BYTES} bytes (no chunk has another)")
         try:
-            saved = judgments.save_grade(
-                self.service.client, self.service.settings, tenant, set_id, number, chunk_id, value
-            )
+            with self.cluster("saving a grade"):
+                self.query_set(tenant, set_id, check_only=True)
+                saved = judgments.save_grade(
+                    self.service.client,
+                    self.service.settings,
+                    tenant,
+                    set_id,
+                    number,
+                    chunk_id,
+                    value,
+                )
         except LoaderError as exc:
-            return self.refused(exc.http_status, exc.public_message)
+            return self.error_json(exc, "saving a grade")
         return JSONResponse({"chunk_id": saved.chunk_id, "grade": saved.grade})
 
     def skip(self, set_id: str, number: int, request: Request) -> Response:
@@ -347,9 +385,13 @@ class JudgePages:
             return refusal
         assert tenant is not None
         try:
-            judgments.save_skip(self.service.client, self.service.settings, tenant, set_id, number)
+            with self.cluster("saving a skip"):
+                self.query_set(tenant, set_id, check_only=True)
+                judgments.save_skip(
+                    self.service.client, self.service.settings, tenant, set_id, number
+                )
         except LoaderError as exc:
-            return self.refused(exc.http_status, exc.public_message)
+            return self.error_json(exc, "saving a skip")
         return JSONResponse({"skipped": number})
 
     def compare(
@@ -361,19 +403,18 @@ class JudgePages:
         try:
             if a not in SEARCH_MODES or b not in SEARCH_MODES:
                 raise ConfigError(f"a, b: modes among {', '.join(SEARCH_MODES)}")
-            query_set = judgments.get_query_set(
-                self.service.client, self.service.settings, tenant, set_id
-            )
-            if not 0 <= number < len(query_set.questions):
-                raise NotFoundError(f"question {number} is not in this query set")
-            question = query_set.questions[number]
-            state = judgments.judging_state(
-                self.service.client, self.service.settings, tenant, set_id
-            )
-            hits_a = self.ranked(tenant, question, a, COMPARE_DEPTH)
-            hits_b = self.ranked(tenant, question, b, COMPARE_DEPTH)
+            with self.cluster("comparing two modes"):
+                query_set = self.query_set(tenant, set_id)
+                if not 0 <= number < len(query_set.questions):
+                    raise NotFoundError(f"question {number} is not in this query set")
+                question = query_set.questions[number]
+                state = judgments.judging_state(
+                    self.service.client, self.service.settings, tenant, set_id
+                )
+                hits_a = self.ranked(tenant, question, a, COMPARE_DEPTH)
+                hits_b = self.ranked(tenant, question, b, COMPARE_DEPTH)
         except LoaderError as exc:
-            return self.error_page(exc)
+            return self.error_page(exc, "comparing two modes")
         graded = state.grades.get(number, {})
         sides = []
         for mode, rows, other, mine in (

@@ -59,15 +59,23 @@ import logging
 import signal
 import socket
 import threading
+import traceback
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+import opensearchpy
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from loader.cluster.client import cluster_errors, connect, require_cluster, safe_url
+from loader.cluster.client import (
+    cluster_errors,
+    connect,
+    require_cluster,
+    safe_url,
+    translate_error,
+)
 from loader.errors import (
     ClusterError,
     ConfigError,
@@ -78,6 +86,7 @@ from loader.errors import (
 from loader.models import rerank_check
 from loader.query.auth import ApiKeys, require_api_key
 from loader.query.body import EventBody, KeyedSearchRequest, SearchRequest
+from loader.query.redacted_logs import redacted_logs
 from loader.query.request import MAX_QUESTION_CHARS
 from loader.query.rewrite import rewriter_from_settings
 from loader.query.search import search
@@ -134,18 +143,59 @@ def _validation_message(errors: list[dict[str, Any]]) -> tuple[str, list[dict[st
     return "; ".join(parts), details
 
 
-def loader_error(
+def error_reply(
     exc: LoaderError, secrets: list[str], status: int | None = None, action: str = "search"
-) -> JSONResponse:
+) -> tuple[int, str]:
     """The one mapping of the library's errors to HTTP: each class's status (or ``status``), and
     its message only where it is safe to show (never the cluster's URL or internals; the log has
     them, naming the ``action`` that failed). Both pass through ``scrub_secrets``: a message may
     quote the cluster's answer (a 400's reason), and a cluster or the proxy in front of it may
-    echo the request's credentials in it."""
+    echo the request's credentials in it. ``loader_error`` answers it as JSON, the judging page
+    as HTML."""
     status = exc.http_status if status is None else status
     if status >= 500:
         log.warning("%s failed: %s", action, scrub_secrets(str(exc), secrets))
-    return _error(status, scrub_secrets(exc.public_message, secrets))
+    return status, scrub_secrets(exc.public_message, secrets)
+
+
+def loader_error(
+    exc: LoaderError, secrets: list[str], status: int | None = None, action: str = "search"
+) -> JSONResponse:
+    """``error_reply`` as the API's ``{"error": ...}`` body."""
+    return _error(*error_reply(exc, secrets, status, action))
+
+
+def as_loader_error(exc: Exception, settings: Settings, doing: str) -> LoaderError:
+    """Whatever a route raised as a library error: a ``LoaderError`` as it is, opensearch-py's
+    exceptions as ``translate_error`` names them (an upstream 400, 429 or page: 502 or 503), and
+    anything else as the server's failure, its text kept for the log only."""
+    if isinstance(exc, LoaderError):
+        return exc
+    if isinstance(exc, opensearchpy.TransportError | opensearchpy.SerializationError):
+        return translate_error(exc, settings, doing)
+    return LoaderError(f"unexpected {type(exc).__name__} while {doing}: {exc}")
+
+
+def _answer_every_error(
+    service: SearchService,
+) -> Callable[[Request, Callable[[Request], Awaitable[Any]]], Awaitable[Any]]:
+    """A middleware that answers what any route raised through ``loader_error``, its traceback
+    logged with the secrets masked: nothing reaches uvicorn, whose log would print it whole."""
+
+    async def answer_every_error(
+        request: Request, call_next: Callable[[Request], Awaitable[Any]]
+    ) -> Any:
+        try:
+            return await call_next(request)
+        except Exception as exc:
+            doing = f"answering {request.method} {request.url.path[:200]}"
+            error = as_loader_error(exc, service.settings, doing)
+            if error is not exc:
+                trace = "".join(traceback.format_exception(exc))
+                log.warning("%s", scrub_secrets(trace.rstrip("\n"), service.secrets))
+            return loader_error(error, service.secrets, action=doing)
+
+    return answer_every_error
 
 
 async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
@@ -332,16 +382,18 @@ def _lifespan(
 ) -> Callable[[FastAPI], contextlib.AbstractAsyncContextManager[None]]:
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        service.start(load_models)
-        log.info(
-            "serving index %r of %s (%s)",
-            service.settings.index_name,
-            safe_url(service.settings.opensearch_url),
-            f"{len(api_keys)} API keys for {len(api_keys.tenants)} tenants"
-            if api_keys
-            else "no API keys: the tenant is the request's",
-        )
-        yield
+        # uvicorn has set its handlers up by now: from here on they mask the secrets.
+        with redacted_logs(service.secrets):
+            service.start(load_models)
+            log.info(
+                "serving index %r of %s (%s)",
+                service.settings.index_name,
+                safe_url(service.settings.opensearch_url),
+                f"{len(api_keys)} API keys for {len(api_keys.tenants)} tenants"
+                if api_keys
+                else "no API keys: the tenant is the request's",
+            )
+            yield
 
     return lifespan
 
@@ -387,7 +439,8 @@ def _add_log_routes(app: FastAPI, service: SearchService, keyed: bool) -> None:
             body.query_id, body.action_name, body.object_id, body.position, body.client_id
         )
         try:
-            event_id = record_event(service.client, service.settings, tenant, event)
+            with cluster_errors(service.settings, "recording an event"):
+                event_id = record_event(service.client, service.settings, tenant, event)
         except LoaderError as exc:
             return loader_error(exc, service.secrets, action="event")
         return JSONResponse({"event_id": event_id}, status_code=201)
@@ -463,6 +516,7 @@ def create_app(
         # Added last, so it runs first: nothing but GET /health is answered without a key.
         app.middleware("http")(require_api_key(api_keys))
         _add_keyed_search_route(app, service)
+    app.middleware("http")(_answer_every_error(service))  # outermost: around every route
     return app
 
 

@@ -3,6 +3,8 @@ reaches one: every refusal comes before the first cluster call)."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,9 @@ pytest.importorskip("fastapi")
 
 from fastapi.testclient import TestClient  # noqa: E402
 
-from loader.query.judge_page import COOKIE  # noqa: E402
+from loader.errors import ConfigError  # noqa: E402
+from loader.query.auth import session_key, session_key_file  # noqa: E402
+from loader.query.judge_page import COOKIE, Sessions  # noqa: E402
 from loader.query.serve import create_app  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 
@@ -65,3 +69,86 @@ def test_another_origin_cannot_sign_in(app_client):
         headers={**FORM, "Origin": "http://evil.example"},
     )
     assert answer.status_code == 403
+
+
+def _app(tmp_path: Path) -> TestClient:
+    keys = tmp_path / "keys.toml"
+    if not keys.exists():
+        keys.write_text(f'[keys]\n"{KEY_A}" = "A"\n', encoding="utf-8")
+        keys.chmod(0o600)
+    settings = Settings(api_keys_file=str(keys), query_log="ubi", rerank="off")
+    return TestClient(create_app(settings, client=object(), load_models=False))
+
+
+def test_a_cookie_signed_before_a_restart_is_accepted_after(tmp_path):
+    before = _app(tmp_path)
+    login = before.post(
+        "/judge/login", content=f"key={KEY_A}", headers=FORM, follow_redirects=False
+    )
+    cookie = login.cookies[COOKIE]
+    token = Sessions(session_key(tmp_path / "keys.toml")).csrf(cookie)
+    after = _app(tmp_path)  # a new app: what a restart of loader serve makes
+    # A set id no OpenSearch document can have: refused (404) after the session and its token
+    # are accepted, before any cluster call; a session the server does not know would be a 401.
+    answer = after.post(
+        f"/judge/sets/{'x' * 600}/0/grade",
+        json={"chunk_id": "c", "grade": 2},
+        headers={"X-CSRF-Token": token},
+        cookies={COOKIE: cookie},
+    )
+    assert answer.status_code == 404, answer.text
+    assert "no query set has an id of 600 characters" in answer.json()["error"]
+    key_file = session_key_file(tmp_path / "keys.toml")
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert session_key(tmp_path / "keys.toml") == bytes.fromhex(key_file.read_text())
+
+
+def test_an_oversize_chunk_id_is_the_callers_fault(tmp_path):
+    app_client = _app(tmp_path)
+    login = app_client.post(
+        "/judge/login", content=f"key={KEY_A}", headers=FORM, follow_redirects=False
+    )
+    cookie = login.cookies[COOKIE]
+    token = Sessions(session_key(tmp_path / "keys.toml")).csrf(cookie)
+    answer = app_client.post(
+        "/judge/sets/abc/0/grade",
+        json={"chunk_id": "c" * 513, "grade": 2},
+        headers={"X-CSRF-Token": token},
+        cookies={COOKIE: cookie},
+    )
+    assert answer.status_code == 422 and "chunk_id: 1 to 512 bytes" in answer.text
+
+
+@pytest.mark.parametrize("problem", ["group-readable", "symlink", "fifo", "not a key"])
+def test_a_session_key_file_that_is_not_private_and_whole_is_refused(tmp_path, problem):
+    keys = tmp_path / "keys.toml"
+    key_file = session_key_file(keys)
+    if problem == "group-readable":
+        key_file.write_text("ab" * 32)
+        key_file.chmod(0o640)
+    elif problem == "symlink":
+        (tmp_path / "elsewhere").write_text("ab" * 32)
+        (tmp_path / "elsewhere").chmod(0o600)
+        key_file.symlink_to(tmp_path / "elsewhere")
+    elif problem == "fifo":
+        os.mkfifo(key_file, 0o600)
+    else:
+        key_file.write_text("not a key")
+        key_file.chmod(0o600)
+    with pytest.raises(ConfigError) as caught:
+        session_key(keys)
+    message = str(caught.value)
+    assert str(key_file) in message and "ab" * 32 not in message
+
+
+def test_a_folder_that_takes_no_key_file_keeps_a_key_per_process(tmp_path, caplog):
+    folder = tmp_path / "read-only"
+    folder.mkdir()
+    folder.chmod(0o500)
+    try:
+        if os.access(folder, os.W_OK):
+            pytest.skip("root writes anywhere")
+        assert session_key(folder / "keys.toml") is None
+    finally:
+        folder.chmod(0o700)
+    assert "signs every judge out" in caplog.text
