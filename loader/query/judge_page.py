@@ -1,13 +1,15 @@
 """The judging page of ``loader serve`` (``/judge``): grade the pooled results of sampled
 questions, and see two modes' rankings side by side.
 
-Plain server-rendered HTML (Jinja2, autoescaped: every question and chunk is text, never markup)
-and one small script (``judge_files/judge.js``); a Content-Security-Policy allows no inline
-script at all. Signing in takes an API key (with ``api_keys_file``; else a tenant name) and sets
-an HMAC-signed, HttpOnly, SameSite=Strict session cookie holding the tenant, never the key. Every
-POST must carry the page's token (``X-CSRF-Token``, derived from the session) and, when the
-browser sends one, an ``Origin`` of this server. A set, question or chunk of another tenant is
-refused with 403 before anything is written (``loader.query.judgments``).
+Plain server-rendered HTML (Jinja2, autoescaped: every question and chunk is text, never markup;
+direction controls are shown, not obeyed: ``visible_bidi``) and one small script
+(``judge_files/judge.js``, which saves grades in the order they are pressed); a
+Content-Security-Policy allows no inline script at all. Signing in takes an API key (with
+``api_keys_file``; else a tenant name) and sets an HMAC-signed, HttpOnly, SameSite=Strict session
+cookie holding the tenant, never the key (signed with ``loader.query.auth.session_key``, kept
+across restarts). Every POST must carry the page's token (``X-CSRF-Token``, derived from the
+session) and, when the browser sends one, an ``Origin`` of this server. A set, question or chunk
+of another tenant is refused with 403 before anything is written (``loader.query.judgments``).
 
 Routes: ``GET /judge`` (the tenant's query sets), ``GET /judge/sets/<id>`` (resume: the first
 question neither graded nor skipped), ``GET /judge/sets/<id>/<n>`` (question ``n`` with the
@@ -25,6 +27,7 @@ import hmac
 import importlib.resources
 import json
 import logging
+import re
 import secrets
 import time
 from typing import Any
@@ -115,7 +118,22 @@ def _environment() -> Any:
         loader=jinja2.DictLoader(templates),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
+        finalize=visible_bidi,  # every value the templates print
     )
+
+
+# The characters that set the direction of the text after them: the embeddings and overrides
+# (U+202A-U+202E), the isolates (U+2066-U+2069) and the marks (U+200E, U+200F, U+061C).
+_BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible_bidi(value: Any) -> Any:
+    """A text with each direction control shown as ``[U+202E]`` instead of obeyed: an override
+    in a question or a chunk would otherwise reverse what follows it on the page ("evil" shown
+    as "live"). The page's CSS isolates each such text too. Pure."""
+    if isinstance(value, str) and not hasattr(value, "__html__"):  # not the templates' markup
+        return _BIDI_CONTROLS.sub(lambda match: f"[U+{ord(match.group()):04X}]", value)
+    return value
 
 
 @dataclasses.dataclass
