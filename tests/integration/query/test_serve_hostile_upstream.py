@@ -2,7 +2,8 @@
 127.0.0.1 standing where the cluster should be, echoing the request's credentials in every answer.
 
 The real process (``python -m loader serve``, with ``--debug``, so opensearch-py logs every
-answer's body, and without; API keys and the query log on, so that every route is there) is asked
+answer's body, and without; the password in the settings or in the URL; API keys and the query
+log on, so that every route is there) is asked
 for every route of the app (/search, /health, /events, /log and the judging page's, signed in)
 while the upstream answers each status (400, 401, 403, 429, 5xx) with OpenSearch's JSON, plain
 text or an HTML page: each answers the 502 or 503 of the one error mapping (a search OpenSearch
@@ -23,6 +24,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
@@ -56,7 +58,9 @@ class ServeProcess:
     """``loader serve`` (``--debug`` or not) in a child process, its output in two files, with
     API keys in ``folder``; ``sign_in`` makes the judging page's session."""
 
-    def __init__(self, upstream: EchoUpstream, folder: Path, debug: bool = True) -> None:
+    def __init__(
+        self, upstream: EchoUpstream, folder: Path, debug: bool = True, in_url: bool = False
+    ) -> None:
         self.port = free_port()
         self.debug = debug
         self.stdout, self.stderr = folder / "stdout", folder / "stderr"
@@ -75,6 +79,11 @@ class ServeProcess:
             "LOADER_QUERY_LOG": "ubi",
             "LOADER_API_KEYS_FILE": str(self.keys),
         }
+        if in_url:  # the credentials in the URL only, percent-encoded
+            del env["OPENSEARCH_USER"], env["OPENSEARCH_PASSWORD"]
+            env["OPENSEARCH_URL"] = upstream.url.replace(
+                "//", f"//{USER}:{quote(PASSWORD, safe='')}@", 1
+            )
         command = [sys.executable, "-m", "loader", "serve", "--port", str(self.port)]
         command += ["--debug"] if debug else []
         with self.stdout.open("wb") as out, self.stderr.open("wb") as err:
@@ -138,10 +147,15 @@ def upstream() -> Iterator[EchoUpstream]:
         yield running
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["debug", "no-debug"])
+@pytest.fixture(
+    scope="module",
+    params=[(True, False), (True, True), (False, True)],
+    ids=["debug", "debug-password-in-url", "password-in-url"],
+)
 def server(upstream, tmp_path_factory, request) -> Iterator[ServeProcess]:
     upstream.answer(400, "json")
-    running = ServeProcess(upstream, tmp_path_factory.mktemp("serve-hostile"), request.param)
+    debug, in_url = request.param
+    running = ServeProcess(upstream, tmp_path_factory.mktemp("serve-hostile"), debug, in_url)
     running.sign_in()
     try:
         yield running
