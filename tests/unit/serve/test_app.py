@@ -16,11 +16,12 @@ pytest.importorskip("fastapi")
 
 from loader.cluster.client import cluster_errors  # noqa: E402
 from loader.errors import ConfigError, LoaderError, QueryError  # noqa: E402
-from loader.query import auth, serve  # noqa: E402
-from loader.query import body as body_models  # noqa: E402
-from loader.query.auth import ApiKeys, presented_key  # noqa: E402
 from loader.query.request import EXPANSIONS, SearchFilters, SearchRequest  # noqa: E402
-from loader.query.serve import create_app  # noqa: E402
+from loader.serve import app as serve  # noqa: E402
+from loader.serve import auth  # noqa: E402
+from loader.serve import body as body_models  # noqa: E402
+from loader.serve.app import create_app  # noqa: E402
+from loader.serve.auth import ApiKeys, presented_key  # noqa: E402
 from loader.settings import SEARCH_MODES, Settings  # noqa: E402
 
 KEY_A = "key-a-0123456789abcdef"
@@ -113,13 +114,13 @@ def test_missing_or_unreadable_key_file(tmp_path: Path) -> None:
 
 
 def test_a_key_file_others_can_read_is_warned_about(tmp_path, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="loader.query.auth"):
+    with caplog.at_level(logging.WARNING, logger="loader.serve.auth"):
         ApiKeys.from_file(write(tmp_path, GOOD, mode=0o644))
     assert "can be read by other users; chmod 600" in caplog.text
     assert KEY_A not in caplog.text
     caplog.clear()
     path = write(tmp_path, GOOD, mode=stat.S_IRUSR | stat.S_IWUSR)
-    with caplog.at_level(logging.WARNING, logger="loader.query.auth"):
+    with caplog.at_level(logging.WARNING, logger="loader.serve.auth"):
         ApiKeys.from_file(path)
     assert caplog.text == ""
 

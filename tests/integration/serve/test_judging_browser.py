@@ -37,9 +37,9 @@ from loader.index.apply import apply_config
 from loader.ingest.sync import push
 from loader.query.judgments import judging_state, judgments_index, set_id_for
 from loader.query.query_log import events_index, queries_index
-from loader.query.serve import create_app
+from loader.serve.app import create_app
 from tests.conftest import cleanup_owned
-from tests.integration.query.http_server import Server
+from tests.integration.serve.http_server import Server
 
 webdriver = pytest.importorskip("selenium.webdriver")
 CHROMEDRIVER = "/usr/bin/chromedriver"

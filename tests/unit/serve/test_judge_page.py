@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from loader.query.judge_page import Sessions, movements, pool
 from loader.query.result import SearchHit
+from loader.serve.judge_page import Sessions, movements, pool
 
 
 def hit(chunk_id: str) -> SearchHit:
@@ -41,7 +41,7 @@ def test_sessions_are_signed_and_expire():
 def test_direction_controls_in_a_question_or_chunk_are_shown_not_obeyed():
     from types import SimpleNamespace
 
-    from loader.query.judge_page import GRADE_LABELS, PoolRow, _environment
+    from loader.serve.judge_page import GRADE_LABELS, PoolRow, _environment
 
     override = "refund \u202eevil\u202c and \u2067isolate\u2069 \u200f"
     row = PoolRow(SearchHit(chunk_id="c-1", doc_id="d", body=override), {"bm25": 1}, override)

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from loader.query.redacted_logs import redacted_logs
+from loader.serve.redacted_logs import redacted_logs
 from tests.hostile_upstream import PASSWORD, TOKEN, assert_no_credential, echo_of
 
 

@@ -6,7 +6,7 @@ direction controls are shown, not obeyed: ``visible_bidi``) and one small script
 (``judge_files/judge.js``, which saves grades in the order they are pressed); a
 Content-Security-Policy allows no inline script at all. Signing in takes an API key (with
 ``api_keys_file``; else a tenant name) and sets an HMAC-signed, HttpOnly, SameSite=Strict session
-cookie holding the tenant, never the key (signed with ``loader.query.auth.session_key``, kept
+cookie holding the tenant, never the key (signed with ``loader.serve.auth.session_key``, kept
 across restarts). Every POST must carry the page's token (``X-CSRF-Token``, derived from the
 session) and, when the browser sends one, an ``Origin`` of this server. A set, question or chunk
 of another tenant is refused with 403 before anything is written (``loader.query.judgments``).
@@ -40,10 +40,10 @@ from loader.cluster.client import cluster_errors
 from loader.errors import ConfigError, LoaderError, NotFoundError
 from loader.modes import search_mode
 from loader.query import judgments
-from loader.query.auth import ApiKeys, session_key
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
-from loader.query.serve import error_reply
+from loader.serve.app import error_reply
+from loader.serve.auth import ApiKeys, session_key
 from loader.settings import SEARCH_MODES, tenant_problem
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ MAX_ID_BYTES = 512  # OpenSearch's limit on a document id: a longer one names no
 
 class Sessions:
     """Signed session cookies (``<tenant b64>.<expiry>.<hmac>``) and their CSRF tokens, signed
-    with ``secret`` (with API keys, ``loader.query.auth.session_key``: kept across restarts);
+    with ``secret`` (with API keys, ``loader.serve.auth.session_key``: kept across restarts);
     without one, a key of this process, so a restart signs everyone out."""
 
     def __init__(self, secret: bytes | None = None) -> None:
@@ -102,7 +102,7 @@ class Sessions:
 def _environment() -> Any:
     import jinja2
 
-    root = importlib.resources.files("loader.query") / "judge_files"
+    root = importlib.resources.files("loader.serve") / "judge_files"
     templates = {
         name: (root / name).read_text(encoding="utf-8")
         for name in (
@@ -269,7 +269,7 @@ class JudgePages:
     def static(self, name: str) -> Response:
         if name not in _STATIC:
             return self.refused(404, "not found")
-        body = (importlib.resources.files("loader.query") / "judge_files" / name).read_bytes()
+        body = (importlib.resources.files("loader.serve") / "judge_files" / name).read_bytes()
         return Response(body, media_type=_STATIC[name], headers=SECURITY_HEADERS)
 
     def login_form(self) -> HTMLResponse:

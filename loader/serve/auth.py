@@ -46,7 +46,7 @@ _KEY_CHARACTERS = re.compile(r"^[\x21-\x7e]+$")
 _TOML_LOCATION = re.compile(r"\((at line \d+, column \d+|at end of document)\)")
 # Requests that need no key.
 PUBLIC_ROUTES = frozenset({("GET", "/health")})
-# The judging page signs in with a key and checks its own session cookie (loader.query.judge_page).
+# The judging page signs in with a key and checks its own session cookie (loader.serve.judge_page).
 JUDGE_PREFIX = "/judge"
 
 

@@ -28,10 +28,10 @@ from urllib.parse import quote
 
 import pytest
 
-from loader.query.auth import session_key
-from loader.query.judge_page import COOKIE, Sessions
+from loader.serve.auth import session_key
+from loader.serve.judge_page import COOKIE, Sessions
 from tests.hostile_upstream import BODY_KINDS, PASSWORD, USER, EchoUpstream, assert_no_credential
-from tests.integration.query.http_server import free_port
+from tests.integration.serve.http_server import free_port
 from tests.paths import REPO
 
 SEARCH = {"question": "refund", "tenant": "A", "mode": "bm25", "rerank": False}
