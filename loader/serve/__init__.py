@@ -1,7 +1,8 @@
 """The HTTP front end, ``loader serve``: a top floor like the CLI.
 
 ``app`` is the FastAPI app (``create_app``, ``run_server``: ``POST /search``, ``/health``,
-``/events``, ``/log``, the one mapping of the library's errors to HTTP statuses); ``body`` the
+``/events``, ``/log``) over ``service`` (``SearchService``: the client, the models, the search)
+and ``responses`` (the one mapping of the library's errors to HTTP statuses); ``body`` the
 request bodies (pydantic models that become ``loader.query.request.SearchRequest``); ``auth`` the
 API keys bound to tenants and the judging page's session signing key; ``judge_page`` and its
 templates, script and style in ``judge_files/`` the judging page at ``/judge``;

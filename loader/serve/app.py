@@ -40,9 +40,11 @@ saying there is none; the reranker loads at startup unless the setting is off, a
 cannot load does not stop the server (``rerank = on`` without one does). The cluster must answer
 before any model loads. 502:
 the cluster answered with an error of its own (e.g. the index was never applied). Error bodies
-never carry the cluster's URL or a stack trace; the server's log has the full reason. Every
-library error is answered through ``loader_error`` (its class's ``http_status`` and
-``public_message``).
+never carry the cluster's URL or a stack trace; the server's log has the full reason, its secrets
+masked (``loader.serve.redacted_logs``). Whatever any route raises is answered through
+``loader.serve.responses.loader_error`` (its class's ``http_status`` and ``public_message``;
+opensearch-py's exceptions as the cluster's 502 or 503), never as a bare 500. The shared state
+and the search itself are ``loader.serve.service.SearchService``.
 
 Example::
 
@@ -58,50 +60,35 @@ import contextlib
 import logging
 import signal
 import socket
-import threading
-import traceback
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import opensearchpy
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from loader.cluster.client import (
-    cluster_errors,
-    connect,
-    require_cluster,
-    safe_url,
-    translate_error,
-)
-from loader.errors import (
-    ClusterError,
-    ConfigError,
-    LoaderError,
-    ModelError,
-    RerankerUnavailableError,
-)
+from loader.cluster.client import cluster_errors, connect, require_cluster, safe_url
+from loader.errors import ConfigError, LoaderError
 from loader.models import rerank_check
-from loader.query.request import MAX_QUESTION_CHARS
-from loader.query.rewrite import rewriter_from_settings
-from loader.query.search import search
-from loader.redact import scrub_secrets
 from loader.serve.auth import ApiKeys, require_api_key
 from loader.serve.body import EventBody, KeyedSearchRequest, SearchRequest
 from loader.serve.redacted_logs import redacted_logs
-from loader.settings import Settings, secret_values
+from loader.serve.responses import (
+    answer_every_error,
+    error_response,
+    http_error,
+    invalid_request,
+    limit_body_size,
+    loader_error,
+)
+from loader.serve.service import SEARCH_THREADS, SearchService
+from loader.settings import Settings
 
 log = logging.getLogger(__name__)
 
 DEFAULT_HOST = "127.0.0.1"  # loopback unless asked: without API keys there is no authentication
 DEFAULT_PORT = 8000
-# A search body is small; anything larger is refused before it is parsed.
-MAX_BODY_BYTES = 64 * 1024
-# Searches run in the worker threads of Starlette's thread pool (anyio's default: 40), all on one
-# client: a connection pool as large, or urllib3 discards connections under load (and says so).
-SEARCH_THREADS = 40
 MAX_LOG_ENTRIES = 1000  # of GET /log
 
 RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -118,263 +105,6 @@ KEYED_RESPONSES: dict[int | str, dict[str, Any]] = RESPONSES | {
     401: {"description": "No API key, or an unknown one."},
     403: {"description": "The body's tenant is not the API key's."},
 }
-
-
-def _error(status: int, message: str, details: Any = None, headers: Any = None) -> JSONResponse:
-    body: dict[str, Any] = {"error": message}
-    if details is not None:
-        body["details"] = details
-    return JSONResponse(status_code=status, content=body, headers=headers)
-
-
-def _validation_message(errors: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """One readable line (``tenant: Field required; k: Input should be a valid integer``) and the
-    errors without their echoed input (which could be megabytes)."""
-    parts, details = [], []
-    for error in errors:
-        location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
-        message = error.get("msg", "invalid")
-        if error.get("type") == "json_invalid":
-            # pydantic's location is the offset of the fault in the body, not a field.
-            location = ""
-            message = f"the body is not valid JSON ({error.get('ctx', {}).get('error', '')})"
-        parts.append(f"{location}: {message}" if location else message)
-        details.append({"field": location, "message": message, "type": error.get("type")})
-    return "; ".join(parts), details
-
-
-def error_reply(
-    exc: LoaderError, secrets: list[str], status: int | None = None, action: str = "search"
-) -> tuple[int, str]:
-    """The one mapping of the library's errors to HTTP: each class's status (or ``status``), and
-    its message only where it is safe to show (never the cluster's URL or internals; the log has
-    them, naming the ``action`` that failed). Both pass through ``scrub_secrets``: a message may
-    quote the cluster's answer (a 400's reason), and a cluster or the proxy in front of it may
-    echo the request's credentials in it. ``loader_error`` answers it as JSON, the judging page
-    as HTML."""
-    status = exc.http_status if status is None else status
-    if status >= 500:
-        log.warning("%s failed: %s", action, scrub_secrets(str(exc), secrets))
-    return status, scrub_secrets(exc.public_message, secrets)
-
-
-def loader_error(
-    exc: LoaderError, secrets: list[str], status: int | None = None, action: str = "search"
-) -> JSONResponse:
-    """``error_reply`` as the API's ``{"error": ...}`` body."""
-    return _error(*error_reply(exc, secrets, status, action))
-
-
-def as_loader_error(exc: Exception, settings: Settings, doing: str) -> LoaderError:
-    """Whatever a route raised as a library error: a ``LoaderError`` as it is, opensearch-py's
-    exceptions as ``translate_error`` names them (an upstream 400, 429 or page: 502 or 503), and
-    anything else as the server's failure, its text kept for the log only."""
-    if isinstance(exc, LoaderError):
-        return exc
-    if isinstance(exc, opensearchpy.TransportError | opensearchpy.SerializationError):
-        return translate_error(exc, settings, doing)
-    return LoaderError(f"unexpected {type(exc).__name__} while {doing}: {exc}")
-
-
-def _answer_every_error(
-    service: SearchService,
-) -> Callable[[Request, Callable[[Request], Awaitable[Any]]], Awaitable[Any]]:
-    """A middleware that answers what any route raised through ``loader_error``, its traceback
-    logged with the secrets masked: nothing reaches uvicorn, whose log would print it whole."""
-
-    async def answer_every_error(
-        request: Request, call_next: Callable[[Request], Awaitable[Any]]
-    ) -> Any:
-        try:
-            return await call_next(request)
-        except Exception as exc:
-            doing = f"answering {request.method} {request.url.path[:200]}"
-            error = as_loader_error(exc, service.settings, doing)
-            if error is not exc:
-                trace = "".join(traceback.format_exception(exc))
-                log.warning("%s", scrub_secrets(trace.rstrip("\n"), service.secrets))
-            return loader_error(error, service.secrets, action=doing)
-
-    return answer_every_error
-
-
-async def _invalid_request(_request: Request, exc: Exception) -> JSONResponse:
-    """422 with one line naming every field pydantic refused."""
-    assert isinstance(exc, RequestValidationError)
-    message, details = _validation_message(list(exc.errors()))
-    return _error(422, message, details)
-
-
-_BODY_PARSE_FAILURE = "There was an error parsing the body"  # FastAPI's 400, raised from the cause
-
-
-def _unparsable_body(exc: Exception) -> str:
-    """Why a body never reached JSON validation: the one line FastAPI's "There was an error
-    parsing the body" hides."""
-    if isinstance(exc, UnicodeDecodeError):
-        return "the body is not valid UTF-8"
-    if isinstance(exc, RecursionError):
-        return "the body is not valid JSON (nested too deeply)"
-    return f"the body is not valid JSON ({type(exc).__name__})"  # e.g. an integer of 5,000 digits
-
-
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
-    """Starlette's own errors (404, 405, a body FastAPI cannot parse) in the API's error shape,
-    ``{"error": ...}``; a body that cannot be parsed is the caller's fault, like malformed JSON:
-    422."""
-    assert isinstance(exc, StarletteHTTPException)
-    if exc.detail == _BODY_PARSE_FAILURE and exc.__cause__ is not None:
-        message = _unparsable_body(exc.__cause__)
-        return _error(422, message, [{"field": "", "message": message, "type": "body_unparsable"}])
-    return _error(exc.status_code, str(exc.detail), headers=exc.headers)
-
-
-async def _limit_body_size(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
-    """Refuse a body before it is read: a declared length over the limit (413), or no length at
-    all on a POST (411). A Transfer-Encoding is refused whatever the Content-Length says: the
-    HTTP parser then reads the body as chunked, to any length, and the declared length means
-    nothing."""
-    length = request.headers.get("content-length")
-    if "transfer-encoding" in request.headers:
-        return _error(411, "send a Content-Length header and no Transfer-Encoding")
-    if request.method == "POST":
-        if length is None or not length.isdigit():
-            return _error(411, "send a Content-Length header")
-        if int(length) > MAX_BODY_BYTES:
-            return _error(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
-    return await call_next(request)
-
-
-class SearchService:
-    """What the handlers share: the settings, the client, the embedder, and the reranker, which
-    loads at startup (unless the ``rerank`` setting is off) or at the first request that asks
-    for one."""
-
-    def __init__(self, settings: Settings, client: Any, embedder: Any, reranker: Any) -> None:
-        self.settings = settings
-        self.secrets = secret_values(settings)  # masked in every error body and log line
-        self.rewriter = rewriter_from_settings(settings)  # a bad rewrite setting stops startup
-        self.client = client
-        self.embedder = embedder
-        self.reranker = reranker
-        self._reranker_lock = threading.Lock()
-        self._reranker_failure: ModelError | None = None
-        self._default_rerank: tuple[bool, tuple[str, ...]] | None = None
-
-    def start(self, load_models: bool) -> None:
-        """Connect, and with ``load_models`` make sure the cluster answers (before any model
-        loads: a cluster that is down is what to fix first), then load (and warm up) the models.
-
-        Raises:
-            ClusterError: the cluster does not answer, or not as OpenSearch.
-            RerankerUnavailableError: ``rerank = on`` and reranker_model is no cross-encoder here.
-        """
-        settings = self.settings
-        if settings.rerank == "on" and self.reranker is None:
-            rerank_check.require_rerank(settings)  # asked for: refused at once
-        if self.client is None:
-            self.client = connect(settings, connections=SEARCH_THREADS)
-            if load_models:  # without models the server starts, and answers 503 until it is up
-                require_cluster(self.client, settings)
-        if not load_models:
-            return
-        if self.embedder is None:
-            from loader.models.embedding import embedder_for
-
-            self.embedder = embedder_for(settings)  # model, backend, instructions
-            self.embedder.embed_queries(["warm up"])  # the model loads lazily
-        self.default_rerank()
-
-    def default_rerank(self) -> tuple[bool, tuple[str, ...]]:
-        """Whether a request that leaves ``rerank`` out reranks, and the warnings its answer
-        then carries: the rerank setting; ``auto`` is decided once, on whether the reranker
-        loads (a warning on the log says why not, and each such answer says there is none)."""
-        with self._reranker_lock:
-            decided = self._default_rerank
-        if decided is not None:
-            return decided
-        rerank, problem = rerank_check.default_rerank(self.settings)
-        if self.settings.rerank == "auto" and rerank and self.get_reranker() is None:
-            rerank, problem = False, str(self._reranker_failure)
-        warnings: tuple[str, ...] = ()
-        if self.settings.rerank == "auto" and not rerank:
-            log.warning("%s", scrub_secrets(str(problem), self.secrets))
-            warnings = (
-                f"no rerank: rerank is auto and reranker_model {self.settings.reranker_model!r} "
-                "is not a cross-encoder on this server (its log says why)",
-            )
-        with self._reranker_lock:
-            self._default_rerank = (rerank, warnings)
-        return rerank, warnings
-
-    def get_reranker(self) -> Any:
-        """The reranker, loaded at the first call; ``None`` (once and for all) if it cannot be."""
-        with self._reranker_lock:
-            if self.reranker is None and self._reranker_failure is None:
-                from loader.models.rerank import load_reranker
-
-                try:
-                    self.reranker = load_reranker(self.settings)
-                except RerankerUnavailableError as exc:  # no such model here: the request's 4xx
-                    log.warning("%s", scrub_secrets(str(exc), self.secrets))
-                    self._reranker_failure = exc
-                except (ModelError, ConfigError) as exc:
-                    log.warning(
-                        "no cross-encoder available, rerank requests answer 503: %s",
-                        scrub_secrets(str(exc), self.secrets),
-                    )
-                    self._reranker_failure = ModelError(
-                        f"no cross-encoder available: {exc}",
-                        public_reason="no cross-encoder available: reranker_model "
-                        f"{self.settings.reranker_model!r} cannot be loaded (the server's log "
-                        'has the reason); send "rerank": false, or set rerank=off or '
-                        "reranker_model on the server",
-                    )
-            return self.reranker
-
-    def health(self) -> JSONResponse:
-        """200 with the cluster's status, or 503 whatever the cluster's failure."""
-        try:
-            with cluster_errors(self.settings, "checking the cluster's health"):
-                answer = self.client.cluster.health()
-        except ClusterError as exc:
-            return loader_error(exc, self.secrets, status=503, action="health check")
-        return JSONResponse(
-            {"status": "ok", "cluster": answer.get("status"), "index": self.settings.index_name}
-        )
-
-    def search(self, body: SearchRequest, tenant: str) -> JSONResponse:
-        """The answer to one search body, for ``tenant``; bad input is a 4xx even when the server
-        lacks a model."""
-        if len(body.question) > MAX_QUESTION_CHARS:
-            return _error(
-                413,
-                f"question: {len(body.question)} characters, more than the limit of "
-                f"{MAX_QUESTION_CHARS}",
-            )
-        try:
-            request = body.to_request(self.settings, tenant)
-        except LoaderError as exc:
-            return loader_error(exc, self.secrets)
-        if body.rerank is None:  # the server's default, and its warning (no server paths)
-            rerank, warnings = self.default_rerank()
-            request = request.replace(rerank=rerank, warnings=warnings)
-        reranker = self.get_reranker() if request.rerank else None
-        if request.rerank and reranker is None:
-            assert self._reranker_failure is not None
-            return loader_error(self._reranker_failure, self.secrets)
-        try:
-            result = search(
-                request,
-                self.settings,
-                client=self.client,
-                embedder=self.embedder,
-                reranker=reranker,
-                rewriter=self.rewriter,
-            )
-        except LoaderError as exc:
-            return loader_error(exc, self.secrets)
-        return JSONResponse(result.to_dict())
 
 
 def _lifespan(
@@ -413,7 +143,7 @@ def _add_keyed_search_route(app: FastAPI, service: SearchService) -> None:
     def keyed_search_endpoint(body: KeyedSearchRequest, request: Request) -> JSONResponse:
         tenant = request.state.tenant  # set by require_api_key
         if body.tenant is not None and body.tenant != tenant:
-            return _error(
+            return error_response(
                 403,
                 f"tenant: {body.tenant!r} is not the tenant of this API key; leave tenant "
                 "out (the key's tenant is searched) or use that tenant's key",
@@ -432,9 +162,9 @@ def _add_log_routes(app: FastAPI, service: SearchService, keyed: bool) -> None:
 
         tenant = request.state.tenant if keyed else body.tenant
         if keyed and body.tenant is not None and body.tenant != tenant:
-            return _error(403, f"tenant: {body.tenant!r} is not the tenant of this API key")
+            return error_response(403, f"tenant: {body.tenant!r} is not the tenant of this API key")
         if not tenant:
-            return _error(422, "tenant: Field required")
+            return error_response(422, "tenant: Field required")
         event = Event(
             body.query_id, body.action_name, body.object_id, body.position, body.client_id
         )
@@ -450,14 +180,14 @@ def _add_log_routes(app: FastAPI, service: SearchService, keyed: bool) -> None:
         from loader.query.query_log import tenant_queries
 
         if keyed and tenant is not None and tenant != request.state.tenant:
-            return _error(403, f"tenant: {tenant!r} is not the tenant of this API key")
+            return error_response(403, f"tenant: {tenant!r} is not the tenant of this API key")
         tenant = request.state.tenant if keyed else tenant
         if not tenant:
-            return _error(422, "tenant: Field required")
+            return error_response(422, "tenant: Field required")
         if not 1 <= limit <= MAX_LOG_ENTRIES:
-            return _error(422, f"limit: between 1 and {MAX_LOG_ENTRIES}")
+            return error_response(422, f"limit: between 1 and {MAX_LOG_ENTRIES}")
         if service.settings.query_log != "ubi":
-            return _error(404, "the query log is off on this server (query_log)")
+            return error_response(404, "the query log is off on this server (query_log)")
         try:
             with cluster_errors(service.settings, "reading the query log"):
                 queries = tenant_queries(service.client, service.settings, tenant, limit)
@@ -500,9 +230,9 @@ def create_app(
         version="1",
         lifespan=_lifespan(service, api_keys, load_models),
     )
-    app.middleware("http")(_limit_body_size)
-    app.exception_handler(RequestValidationError)(_invalid_request)
-    app.exception_handler(StarletteHTTPException)(_http_error)
+    app.middleware("http")(limit_body_size)
+    app.exception_handler(RequestValidationError)(invalid_request)
+    app.exception_handler(StarletteHTTPException)(http_error)
     # /search/ is not /search: no redirect built from the client's Host header.
     app.router.redirect_slashes = False
     app.get("/health", summary="Whether the cluster answers.")(service.health)
@@ -516,7 +246,9 @@ def create_app(
         # Added last, so it runs first: nothing but GET /health is answered without a key.
         app.middleware("http")(require_api_key(api_keys))
         _add_keyed_search_route(app, service)
-    app.middleware("http")(_answer_every_error(service))  # outermost: around every route
+    app.middleware("http")(
+        answer_every_error(service.settings, service.secrets)
+    )  # outermost: around every route
     return app
 
 

@@ -42,8 +42,8 @@ from loader.modes import search_mode
 from loader.query import judgments
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
-from loader.serve.app import error_reply
 from loader.serve.auth import ApiKeys, session_key
+from loader.serve.responses import error_reply
 from loader.settings import SEARCH_MODES, tenant_problem
 
 log = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ from loader.query.request import EXPANSIONS, SearchFilters, SearchRequest  # noq
 from loader.serve import app as serve  # noqa: E402
 from loader.serve import auth  # noqa: E402
 from loader.serve import body as body_models  # noqa: E402
+from loader.serve import service as service_module  # noqa: E402
 from loader.serve.app import create_app  # noqa: E402
 from loader.serve.auth import ApiKeys, presented_key  # noqa: E402
 from loader.settings import SEARCH_MODES, Settings  # noqa: E402
@@ -266,8 +267,8 @@ def test_the_client_has_a_connection_per_search_thread() -> None:
     async def threads() -> float:
         return anyio.to_thread.current_default_thread_limiter().total_tokens
 
-    assert anyio.run(threads) == serve.SEARCH_THREADS
-    service = serve.SearchService(Settings(), None, None, None)
+    assert anyio.run(threads) == service_module.SEARCH_THREADS
+    service = service_module.SearchService(Settings(), None, None, None)
     service.start(load_models=False)  # connects; no request is sent
     (connection,) = service.client.transport.connection_pool.connections
-    assert connection.pool.pool.maxsize == serve.SEARCH_THREADS
+    assert connection.pool.pool.maxsize == service_module.SEARCH_THREADS
