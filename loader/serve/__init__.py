@@ -4,8 +4,9 @@
 ``/events``, ``/log``) over ``service`` (``SearchService``: the client, the models, the search)
 and ``responses`` (the one mapping of the library's errors to HTTP statuses); ``body`` the
 request bodies (pydantic models that become ``loader.query.request.SearchRequest``); ``auth`` the
-API keys bound to tenants and the judging page's session signing key; ``judge_page`` and its
-templates, script and style in ``judge_files/`` the judging page at ``/judge``;
+API keys bound to tenants and the judging page's signed sessions; ``judge_page`` the judging
+page's routes at ``/judge``, over ``judge_view`` (its templates, pooling, what moved) and the
+templates, script and style in ``judge_files/``;
 ``redacted_logs`` the filter that masks secrets in every line serve's log handlers write.
 
 It may import the library (``loader.query``, ``loader.cluster``, ``loader.models``,

@@ -1,5 +1,6 @@
 """API keys bound to tenants, for ``loader serve``: the key file, the constant-time lookup, the
-key headers, and the middleware that answers 401 before anything else runs.
+key headers, and the middleware that answers 401 before anything else runs; and the judging
+page's signed sessions (``Sessions``), whose key is kept beside the key file (``session_key``).
 
 The file is TOML, one ``"<key>" = "<tenant>"`` line per key under a ``[keys]`` table::
 
@@ -19,6 +20,7 @@ Example::
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import hmac
@@ -27,6 +29,7 @@ import os
 import re
 import secrets
 import stat
+import time
 import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -148,6 +151,7 @@ class ApiKeys:
 
 
 SESSION_KEY_SUFFIX = ".session-key"
+SESSION_SECONDS = 12 * 3600  # how long a judging session lasts
 SESSION_KEY_BYTES = 32
 
 
@@ -282,3 +286,35 @@ def require_api_key(api_keys: ApiKeys) -> Middleware:
         return await call_next(request)
 
     return check_api_key
+
+
+class Sessions:
+    """Signed session cookies (``<tenant b64>.<expiry>.<hmac>``) and their CSRF tokens, signed
+    with ``secret`` (with API keys, ``session_key``: kept across restarts);
+    without one, a key of this process, so a restart signs everyone out."""
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self._secret = secret or secrets.token_bytes(32)
+
+    def _sign(self, text: str) -> str:
+        return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
+
+    def issue(self, tenant: str, now: float | None = None) -> str:
+        expiry = int((now or time.time()) + SESSION_SECONDS)
+        encoded = base64.urlsafe_b64encode(tenant.encode()).decode().rstrip("=")  # no quoting
+        payload = f"{encoded}.{expiry}"
+        return f"{payload}.{self._sign(payload)}"
+
+    def tenant(self, cookie: str | None, now: float | None = None) -> str | None:
+        """The tenant of a valid, unexpired cookie, else ``None``."""
+        if not cookie or cookie.count(".") != 2:
+            return None
+        encoded, expiry, signature = cookie.split(".")
+        if not hmac.compare_digest(self._sign(f"{encoded}.{expiry}"), signature):
+            return None
+        if not expiry.isdigit() or int(expiry) < (now or time.time()):
+            return None
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+
+    def csrf(self, cookie: str) -> str:
+        return self._sign(f"csrf|{cookie}")

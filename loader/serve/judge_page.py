@@ -20,16 +20,11 @@ with what moved).
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
 import hmac
 import importlib.resources
 import json
 import logging
-import re
-import secrets
-import time
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -42,19 +37,17 @@ from loader.modes import search_mode
 from loader.query import judgments
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
-from loader.serve.auth import ApiKeys, session_key
+from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, session_key
+from loader.serve.judge_view import GRADE_LABELS, environment, movements, pool, shown
 from loader.serve.responses import error_reply
 from loader.settings import SEARCH_MODES, tenant_problem
 
 log = logging.getLogger(__name__)
 
 COOKIE = "loader_judge"
-SESSION_SECONDS = 12 * 3600
 POOL_MODES = SEARCH_MODES  # every mode: bm25, vector and the hybrid ones
 POOL_DEPTH = 5  # each mode's top results pooled on the page
 COMPARE_DEPTH = 10
-MAX_SHOWN_CHARS = 20_000  # of one chunk's text on the page
-GRADE_LABELS = ((0, "not relevant"), (1, "partly"), (2, "answers it"))
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
     "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -67,122 +60,8 @@ _STATIC = {"judge.js": "text/javascript", "judge.css": "text/css"}
 MAX_ID_BYTES = 512  # OpenSearch's limit on a document id: a longer one names nothing
 
 
-class Sessions:
-    """Signed session cookies (``<tenant b64>.<expiry>.<hmac>``) and their CSRF tokens, signed
-    with ``secret`` (with API keys, ``loader.serve.auth.session_key``: kept across restarts);
-    without one, a key of this process, so a restart signs everyone out."""
-
-    def __init__(self, secret: bytes | None = None) -> None:
-        self._secret = secret or secrets.token_bytes(32)
-
-    def _sign(self, text: str) -> str:
-        return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
-
-    def issue(self, tenant: str, now: float | None = None) -> str:
-        expiry = int((now or time.time()) + SESSION_SECONDS)
-        encoded = base64.urlsafe_b64encode(tenant.encode()).decode().rstrip("=")  # no quoting
-        payload = f"{encoded}.{expiry}"
-        return f"{payload}.{self._sign(payload)}"
-
-    def tenant(self, cookie: str | None, now: float | None = None) -> str | None:
-        """The tenant of a valid, unexpired cookie, else ``None``."""
-        if not cookie or cookie.count(".") != 2:
-            return None
-        encoded, expiry, signature = cookie.split(".")
-        if not hmac.compare_digest(self._sign(f"{encoded}.{expiry}"), signature):
-            return None
-        if not expiry.isdigit() or int(expiry) < (now or time.time()):
-            return None
-        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-
-    def csrf(self, cookie: str) -> str:
-        return self._sign(f"csrf|{cookie}")
-
-
-def _environment() -> Any:
-    import jinja2
-
-    root = importlib.resources.files("loader.serve") / "judge_files"
-    templates = {
-        name: (root / name).read_text(encoding="utf-8")
-        for name in (
-            "base.html",
-            "login.html",
-            "sets.html",
-            "question.html",
-            "compare.html",
-            "done.html",
-        )
-    }
-    return jinja2.Environment(
-        loader=jinja2.DictLoader(templates),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        finalize=visible_bidi,  # every value the templates print
-    )
-
-
-# The characters that set the direction of the text after them: the embeddings and overrides
-# (U+202A-U+202E), the isolates (U+2066-U+2069) and the marks (U+200E, U+200F, U+061C).
-_BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def visible_bidi(value: Any) -> Any:
-    """A text with each direction control shown as ``[U+202E]`` instead of obeyed: an override
-    in a question or a chunk would otherwise reverse what follows it on the page ("evil" shown
-    as "live"). The page's CSS isolates each such text too. Pure."""
-    if isinstance(value, str) and not hasattr(value, "__html__"):  # not the templates' markup
-        return _BIDI_CONTROLS.sub(lambda match: f"[U+{ord(match.group()):04X}]", value)
-    return value
-
-
-@dataclasses.dataclass
-class PoolRow:
-    hit: Any
-    ranks: dict[str, int]
-    text: str
-    grade: int | None = None
-
-
-def pool(rankings: dict[str, list[Any]]) -> list[PoolRow]:
-    """The union of several modes' hits, best rank first (then found by more modes). Pure."""
-    rows: dict[str, PoolRow] = {}
-    for mode, hits in rankings.items():
-        for rank, hit in enumerate(hits, start=1):
-            row = rows.setdefault(hit.chunk_id, PoolRow(hit, {}, _shown(hit.text or hit.body)))
-            row.ranks[mode] = rank
-    return sorted(rows.values(), key=lambda r: (min(r.ranks.values()), -len(r.ranks)))
-
-
-def movements(a: list[Any], b: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Each list's rows with where its hit stands against the other list: ``▲2`` two places
-    higher here than there, ``▼1`` one lower, ``=`` the same rank, ``new`` not there at all.
-    Pure."""
-    sides = []
-    for mine, other in ((a, b), (b, a)):
-        ranks = {hit.chunk_id: rank for rank, hit in enumerate(other, start=1)}
-        rows = []
-        for rank, hit in enumerate(mine, start=1):
-            before = ranks.get(hit.chunk_id)
-            if before is None:
-                move, css = "new", "new"
-            elif before == rank:
-                move, css = "=", "same"
-            elif before > rank:
-                move, css = f"▲{before - rank}", "up"
-            else:
-                move, css = f"▼{rank - before}", "down"
-            rows.append({"hit": hit, "move": move, "move_class": css})
-        sides.append(rows)
-    return sides[0], sides[1]
-
-
 def _id_bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
-
-
-def _shown(text: str) -> str:
-    return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS] + " …"
 
 
 class JudgePages:
@@ -191,7 +70,7 @@ class JudgePages:
     def __init__(self, service: Any, api_keys: ApiKeys | None) -> None:
         self.service = service
         self.api_keys = api_keys
-        self.env = _environment()
+        self.env = environment()
         # With API keys the signing key is kept beside their file: a restart signs no one out.
         key_file = service.settings.api_keys_file if api_keys is not None else None
         self.sessions = Sessions(session_key(key_file) if key_file else None)
@@ -444,7 +323,7 @@ class JudgePages:
                 row["grade"] = (
                     graded[row["hit"].chunk_id].grade if row["hit"].chunk_id in graded else None
                 )
-                row["snippet"] = _shown((row["hit"].text or row["hit"].body)[:300])
+                row["snippet"] = shown((row["hit"].text or row["hit"].body)[:300])
             dropped = [hit for hit in other if hit.chunk_id not in ids]
             sides.append({"mode": mode, "rows": rows, "dropped": dropped})
         return self.page(

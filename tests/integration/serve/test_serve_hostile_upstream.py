@@ -28,8 +28,8 @@ from urllib.parse import quote
 
 import pytest
 
-from loader.serve.auth import session_key
-from loader.serve.judge_page import COOKIE, Sessions
+from loader.serve.auth import Sessions, session_key
+from loader.serve.judge_page import COOKIE
 from tests.hostile_upstream import BODY_KINDS, PASSWORD, USER, EchoUpstream, assert_no_credential
 from tests.integration.serve.http_server import free_port
 from tests.paths import REPO

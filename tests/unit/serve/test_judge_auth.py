@@ -15,8 +15,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from loader.errors import ConfigError  # noqa: E402
 from loader.serve.app import create_app  # noqa: E402
-from loader.serve.auth import session_key, session_key_file  # noqa: E402
-from loader.serve.judge_page import COOKIE, Sessions  # noqa: E402
+from loader.serve.auth import Sessions, session_key, session_key_file  # noqa: E402
+from loader.serve.judge_page import COOKIE  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 
 KEY_A = "judge-unit-key-a-0123456789"

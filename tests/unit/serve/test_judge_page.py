@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from loader.query.result import SearchHit
-from loader.serve.judge_page import Sessions, movements, pool
+from loader.serve.auth import Sessions
+from loader.serve.judge_view import movements, pool
 
 
 def hit(chunk_id: str) -> SearchHit:
@@ -41,12 +42,12 @@ def test_sessions_are_signed_and_expire():
 def test_direction_controls_in_a_question_or_chunk_are_shown_not_obeyed():
     from types import SimpleNamespace
 
-    from loader.serve.judge_page import GRADE_LABELS, PoolRow, _environment
+    from loader.serve.judge_view import GRADE_LABELS, PoolRow, environment
 
     override = "refund \u202eevil\u202c and \u2067isolate\u2069 \u200f"
     row = PoolRow(SearchHit(chunk_id="c-1", doc_id="d", body=override), {"bm25": 1}, override)
     page = (
-        _environment()
+        environment()
         .get_template("question.html")
         .render(
             tenant="A\u202eB",
