@@ -272,3 +272,31 @@ def test_the_client_has_a_connection_per_search_thread() -> None:
     service.start(load_models=False)  # connects; no request is sent
     (connection,) = service.client.transport.connection_pool.connections
     assert connection.pool.pool.maxsize == service_module.SEARCH_THREADS
+
+
+class _FailingClient:
+    """A client whose every call raises what no route expects, quoting the cluster's password."""
+
+    def __getattr__(self, name: str):
+        raise RuntimeError(f"{name} failed for https://admin:{PASSWORD}@10.0.0.7")
+
+
+PASSWORD = "Sw0rdfish-Zq81x"
+
+
+def test_whatever_a_route_raises_is_a_500_in_the_apis_shape_its_log_masked(caplog) -> None:
+    from fastapi.testclient import TestClient
+
+    settings = Settings(
+        opensearch_url=f"https://admin:{PASSWORD}@10.0.0.7:9200", query_log="ubi", rerank="off"
+    )
+    app = create_app(settings, client=_FailingClient(), load_models=False)
+    with caplog.at_level(logging.WARNING), TestClient(app) as http:
+        answer = http.get("/log", params={"tenant": "A"})
+        event = http.post("/events", json={"query_id": "q", "action_name": "click", "tenant": "A"})
+    for response in (answer, event):
+        assert response.status_code == 500
+        assert response.json() == {"error": "the server failed; its log has the reason"}
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "RuntimeError" in logged and "answering GET /log" in logged
+    assert PASSWORD not in logged and "Sw0rdfish" not in logged
