@@ -64,6 +64,17 @@ def _id_bytes(text: str) -> int:
     return len(text.encode("utf-8", "surrogatepass"))
 
 
+def _check_set_id(set_id: str) -> None:
+    """An id no OpenSearch document can have (its set's over 512 bytes) is no set's: refused
+    before the cluster is asked, which would answer a 400 of its own.
+
+    Raises:
+        NotFoundError: the id is too long to be any set's.
+    """
+    if _id_bytes(f"set-{set_id}") > MAX_ID_BYTES:
+        raise NotFoundError(f"query set: no query set has an id of {len(set_id)} characters")
+
+
 class JudgePages:
     """The handlers of ``/judge``, over serve's ``SearchService`` (its client and embedder)."""
 
@@ -122,13 +133,9 @@ class JudgePages:
         """opensearch-py's exceptions raised while ``doing`` as the library's (502, 503...)."""
         return cluster_errors(self.service.settings, doing)
 
-    def query_set(self, tenant: str, set_id: str, check_only: bool = False) -> Any:
-        """The tenant's query set ``set_id``; an id no document of OpenSearch can have (over
-        its 512 bytes) is no set's, refused before the cluster is asked."""
-        if _id_bytes(f"set-{set_id}") > MAX_ID_BYTES:
-            raise NotFoundError(f"query set: no query set has an id of {len(set_id)} characters")
-        if check_only:
-            return None
+    def query_set(self, tenant: str, set_id: str) -> Any:
+        """The tenant's query set ``set_id`` (``_check_set_id`` first)."""
+        _check_set_id(set_id)
         return judgments.get_query_set(self.service.client, self.service.settings, tenant, set_id)
 
     def ranked(self, tenant: str, question: str, mode: str, depth: int) -> list[Any]:
@@ -262,7 +269,7 @@ class JudgePages:
             return self.refused(422, f"chunk_id: 1 to {MAX_ID_BYTES} bytes (no chunk has another)")
         try:
             with self.cluster("saving a grade"):
-                self.query_set(tenant, set_id, check_only=True)
+                _check_set_id(set_id)
                 saved = judgments.save_grade(
                     self.service.client,
                     self.service.settings,
@@ -283,7 +290,7 @@ class JudgePages:
         assert tenant is not None
         try:
             with self.cluster("saving a skip"):
-                self.query_set(tenant, set_id, check_only=True)
+                _check_set_id(set_id)
                 judgments.save_skip(
                     self.service.client, self.service.settings, tenant, set_id, number
                 )
