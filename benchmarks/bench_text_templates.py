@@ -151,7 +151,7 @@ def main() -> None:
 def serve_figures(settings: Settings, questions: list[str]) -> None:
     import uvicorn
 
-    from loader.query.serve import create_app
+    from loader.serve.app import create_app
 
     with tempfile.TemporaryDirectory() as folder:
         settings = settings.replace(reranker_model=cross_encoder(Path(folder)))

@@ -56,15 +56,15 @@ from loader.cluster.client import connect  # noqa: E402
 from loader.index.apply import apply_config  # noqa: E402
 from loader.ingest.sync import push  # noqa: E402
 from loader.models.embedding import get_embedder  # noqa: E402
-from loader.query.serve import create_app  # noqa: E402
+from loader.serve.app import create_app  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 from tests.conftest import cleanup_owned  # noqa: E402
 from tests.hostile_upstream import PASSWORD, USER, EchoUpstream, shown_credential  # noqa: E402
 from tests.integration.index.test_reindex_race import CHUNKS as RACE_CHUNKS  # noqa: E402
 from tests.integration.index.test_reindex_race import race_folder  # noqa: E402
-from tests.integration.query.http_server import Server  # noqa: E402
 from tests.integration.query.test_abuse import INJECTIONS, template_call  # noqa: E402
-from tests.integration.query.test_serve_hostile_upstream import ServeProcess  # noqa: E402
+from tests.integration.serve.http_server import Server  # noqa: E402
+from tests.integration.serve.test_serve_hostile_upstream import ServeProcess  # noqa: E402
 from tests.swapping import SECRET, file_swaps, swapping  # noqa: E402
 
 MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax", "hybrid-zscore")

@@ -177,7 +177,7 @@ def serve(settings: Settings, host: str, port: int) -> None:
     """Serve the search (retrieve, rerank, context) as an HTTP API: POST /search, GET /health,
     GET /openapi.json. Needs `pip install 'loader[serve]'`."""
     try:
-        from loader.query.serve import run_server
+        from loader.serve.app import run_server
     except ImportError as exc:
         raise click.ClickException(
             f"loader serve needs fastapi and uvicorn: pip install 'loader[serve]' ({exc})"

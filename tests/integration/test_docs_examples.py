@@ -41,7 +41,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import cleanup_owned
-from tests.integration.query.http_server import free_port
+from tests.integration.serve.http_server import free_port
 from tests.paths import FIXTURES, REPO, SAMPLE_DOCS
 
 PAGES = [REPO / "README.md", *sorted((REPO / "guide").glob("*.md"))]

@@ -13,7 +13,7 @@ import pytest
 from loader.cluster import local
 from loader.errors import DockerError
 from loader.settings import Settings
-from tests.integration.query.http_server import free_port
+from tests.integration.serve.http_server import free_port
 
 
 @pytest.fixture

@@ -14,9 +14,9 @@ import pytest
 
 from loader.errors import ConfigError, InputError, LoaderError
 from loader.eval.compare import load_results
-from loader.query.auth import ApiKeys
 from loader.query.conversation import load_history
 from loader.resolve import resolve_settings
+from loader.serve.auth import ApiKeys
 from loader.userfile import read_user_bytes
 from tests.paths import REPO
 

@@ -18,8 +18,8 @@ from loader.ingest.sync import push
 from loader.query.context import assemble
 from loader.query.request import SearchRequest
 from loader.query.search import search
-from loader.query.serve import create_app
-from tests.integration.query.http_server import Server
+from loader.serve.app import create_app
+from tests.integration.serve.http_server import Server
 
 TITLE = "Northwind Fleet Telematics Gateway Administrator and Integration Guide"
 PATH = (

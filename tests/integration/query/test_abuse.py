@@ -470,7 +470,7 @@ def assert_no_5xx_through_serve(server, cases, headers=None) -> dict[int, int]:
 
 @pytest.fixture(scope="module")
 def serve_app(settings, embedder, cross_encoder_path):
-    from loader.query.serve import create_app
+    from loader.serve.app import create_app
 
     return lambda **changes: create_app(
         settings.replace(reranker_model=cross_encoder_path, **changes), embedder=embedder
@@ -478,7 +478,7 @@ def serve_app(settings, embedder, cross_encoder_path):
 
 
 def test_zero_5xx_through_loader_serve(serve_app, embedder):
-    from tests.integration.query.http_server import Server
+    from tests.integration.serve.http_server import Server
 
     with Server(serve_app()) as server:
         statuses = assert_no_5xx_through_serve(server, serve_cases(embedder))
@@ -487,7 +487,7 @@ def test_zero_5xx_through_loader_serve(serve_app, embedder):
 
 
 def test_zero_5xx_through_loader_serve_with_api_keys(serve_app, embedder, tmp_path):
-    from tests.integration.query.http_server import Server
+    from tests.integration.serve.http_server import Server
 
     key = "abuse-key-b-" + uuid.uuid4().hex
     keys = tmp_path / "keys.toml"

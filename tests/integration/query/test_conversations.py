@@ -264,8 +264,8 @@ def test_chat_keeps_the_conversation(docs_settings, chat_server):
 
 
 def test_serve_takes_history_and_warns_instead_of_failing(docs_settings, embedder, caplog, capfd):
-    from loader.query.serve import create_app
-    from tests.integration.query.http_server import Server
+    from loader.serve.app import create_app
+    from tests.integration.serve.http_server import Server
 
     record = RECORDS["late-card-upi"]
     body = {"question": record["question"], "tenant": "default", "history": record["history"]}

@@ -179,7 +179,7 @@ def test_serve_body_checks_the_history() -> None:
     pytest.importorskip("fastapi")
     from pydantic import ValidationError
 
-    from loader.query.body import SearchRequest as Body
+    from loader.serve.body import SearchRequest as Body
 
     body = Body(question="and for UPI?", tenant="A", history=HISTORY)
     request = body.to_request(SETTINGS, "A")

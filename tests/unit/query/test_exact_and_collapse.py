@@ -77,7 +77,7 @@ def test_fused_queries_keep_one_hit_per_document() -> None:
 def test_the_http_body_passes_both_options_and_refuses_other_types() -> None:
     from pydantic import ValidationError
 
-    from loader.query import serve
+    from loader.serve import app as serve
 
     body = {"question": "E1043", "tenant": "A", "one_per_document": True, "exact_match": False}
     request = serve.SearchRequest.model_validate(body).to_request(SETTINGS, "A")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from loader.query.judge_page import Sessions, movements, pool
 from loader.query.result import SearchHit
+from loader.serve.auth import Sessions
+from loader.serve.judge_view import movements, pool
 
 
 def hit(chunk_id: str) -> SearchHit:
@@ -36,3 +37,30 @@ def test_sessions_are_signed_and_expire():
     assert sessions.tenant(forged, now=1001.0) is None
     assert Sessions(b"o" * 32).tenant(cookie, now=1001.0) is None
     assert sessions.csrf(cookie) != Sessions(b"o" * 32).csrf(cookie)
+
+
+def test_direction_controls_in_a_question_or_chunk_are_shown_not_obeyed():
+    from types import SimpleNamespace
+
+    from loader.serve.judge_view import GRADE_LABELS, PoolRow, environment
+
+    override = "refund \u202eevil\u202c and \u2067isolate\u2069 \u200f"
+    row = PoolRow(SearchHit(chunk_id="c-1", doc_id="d", body=override), {"bm25": 1}, override)
+    page = (
+        environment()
+        .get_template("question.html")
+        .render(
+            tenant="A\u202eB",
+            csrf="t",
+            query_set=SimpleNamespace(name="s\u202e", set_id="abc"),
+            number=0,
+            count=1,
+            question=override,
+            pool=[row],
+            grades=GRADE_LABELS,
+            skipped=False,
+        )
+    )
+    assert not any(char in page for char in "\u202e\u202c\u2067\u2069\u200f")
+    assert "refund [U+202E]evil[U+202C] and [U+2067]isolate[U+2069] [U+200F]" in page
+    assert "tenant <b>A[U+202E]B</b>" in page

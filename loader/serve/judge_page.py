@@ -1,13 +1,15 @@
 """The judging page of ``loader serve`` (``/judge``): grade the pooled results of sampled
 questions, and see two modes' rankings side by side.
 
-Plain server-rendered HTML (Jinja2, autoescaped: every question and chunk is text, never markup)
-and one small script (``judge_files/judge.js``); a Content-Security-Policy allows no inline
-script at all. Signing in takes an API key (with ``api_keys_file``; else a tenant name) and sets
-an HMAC-signed, HttpOnly, SameSite=Strict session cookie holding the tenant, never the key. Every
-POST must carry the page's token (``X-CSRF-Token``, derived from the session) and, when the
-browser sends one, an ``Origin`` of this server. A set, question or chunk of another tenant is
-refused with 403 before anything is written (``loader.query.judgments``).
+Plain server-rendered HTML (Jinja2, autoescaped: every question and chunk is text, never markup;
+direction controls are shown, not obeyed: ``visible_bidi``) and one small script
+(``judge_files/judge.js``, which saves grades in the order they are pressed); a
+Content-Security-Policy allows no inline script at all. Signing in takes an API key (with
+``api_keys_file``; else a tenant name) and sets an HMAC-signed, HttpOnly, SameSite=Strict session
+cookie holding the tenant, never the key (signed with ``loader.serve.auth.session_key``, kept
+across restarts). Every POST must carry the page's token (``X-CSRF-Token``, derived from the
+session) and, when the browser sends one, an ``Origin`` of this server. A set, question or chunk
+of another tenant is refused with 403 before anything is written (``loader.query.judgments``).
 
 Routes: ``GET /judge`` (the tenant's query sets), ``GET /judge/sets/<id>`` (resume: the first
 question neither graded nor skipped), ``GET /judge/sets/<id>/<n>`` (question ``n`` with the
@@ -18,40 +20,34 @@ with what moved).
 
 from __future__ import annotations
 
-import base64
 import dataclasses
-import hashlib
 import hmac
 import importlib.resources
 import json
 import logging
-import secrets
-import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 
+from loader.cluster.client import cluster_errors
 from loader.errors import ConfigError, LoaderError, NotFoundError
 from loader.modes import search_mode
 from loader.query import judgments
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
+from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, session_key
+from loader.serve.judge_view import GRADE_LABELS, environment, movements, pool, shown
+from loader.serve.responses import error_reply
 from loader.settings import SEARCH_MODES, tenant_problem
-
-if TYPE_CHECKING:
-    from loader.query.auth import ApiKeys
 
 log = logging.getLogger(__name__)
 
 COOKIE = "loader_judge"
-SESSION_SECONDS = 12 * 3600
 POOL_MODES = SEARCH_MODES  # every mode: bm25, vector and the hybrid ones
 POOL_DEPTH = 5  # each mode's top results pooled on the page
 COMPARE_DEPTH = 10
-MAX_SHOWN_CHARS = 20_000  # of one chunk's text on the page
-GRADE_LABELS = ((0, "not relevant"), (1, "partly"), (2, "answers it"))
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
     "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -61,102 +57,22 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 _STATIC = {"judge.js": "text/javascript", "judge.css": "text/css"}
+MAX_ID_BYTES = 512  # OpenSearch's limit on a document id: a longer one names nothing
 
 
-class Sessions:
-    """Signed session cookies (``<tenant b64>.<expiry>.<hmac>``) and their CSRF tokens; the key
-    is per process, so a restart signs everyone out."""
-
-    def __init__(self, secret: bytes | None = None) -> None:
-        self._secret = secret or secrets.token_bytes(32)
-
-    def _sign(self, text: str) -> str:
-        return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
-
-    def issue(self, tenant: str, now: float | None = None) -> str:
-        expiry = int((now or time.time()) + SESSION_SECONDS)
-        encoded = base64.urlsafe_b64encode(tenant.encode()).decode().rstrip("=")  # no quoting
-        payload = f"{encoded}.{expiry}"
-        return f"{payload}.{self._sign(payload)}"
-
-    def tenant(self, cookie: str | None, now: float | None = None) -> str | None:
-        """The tenant of a valid, unexpired cookie, else ``None``."""
-        if not cookie or cookie.count(".") != 2:
-            return None
-        encoded, expiry, signature = cookie.split(".")
-        if not hmac.compare_digest(self._sign(f"{encoded}.{expiry}"), signature):
-            return None
-        if not expiry.isdigit() or int(expiry) < (now or time.time()):
-            return None
-        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
-
-    def csrf(self, cookie: str) -> str:
-        return self._sign(f"csrf|{cookie}")
+def _id_bytes(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
-def _environment() -> Any:
-    import jinja2
+def _check_set_id(set_id: str) -> None:
+    """An id no OpenSearch document can have (its set's over 512 bytes) is no set's: refused
+    before the cluster is asked, which would answer a 400 of its own.
 
-    root = importlib.resources.files("loader.query") / "judge_files"
-    templates = {
-        name: (root / name).read_text(encoding="utf-8")
-        for name in (
-            "base.html",
-            "login.html",
-            "sets.html",
-            "question.html",
-            "compare.html",
-            "done.html",
-        )
-    }
-    return jinja2.Environment(
-        loader=jinja2.DictLoader(templates), autoescape=True, undefined=jinja2.StrictUndefined
-    )
-
-
-@dataclasses.dataclass
-class PoolRow:
-    hit: Any
-    ranks: dict[str, int]
-    text: str
-    grade: int | None = None
-
-
-def pool(rankings: dict[str, list[Any]]) -> list[PoolRow]:
-    """The union of several modes' hits, best rank first (then found by more modes). Pure."""
-    rows: dict[str, PoolRow] = {}
-    for mode, hits in rankings.items():
-        for rank, hit in enumerate(hits, start=1):
-            row = rows.setdefault(hit.chunk_id, PoolRow(hit, {}, _shown(hit.text or hit.body)))
-            row.ranks[mode] = rank
-    return sorted(rows.values(), key=lambda r: (min(r.ranks.values()), -len(r.ranks)))
-
-
-def movements(a: list[Any], b: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Each list's rows with where its hit stands against the other list: ``▲2`` two places
-    higher here than there, ``▼1`` one lower, ``=`` the same rank, ``new`` not there at all.
-    Pure."""
-    sides = []
-    for mine, other in ((a, b), (b, a)):
-        ranks = {hit.chunk_id: rank for rank, hit in enumerate(other, start=1)}
-        rows = []
-        for rank, hit in enumerate(mine, start=1):
-            before = ranks.get(hit.chunk_id)
-            if before is None:
-                move, css = "new", "new"
-            elif before == rank:
-                move, css = "=", "same"
-            elif before > rank:
-                move, css = f"▲{before - rank}", "up"
-            else:
-                move, css = f"▼{rank - before}", "down"
-            rows.append({"hit": hit, "move": move, "move_class": css})
-        sides.append(rows)
-    return sides[0], sides[1]
-
-
-def _shown(text: str) -> str:
-    return text if len(text) <= MAX_SHOWN_CHARS else text[:MAX_SHOWN_CHARS] + " …"
+    Raises:
+        NotFoundError: the id is too long to be any set's.
+    """
+    if _id_bytes(f"set-{set_id}") > MAX_ID_BYTES:
+        raise NotFoundError(f"query set: no query set has an id of {len(set_id)} characters")
 
 
 class JudgePages:
@@ -165,8 +81,10 @@ class JudgePages:
     def __init__(self, service: Any, api_keys: ApiKeys | None) -> None:
         self.service = service
         self.api_keys = api_keys
-        self.env = _environment()
-        self.sessions = Sessions()
+        self.env = environment()
+        # With API keys the signing key is kept beside their file: a restart signs no one out.
+        key_file = service.settings.api_keys_file if api_keys is not None else None
+        self.sessions = Sessions(session_key(key_file) if key_file else None)
         # The page's own searches are not users' questions: they are not logged.
         self.quiet_settings = dataclasses.replace(service.settings, query_log="off")
 
@@ -199,11 +117,26 @@ class JudgePages:
             return None, self.refused(403, "missing or wrong same-origin token (X-CSRF-Token)")
         return tenant, None
 
-    def error_page(self, exc: LoaderError) -> HTMLResponse:
+    def error_page(self, exc: LoaderError, action: str) -> HTMLResponse:
+        """``exc`` through serve's one mapping (its status, the safe message), as a page."""
+        status, message = error_reply(exc, self.service.secrets, action=action)
         html = self.env.from_string("<!doctype html><title>{{ s }}</title><p>{{ m }}</p>").render(
-            s=exc.http_status, m=exc.public_message
+            s=status, m=message
         )
-        return HTMLResponse(html, status_code=exc.http_status, headers=SECURITY_HEADERS)
+        return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
+
+    def error_json(self, exc: LoaderError, action: str) -> JSONResponse:
+        status, message = error_reply(exc, self.service.secrets, action=action)
+        return self.refused(status, message)
+
+    def cluster(self, doing: str) -> Any:
+        """opensearch-py's exceptions raised while ``doing`` as the library's (502, 503...)."""
+        return cluster_errors(self.service.settings, doing)
+
+    def query_set(self, tenant: str, set_id: str) -> Any:
+        """The tenant's query set ``set_id`` (``_check_set_id`` first)."""
+        _check_set_id(set_id)
+        return judgments.get_query_set(self.service.client, self.service.settings, tenant, set_id)
 
     def ranked(self, tenant: str, question: str, mode: str, depth: int) -> list[Any]:
         request = SearchRequest.from_settings(
@@ -222,7 +155,7 @@ class JudgePages:
     def static(self, name: str) -> Response:
         if name not in _STATIC:
             return self.refused(404, "not found")
-        body = (importlib.resources.files("loader.query") / "judge_files" / name).read_bytes()
+        body = (importlib.resources.files("loader.serve") / "judge_files" / name).read_bytes()
         return Response(body, media_type=_STATIC[name], headers=SECURITY_HEADERS)
 
     def login_form(self) -> HTMLResponse:
@@ -259,13 +192,14 @@ class JudgePages:
         try:
             client = self.service.client
             items = []
-            for query_set in judgments.list_query_sets(client, self.service.settings, tenant):
-                state = judgments.judging_state(
-                    client, self.service.settings, tenant, query_set.set_id
-                )
-                items.append({"set": query_set, "judged": len(state.grades)})
+            with self.cluster("listing the query sets"):
+                for query_set in judgments.list_query_sets(client, self.service.settings, tenant):
+                    state = judgments.judging_state(
+                        client, self.service.settings, tenant, query_set.set_id
+                    )
+                    items.append({"set": query_set, "judged": len(state.grades)})
         except LoaderError as exc:
-            return self.error_page(exc)
+            return self.error_page(exc, "listing the query sets")
         return self.page("sets.html", tenant=tenant, csrf=self.sessions.csrf(cookie), sets=items)
 
     def resume(self, set_id: str, request: Request) -> Response:
@@ -273,14 +207,13 @@ class JudgePages:
         if tenant is None:
             return RedirectResponse("/judge/login", status_code=303)
         try:
-            query_set = judgments.get_query_set(
-                self.service.client, self.service.settings, tenant, set_id
-            )
-            state = judgments.judging_state(
-                self.service.client, self.service.settings, tenant, set_id
-            )
+            with self.cluster("reading a query set"):
+                query_set = self.query_set(tenant, set_id)
+                state = judgments.judging_state(
+                    self.service.client, self.service.settings, tenant, set_id
+                )
         except LoaderError as exc:
-            return self.error_page(exc)
+            return self.error_page(exc, "reading a query set")
         number = state.resume_at(len(query_set.questions))
         if number >= len(query_set.questions):
             return self.page(
@@ -293,18 +226,17 @@ class JudgePages:
         if tenant is None:
             return RedirectResponse("/judge/login", status_code=303)
         try:
-            query_set = judgments.get_query_set(
-                self.service.client, self.service.settings, tenant, set_id
-            )
-            if not 0 <= number < len(query_set.questions):
-                raise NotFoundError(f"question {number} is not in this query set")
-            state = judgments.judging_state(
-                self.service.client, self.service.settings, tenant, set_id
-            )
-            question = query_set.questions[number]
-            rows = pool({m: self.ranked(tenant, question, m, POOL_DEPTH) for m in POOL_MODES})
+            with self.cluster("reading a question to judge"):
+                query_set = self.query_set(tenant, set_id)
+                if not 0 <= number < len(query_set.questions):
+                    raise NotFoundError(f"question {number} is not in this query set")
+                state = judgments.judging_state(
+                    self.service.client, self.service.settings, tenant, set_id
+                )
+                question = query_set.questions[number]
+                rows = pool({m: self.ranked(tenant, question, m, POOL_DEPTH) for m in POOL_MODES})
         except LoaderError as exc:
-            return self.error_page(exc)
+            return self.error_page(exc, "reading a question to judge")
         graded = state.grades.get(number, {})
         for row in rows:
             row.grade = graded[row.hit.chunk_id].grade if row.hit.chunk_id in graded else None
@@ -333,12 +265,22 @@ class JudgePages:
                 raise ValueError
         except (ValueError, KeyError, TypeError):
             return self.refused(422, 'send {"chunk_id": "<chunk id>", "grade": 0, 1 or 2}')
+        if not chunk_id or _id_bytes(chunk_id) > MAX_ID_BYTES:
+            return self.refused(422, f"chunk_id: 1 to {MAX_ID_BYTES} bytes (no chunk has another)")
         try:
-            saved = judgments.save_grade(
-                self.service.client, self.service.settings, tenant, set_id, number, chunk_id, value
-            )
+            with self.cluster("saving a grade"):
+                _check_set_id(set_id)
+                saved = judgments.save_grade(
+                    self.service.client,
+                    self.service.settings,
+                    tenant,
+                    set_id,
+                    number,
+                    chunk_id,
+                    value,
+                )
         except LoaderError as exc:
-            return self.refused(exc.http_status, exc.public_message)
+            return self.error_json(exc, "saving a grade")
         return JSONResponse({"chunk_id": saved.chunk_id, "grade": saved.grade})
 
     def skip(self, set_id: str, number: int, request: Request) -> Response:
@@ -347,9 +289,13 @@ class JudgePages:
             return refusal
         assert tenant is not None
         try:
-            judgments.save_skip(self.service.client, self.service.settings, tenant, set_id, number)
+            with self.cluster("saving a skip"):
+                _check_set_id(set_id)
+                judgments.save_skip(
+                    self.service.client, self.service.settings, tenant, set_id, number
+                )
         except LoaderError as exc:
-            return self.refused(exc.http_status, exc.public_message)
+            return self.error_json(exc, "saving a skip")
         return JSONResponse({"skipped": number})
 
     def compare(
@@ -361,19 +307,18 @@ class JudgePages:
         try:
             if a not in SEARCH_MODES or b not in SEARCH_MODES:
                 raise ConfigError(f"a, b: modes among {', '.join(SEARCH_MODES)}")
-            query_set = judgments.get_query_set(
-                self.service.client, self.service.settings, tenant, set_id
-            )
-            if not 0 <= number < len(query_set.questions):
-                raise NotFoundError(f"question {number} is not in this query set")
-            question = query_set.questions[number]
-            state = judgments.judging_state(
-                self.service.client, self.service.settings, tenant, set_id
-            )
-            hits_a = self.ranked(tenant, question, a, COMPARE_DEPTH)
-            hits_b = self.ranked(tenant, question, b, COMPARE_DEPTH)
+            with self.cluster("comparing two modes"):
+                query_set = self.query_set(tenant, set_id)
+                if not 0 <= number < len(query_set.questions):
+                    raise NotFoundError(f"question {number} is not in this query set")
+                question = query_set.questions[number]
+                state = judgments.judging_state(
+                    self.service.client, self.service.settings, tenant, set_id
+                )
+                hits_a = self.ranked(tenant, question, a, COMPARE_DEPTH)
+                hits_b = self.ranked(tenant, question, b, COMPARE_DEPTH)
         except LoaderError as exc:
-            return self.error_page(exc)
+            return self.error_page(exc, "comparing two modes")
         graded = state.grades.get(number, {})
         sides = []
         for mode, rows, other, mine in (
@@ -385,7 +330,7 @@ class JudgePages:
                 row["grade"] = (
                     graded[row["hit"].chunk_id].grade if row["hit"].chunk_id in graded else None
                 )
-                row["snippet"] = _shown((row["hit"].text or row["hit"].body)[:300])
+                row["snippet"] = shown((row["hit"].text or row["hit"].body)[:300])
             dropped = [hit for hit in other if hit.chunk_id not in ids]
             sides.append({"mode": mode, "rows": rows, "dropped": dropped})
         return self.page(

@@ -3,10 +3,12 @@ API keys), a query set sampled from the log, three questions judged on /judge wi
 clicks in Debian's headless Chromium (selenium with /usr/bin/chromedriver; never a downloaded
 driver), exported, and measured by `loader eval`, whose figures are checked against the grades.
 
-Hostile questions and chunks (``<script>``, ``"><img onerror=...>``, a 1 MB line) are asserted to
-be text in the browser's DOM; a key of tenant B gets 403 on tenant A's query, 404 on its set and
-grades (as for a set that does not exist), and nothing is written. One browser session for the
-module.
+Three grades pressed 0.05 s apart on a server that takes 0.5 s per save are each stored on the
+chunk selected when its key was pressed; a save that fails says so, and r stores it. Hostile
+questions and chunks (``<script>``, ``"><img onerror=...>``, a 1 MB line, a right-to-left
+override) are asserted to be text in the browser's DOM, the override shown, not obeyed; a key of
+tenant B gets 403 on tenant A's query, 404 on its set and grades (as for a set that does not
+exist), and nothing is written. One browser session for the module.
 
 With ``JUDGE_SCREENSHOTS=<folder>`` the test also saves the judging page and the
 side-by-side view as PNG there (guide/images/ holds the ones the guide shows).
@@ -14,27 +16,30 @@ side-by-side view as PNG there (guide/images/ holds the ones the guide shows).
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import math
 import os
 import re
 import shutil
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fastapi.responses import JSONResponse
 
 from loader.cli import cli
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
 from loader.query.judgments import judging_state, judgments_index, set_id_for
 from loader.query.query_log import events_index, queries_index
-from loader.query.serve import create_app
+from loader.serve.app import create_app
 from tests.conftest import cleanup_owned
-from tests.integration.query.http_server import Server
+from tests.integration.serve.http_server import Server
 
 webdriver = pytest.importorskip("selenium.webdriver")
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -59,8 +64,10 @@ IMG = '"><img src=x onerror="window.__pwned = 2"> refund'
 LONG_LINE = ("refund " * 150_000)[:1_000_000]
 HOSTILE_TEXT = (
     "Hostile note\n\nThis note quotes <script>window.__pwned = 3</script> and "
-    '"><img src=x onerror="window.__pwned = 4"> about a refund onerror script img.\n'
+    '"><img src=x onerror="window.__pwned = 4"> about a refund onerror script img. '
+    "Reversed: \u202eevil\u202c.\n"
 )
+BIDI = "refund \u202eevil\u202c policy"  # shown as "refund licy op live" if obeyed
 # 20 searches: the first question most often, in several spellings (one after normalisation).
 LOGGED = [
     *["compensation for late deliveries"] * 3,
@@ -109,6 +116,34 @@ def server(judged, embedder) -> Iterator[Server]:
     settings, _, _ = judged
     with Server(create_app(settings, embedder=embedder)) as running:
         yield running
+
+
+SAVE_SECONDS = 0.5  # each grade's save on the slow server
+
+
+class SlowGrades:
+    """A middleware that holds each grade's POST ``SAVE_SECONDS`` before the app stores it; with
+    ``failing``, it answers 503 instead and nothing is stored."""
+
+    def __init__(self) -> None:
+        self.failing = False
+
+    async def __call__(self, request, call_next):
+        if request.method == "POST" and request.url.path.endswith("/grade"):
+            await asyncio.sleep(SAVE_SECONDS)
+            if self.failing:
+                return JSONResponse({"error": "the server is down"}, status_code=503)
+        return await call_next(request)
+
+
+@pytest.fixture(scope="module")
+def slow_server(judged, embedder) -> Iterator[tuple[Server, SlowGrades]]:
+    settings, _, _ = judged
+    app = create_app(settings, embedder=embedder)
+    slow = SlowGrades()
+    app.middleware("http")(slow)
+    with Server(app) as running:
+        yield running, slow
 
 
 @pytest.fixture(scope="module")
@@ -472,6 +507,7 @@ def test_hostile_questions_and_chunks_render_as_text(judged, server, browser, tm
                     {"queryText": SCRIPT},
                     {"queryText": IMG},
                     {"queryText": LONG_LINE},
+                    {"queryText": BIDI},
                 ],
             }
         )
@@ -479,10 +515,14 @@ def test_hostile_questions_and_chunks_render_as_text(judged, server, browser, tm
     _cli(settings, "judgments", "import", str(query_set), "--tenant", "A", "--name", "hostile")
     set_id = set_id_for("A", "hostile")
     _sign_in(browser, server, KEY_A)
-    for number, question in enumerate((SCRIPT, IMG, LONG_LINE)):
+    shown_bidi = "refund [U+202E]evil[U+202C] policy"  # the controls shown, not obeyed
+    for number, question in enumerate((SCRIPT, IMG, LONG_LINE, BIDI)):
         browser.get(f"http://127.0.0.1:{server.port}/judge/sets/{set_id}/{number}")
         heading = _wait(browser, ec.presence_of_element_located((By.ID, "question")))
-        assert browser.execute_script("return arguments[0].textContent", heading) == question
+        shown = browser.execute_script("return arguments[0].textContent", heading)
+        assert shown == (shown_bidi if question == BIDI else question)
+        style = "return getComputedStyle(arguments[0]).unicodeBidi"
+        assert browser.execute_script(style, heading) == "isolate"
         assert browser.find_elements(By.CSS_SELECTOR, "main img") == []
         assert browser.find_elements(By.CSS_SELECTOR, "main script") == []
         assert browser.execute_script("return window.__pwned") is None
@@ -492,3 +532,56 @@ def test_hostile_questions_and_chunks_render_as_text(judged, server, browser, tm
         if number < 2:  # the hostile note is found, and shown as the text it is
             assert any("<script>window.__pwned = 3</script>" in text for text in texts), texts
             assert any('"><img src=x onerror="window.__pwned = 4">' in text for text in texts)
+            assert any("Reversed: [U+202E]evil[U+202C]." in text for text in texts), texts
+        assert not any("\u202e" in text for text in texts)
+
+
+def _import_set(settings, tmp_path: Path, name: str, questions: list[str]) -> str:
+    """A query set of tenant A holding ``questions``; its id."""
+    path = tmp_path / f"{name}.json"
+    sets = {"name": name, "description": "", "sampling": "manual"}
+    sets["querySetQueries"] = [{"queryText": question} for question in questions]
+    path.write_text(json.dumps(sets))
+    _cli(settings, "judgments", "import", str(path), "--tenant", "A", "--name", name)
+    return set_id_for("A", name)
+
+
+def _stored(client, settings, set_id: str) -> dict[str, int]:
+    """What the judgments index holds for question 0 of ``set_id``: chunk id -> grade."""
+    state = judging_state(client, settings, "A", set_id)
+    return {chunk_id: grade.grade for chunk_id, grade in state.grades.get(0, {}).items()}
+
+
+def test_fast_grades_on_a_slow_server_are_each_stored_on_their_chunk(
+    judged, slow_server, browser, client, tmp_path
+):
+    settings, _, _ = judged
+    server, slow = slow_server
+    set_id = _import_set(settings, tmp_path, "fast", ["refund to the original payment method"])
+    _sign_in(browser, server, KEY_A)
+    browser.get(f"http://127.0.0.1:{server.port}/judge/sets/{set_id}/0")
+    rows = _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+    chunk_ids = [row.get_attribute("data-chunk-id") for row in rows]
+    assert len(chunk_ids) >= 4
+    body = browser.find_element(By.TAG_NAME, "body")
+    status = browser.find_element(By.ID, "status")
+    for key in "210":  # three grades, far faster than one save
+        body.send_keys(key)
+        time.sleep(0.05)
+    _wait(browser, lambda d: status.text == "saved")
+    assert _stored(client, settings, set_id) == dict(zip(chunk_ids, (2, 1, 0), strict=False))
+    for row, grade in zip(rows, (2, 1, 0), strict=False):
+        chosen = row.find_elements(By.CSS_SELECTOR, ".grade.chosen")
+        assert [button.get_attribute("data-grade") for button in chosen] == [str(grade)]
+
+    # A save that fails says so and keeps the grade; r sends it again, and then it is stored.
+    slow.failing = True
+    body.send_keys("1")  # the fourth result, selected after the third grade
+    _wait(browser, lambda d: status.text.startswith("not saved: the server is down"))
+    assert "1 grade kept; press r to retry" in status.text
+    assert chunk_ids[3] not in _stored(client, settings, set_id)
+    assert "unsaved" in rows[3].get_attribute("class")
+    slow.failing = False
+    body.send_keys("r")
+    _wait(browser, lambda d: status.text == "saved")
+    assert _stored(client, settings, set_id)[chunk_ids[3]] == 1

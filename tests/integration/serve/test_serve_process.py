@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from tests.integration.query.http_server import free_port
+from tests.integration.serve.http_server import free_port
 from tests.paths import REPO
 from tests.unit.test_cluster_first import MODEL_MODULES, imported
 

@@ -16,11 +16,13 @@ pytest.importorskip("fastapi")
 
 from loader.cluster.client import cluster_errors  # noqa: E402
 from loader.errors import ConfigError, LoaderError, QueryError  # noqa: E402
-from loader.query import auth, serve  # noqa: E402
-from loader.query import body as body_models  # noqa: E402
-from loader.query.auth import ApiKeys, presented_key  # noqa: E402
 from loader.query.request import EXPANSIONS, SearchFilters, SearchRequest  # noqa: E402
-from loader.query.serve import create_app  # noqa: E402
+from loader.serve import app as serve  # noqa: E402
+from loader.serve import auth  # noqa: E402
+from loader.serve import body as body_models  # noqa: E402
+from loader.serve import service as service_module  # noqa: E402
+from loader.serve.app import create_app  # noqa: E402
+from loader.serve.auth import ApiKeys, presented_key  # noqa: E402
 from loader.settings import SEARCH_MODES, Settings  # noqa: E402
 
 KEY_A = "key-a-0123456789abcdef"
@@ -113,13 +115,13 @@ def test_missing_or_unreadable_key_file(tmp_path: Path) -> None:
 
 
 def test_a_key_file_others_can_read_is_warned_about(tmp_path, caplog) -> None:
-    with caplog.at_level(logging.WARNING, logger="loader.query.auth"):
+    with caplog.at_level(logging.WARNING, logger="loader.serve.auth"):
         ApiKeys.from_file(write(tmp_path, GOOD, mode=0o644))
     assert "can be read by other users; chmod 600" in caplog.text
     assert KEY_A not in caplog.text
     caplog.clear()
     path = write(tmp_path, GOOD, mode=stat.S_IRUSR | stat.S_IWUSR)
-    with caplog.at_level(logging.WARNING, logger="loader.query.auth"):
+    with caplog.at_level(logging.WARNING, logger="loader.serve.auth"):
         ApiKeys.from_file(path)
     assert caplog.text == ""
 
@@ -265,8 +267,36 @@ def test_the_client_has_a_connection_per_search_thread() -> None:
     async def threads() -> float:
         return anyio.to_thread.current_default_thread_limiter().total_tokens
 
-    assert anyio.run(threads) == serve.SEARCH_THREADS
-    service = serve.SearchService(Settings(), None, None, None)
+    assert anyio.run(threads) == service_module.SEARCH_THREADS
+    service = service_module.SearchService(Settings(), None, None, None)
     service.start(load_models=False)  # connects; no request is sent
     (connection,) = service.client.transport.connection_pool.connections
-    assert connection.pool.pool.maxsize == serve.SEARCH_THREADS
+    assert connection.pool.pool.maxsize == service_module.SEARCH_THREADS
+
+
+class _FailingClient:
+    """A client whose every call raises what no route expects, quoting the cluster's password."""
+
+    def __getattr__(self, name: str):
+        raise RuntimeError(f"{name} failed for https://admin:{PASSWORD}@10.0.0.7")
+
+
+PASSWORD = "Sw0rdfish-Zq81x"
+
+
+def test_whatever_a_route_raises_is_a_500_in_the_apis_shape_its_log_masked(caplog) -> None:
+    from fastapi.testclient import TestClient
+
+    settings = Settings(
+        opensearch_url=f"https://admin:{PASSWORD}@10.0.0.7:9200", query_log="ubi", rerank="off"
+    )
+    app = create_app(settings, client=_FailingClient(), load_models=False)
+    with caplog.at_level(logging.WARNING), TestClient(app) as http:
+        answer = http.get("/log", params={"tenant": "A"})
+        event = http.post("/events", json={"query_id": "q", "action_name": "click", "tenant": "A"})
+    for response in (answer, event):
+        assert response.status_code == 500
+        assert response.json() == {"error": "the server failed; its log has the reason"}
+    logged = "\n".join(record.getMessage() for record in caplog.records)
+    assert "RuntimeError" in logged and "answering GET /log" in logged
+    assert PASSWORD not in logged and "Sw0rdfish" not in logged

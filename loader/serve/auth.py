@@ -1,5 +1,6 @@
 """API keys bound to tenants, for ``loader serve``: the key file, the constant-time lookup, the
-key headers, and the middleware that answers 401 before anything else runs.
+key headers, and the middleware that answers 401 before anything else runs; and the judging
+page's signed sessions (``Sessions``), whose key is kept beside the key file (``session_key``).
 
 The file is TOML, one ``"<key>" = "<tenant>"`` line per key under a ``[keys]`` table::
 
@@ -19,11 +20,16 @@ Example::
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import hashlib
 import hmac
 import logging
+import os
 import re
+import secrets
 import stat
+import time
 import tomllib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -43,7 +49,7 @@ _KEY_CHARACTERS = re.compile(r"^[\x21-\x7e]+$")
 _TOML_LOCATION = re.compile(r"\((at line \d+, column \d+|at end of document)\)")
 # Requests that need no key.
 PUBLIC_ROUTES = frozenset({("GET", "/health")})
-# The judging page signs in with a key and checks its own session cookie (loader.query.judge_page).
+# The judging page signs in with a key and checks its own session cookie (loader.serve.judge_page).
 JUDGE_PREFIX = "/judge"
 
 
@@ -144,6 +150,88 @@ class ApiKeys:
         return f"ApiKeys({len(self)} keys for {len(self.tenants)} tenants, {self.source})"
 
 
+SESSION_KEY_SUFFIX = ".session-key"
+SESSION_SECONDS = 12 * 3600  # how long a judging session lasts
+SESSION_KEY_BYTES = 32
+
+
+def session_key_file(api_keys_file: str | Path) -> Path:
+    """Where the judging page's signing key lives: beside the API key file, named after it."""
+    file = Path(api_keys_file).expanduser()
+    return file.with_name(file.name + SESSION_KEY_SUFFIX)
+
+
+def session_key(api_keys_file: str | Path) -> bytes | None:
+    """The key that signs the judging page's session cookies, kept in ``session_key_file``
+    so that a restart of ``loader serve`` signs no one out: read, or made once (32 random bytes,
+    hex, created owner-only and atomically: a server starting beside this one reads the same).
+    ``None`` (a warning says so) when the folder takes no new file: the server then signs with
+    a key of its own process, and a restart signs everyone out.
+
+    Raises:
+        ConfigError: the file is not a regular file, can be read by the group or others, or is
+            not the key this function writes; the message names it and the fix, never the key.
+    """
+    path = session_key_file(api_keys_file)
+    with contextlib.suppress(FileNotFoundError):
+        return _read_session_key(path)
+    try:
+        _create_session_key(path)
+    except OSError as exc:
+        log.warning(
+            "cannot keep the judging page's session key in %r (%s): a restart of loader serve "
+            "signs every judge out",
+            str(path),
+            exc.strerror or exc,
+        )
+        return None
+    return _read_session_key(path)
+
+
+def _read_session_key(path: Path) -> bytes:
+    name = f"the judging page's session key {str(path)!r}"
+    fix = "delete it and restart loader serve to make a new one (everyone signs in again)"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise  # session_key makes it
+    except OSError as exc:  # a symbolic link (ELOOP), no permission
+        raise ConfigError(f"{name} cannot be read ({exc.strerror or exc}); {fix}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{name} is not a regular file; {fix}")
+        if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
+            raise ConfigError(
+                f"{name} can be read or written by other users (mode "
+                f"{stat.S_IMODE(info.st_mode):03o}); chmod 600 it, or {fix}"
+            )
+        text = os.read(fd, 4 * SESSION_KEY_BYTES).decode("ascii", "replace").strip()
+    finally:
+        os.close(fd)
+    if not re.fullmatch(f"[0-9a-f]{{{2 * SESSION_KEY_BYTES}}}", text):
+        raise ConfigError(f"{name} does not hold a key of {SESSION_KEY_BYTES} hex bytes; {fix}")
+    return bytes.fromhex(text)
+
+
+def _create_session_key(path: Path) -> None:
+    """Write a new key to a private temporary file, then link it into place: the key file is
+    whole and owner-only from its first moment, and of two servers starting at once the second
+    finds the first's file (and reads it)."""
+    temporary = path.with_name(f".{path.name}.{secrets.token_hex(8)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        try:
+            os.write(fd, (secrets.token_hex(SESSION_KEY_BYTES) + "\n").encode("ascii"))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(FileExistsError):
+            os.link(temporary, path)
+    finally:
+        os.unlink(temporary)
+
+
 def _digest(key: str) -> bytes:
     return hashlib.sha256(key.encode("utf-8", "surrogatepass")).digest()
 
@@ -198,3 +286,35 @@ def require_api_key(api_keys: ApiKeys) -> Middleware:
         return await call_next(request)
 
     return check_api_key
+
+
+class Sessions:
+    """Signed session cookies (``<tenant b64>.<expiry>.<hmac>``) and their CSRF tokens, signed
+    with ``secret`` (with API keys, ``session_key``: kept across restarts);
+    without one, a key of this process, so a restart signs everyone out."""
+
+    def __init__(self, secret: bytes | None = None) -> None:
+        self._secret = secret or secrets.token_bytes(32)
+
+    def _sign(self, text: str) -> str:
+        return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
+
+    def issue(self, tenant: str, now: float | None = None) -> str:
+        expiry = int((now or time.time()) + SESSION_SECONDS)
+        encoded = base64.urlsafe_b64encode(tenant.encode()).decode().rstrip("=")  # no quoting
+        payload = f"{encoded}.{expiry}"
+        return f"{payload}.{self._sign(payload)}"
+
+    def tenant(self, cookie: str | None, now: float | None = None) -> str | None:
+        """The tenant of a valid, unexpired cookie, else ``None``."""
+        if not cookie or cookie.count(".") != 2:
+            return None
+        encoded, expiry, signature = cookie.split(".")
+        if not hmac.compare_digest(self._sign(f"{encoded}.{expiry}"), signature):
+            return None
+        if not expiry.isdigit() or int(expiry) < (now or time.time()):
+            return None
+        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+
+    def csrf(self, cookie: str) -> str:
+        return self._sign(f"csrf|{cookie}")

@@ -14,8 +14,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 import loader.query.request as query
-from loader.query.auth import MAX_TENANT_CHARS
 from loader.query.conversation import MAX_HISTORY_TURNS, MAX_TURN_CHARS, ROLES
+from loader.serve.auth import MAX_TENANT_CHARS
 from loader.settings import MAX_CANDIDATES, SEARCH_MODES, Settings
 
 MAX_TAGS = 50

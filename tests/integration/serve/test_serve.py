@@ -14,10 +14,11 @@ import pytest
 
 from loader.index.render import ConfigNames
 from loader.query.request import MAX_QUESTION_CHARS
-from loader.query.serve import MAX_BODY_BYTES, create_app
+from loader.serve.app import create_app
+from loader.serve.responses import MAX_BODY_BYTES
 from tests.conftest import cleanup_owned
-from tests.integration.query.http_server import Server, free_port
 from tests.integration.query.search_corpus import build_corpus
+from tests.integration.serve.http_server import Server, free_port
 
 
 @pytest.fixture(scope="module")

@@ -19,11 +19,11 @@ from click.testing import CliRunner
 
 from loader.cli import cli
 from loader.errors import ConfigError
-from loader.query.serve import create_app
+from loader.serve.app import create_app
 from loader.settings import SEARCH_MODES
 from tests.conftest import cleanup_owned
-from tests.integration.query.http_server import Server
 from tests.integration.query.search_corpus import build_corpus
+from tests.integration.serve.http_server import Server
 
 KEY_A = "key-a-Zp3m9QvR2xL7wT4nB8cY"
 KEY_A2 = "key-a2-Hs6dK1fJ5gE0uI9oP3aW"

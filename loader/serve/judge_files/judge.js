@@ -1,0 +1,159 @@
+// The judging page's keys and clicks: 0/1/2 grade the selected result, up/down select,
+// left/right move between questions, s skips, r retries a failed save. Every POST carries the
+// page's same-origin token.
+//
+// A grade is for the result selected when its key was pressed: the selection moves on at once,
+// and the grades wait in a queue that is sent one save at a time, in the order pressed, however
+// slow the server is. "saved" shows only when the server has stored every grade pressed; a save
+// that fails says so and stays at the head of the queue (nothing after it is sent) until r or
+// the retry button sends it again. Leaving the question waits for the queue.
+(function () {
+  "use strict";
+  const list = document.getElementById("results");
+  if (!list) return;
+  const token = document.querySelector('meta[name="csrf-token"]').content;
+  const base = "/judge/sets/" + list.dataset.set + "/" + list.dataset.number;
+  const status = document.getElementById("status");
+  const retryButton = document.getElementById("retry");
+  const rows = () => Array.from(list.querySelectorAll(".result"));
+  const queue = []; // {row, value}, oldest first; the head is being sent, or failed
+  let selected = 0;
+  let sending = false;
+  let failure = null; // why the head's save failed
+
+  function select(index) {
+    const all = rows();
+    if (!all.length) return;
+    selected = Math.max(0, Math.min(index, all.length - 1));
+    all.forEach((row, i) => row.classList.toggle("selected", i === selected));
+    all[selected].scrollIntoView({ block: "nearest" });
+  }
+
+  function show() {
+    if (failure !== null) {
+      status.textContent = "not saved: " + failure + " (" + queue.length +
+        " grade" + (queue.length === 1 ? "" : "s") + " kept; press r to retry)";
+    } else if (queue.length) {
+      status.textContent = "saving " + queue.length + "…";
+    } else {
+      status.textContent = "saved";
+    }
+    retryButton.hidden = failure === null;
+  }
+
+  async function post(path, body) {
+    let response;
+    try {
+      response = await fetch(base + path, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRF-Token": token },
+        body: JSON.stringify(body),
+      });
+    } catch (error) {
+      throw new Error("the server cannot be reached");
+    }
+    if (!response.ok) {
+      const answer = await response.json().catch(() => ({}));
+      throw new Error(answer.error || "HTTP " + response.status);
+    }
+    return response.json();
+  }
+
+  function mark(row, value, state) {
+    row.querySelectorAll(".grade").forEach((b) => {
+      const mine = Number(b.dataset.grade) === value;
+      if (state === "saved") b.classList.toggle("chosen", mine);
+      if (mine) b.classList.toggle("pending", state === "pending");
+    });
+    row.classList.toggle("unsaved", state === "failed");
+  }
+
+  async function send() {
+    if (sending) return;
+    sending = true;
+    while (queue.length && failure === null) {
+      const { row, value } = queue[0];
+      try {
+        await post("/grade", { chunk_id: row.dataset.chunkId, grade: value });
+      } catch (error) {
+        failure = error.message;
+        mark(row, value, "failed");
+        break;
+      }
+      queue.shift();
+      mark(row, value, "saved");
+      show();
+    }
+    sending = false;
+    show();
+  }
+
+  function grade(row, value) {
+    queue.push({ row: row, value: value });
+    mark(row, value, "pending");
+    const next = rows().indexOf(row) + 1;
+    if (next < rows().length) select(next);
+    show();
+    send();
+  }
+
+  function retry() {
+    if (failure === null) return;
+    failure = null;
+    mark(queue[0].row, queue[0].value, "pending");
+    show();
+    send();
+  }
+
+  // Resolves once every grade is stored (true), or a save failed (false).
+  async function settled() {
+    while (queue.length && failure === null) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    return queue.length === 0;
+  }
+
+  async function go(offset) {
+    const target = Number(list.dataset.number) + offset;
+    if (target < 0 || target >= Number(list.dataset.count) || !(await settled())) return;
+    window.location.href = "/judge/sets/" + list.dataset.set + "/" + target;
+  }
+
+  async function skip() {
+    if (!(await settled())) return;
+    try {
+      await post("/skip", {});
+    } catch (error) {
+      status.textContent = "not skipped: " + error.message;
+      return;
+    }
+    window.location.href = "/judge/sets/" + list.dataset.set;
+  }
+
+  list.addEventListener("click", (event) => {
+    const row = event.target.closest(".result");
+    if (!row) return;
+    select(rows().indexOf(row));
+    const button = event.target.closest(".grade");
+    if (button) grade(row, Number(button.dataset.grade));
+  });
+  document.getElementById("skip").addEventListener("click", skip);
+  retryButton.addEventListener("click", retry);
+  window.addEventListener("beforeunload", (event) => {
+    if (queue.length) event.preventDefault(); // the browser asks before grades are lost
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.altKey || event.ctrlKey || event.metaKey) return;
+    const row = rows()[selected];
+    if (["0", "1", "2"].includes(event.key) && row) grade(row, Number(event.key));
+    else if (event.key === "ArrowDown") select(selected + 1);
+    else if (event.key === "ArrowUp") select(selected - 1);
+    else if (event.key === "ArrowRight") go(1);
+    else if (event.key === "ArrowLeft") go(-1);
+    else if (event.key === "s") skip();
+    else if (event.key === "r") retry();
+    else return;
+    event.preventDefault();
+  });
+})();
