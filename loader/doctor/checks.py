@@ -34,8 +34,8 @@ from loader.errors import (
 )
 from loader.index import reindex_block
 from loader.index.ml_model import model_on_cluster
-from loader.index.plan import Plan, version_of
-from loader.index.render import config_names, render_config
+from loader.index.plan import Plan
+from loader.index.render import config_names, render_config, version_of
 from loader.index.state import get_or_none
 from loader.settings import Settings
 

@@ -79,7 +79,7 @@ from loader.models import rerank_check
 from loader.query.auth import ApiKeys, require_api_key
 from loader.query.body import EventBody, KeyedSearchRequest, SearchRequest
 from loader.query.request import MAX_QUESTION_CHARS
-from loader.query.rewrite import rewriter_from_settings
+from loader.query.rewriters import rewriter_from_settings
 from loader.query.search import search
 from loader.redact import scrub_secrets
 from loader.settings import Settings, secret_values
