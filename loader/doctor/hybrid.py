@@ -152,12 +152,13 @@ def _search_type_check(bodies: Mapping[str, Any], version: tuple[int, int] | Non
 
 
 def _roles(client: OpenSearch, settings: Settings) -> Mapping[str, Any] | None:
-    """The security plugin's roles, ``None`` when this user may not read them."""
-    try:
-        with cluster_errors(settings, "reading the security plugin's roles"):
+    """The security plugin's roles, ``None`` when this user may not read them (only an admin
+    may; the REST API can also be turned off: 403 or 404)."""
+    with cluster_errors(settings, "reading the security plugin's roles"):
+        try:
             return client.transport.perform_request("GET", ROLES_PATH)
-    except opensearchpy.AuthorizationException:
-        return None
+        except (opensearchpy.AuthorizationException, opensearchpy.NotFoundError):
+            return None
 
 
 def wrapped_scores_check(

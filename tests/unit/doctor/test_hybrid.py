@@ -145,3 +145,30 @@ def test_no_front_end_lets_a_caller_pass_a_search_type():
         TenantSearch("A", settings=Settings(), search_type=DFS)
     with pytest.raises(ValidationError, match="search_type"):
         SearchBody.model_validate({"question": "q", "tenant": "A", "search_type": DFS})
+
+
+class _Transport:
+    """The one call the roles reading makes, answering as a cluster whose user is not an admin
+    (the security plugin's 403), or with a recorded answer."""
+
+    def __init__(self, answer):
+        self.answer = answer
+
+    def perform_request(self, method, path):
+        assert (method, path) == ("GET", "/_plugins/_security/api/roles")
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+
+def test_roles_a_non_admin_may_not_read_are_none_not_a_doctor_failure():
+    import opensearchpy
+
+    from loader.doctor.hybrid import _roles
+    from loader.settings import Settings
+
+    refused = opensearchpy.AuthorizationException(403, "security_exception", {})
+    client = type("Client", (), {"transport": _Transport(refused)})()
+    assert _roles(client, Settings()) is None
+    client.transport = _Transport(ROLES)
+    assert _roles(client, Settings()) == ROLES
