@@ -81,15 +81,16 @@ class Overlap:
         self.running_at_block: bool | None = None
         self.blocked_index: str | None = None
         self.pushing: threading.Thread | None = None
+        self.gave_up = False
         self.lock = threading.Lock()
 
     def held_bulk(self, bulk):
         def send(*args, **kwargs):
             with self.lock:
                 self.sent += 1
-                held = self.sent > HELD_AFTER
-            if held:
-                self.blocked.wait(ROUND_SECONDS)
+                held = self.sent > HELD_AFTER and not self.gave_up
+            if held and not self.blocked.wait(ROUND_SECONDS):
+                self.gave_up = True  # no block came: the round's assertions say so
             if self.blocked.is_set():
                 with self.lock:
                     self.sent_after_block += 1
@@ -120,7 +121,7 @@ def _pushing(folder, settings, embedder, reports: list, overlap: Overlap) -> thr
         client.bulk = overlap.held_bulk(client.bulk)
         reports.append(push(folder, settings, tenant="t", client=client, embedder=embedder))
 
-    return threading.Thread(target=run)
+    return threading.Thread(target=run, daemon=True)  # a failed round leaves no process behind
 
 
 def test_a_push_during_the_reindex_loses_no_chunk_it_wrote(
@@ -149,15 +150,15 @@ def test_a_push_during_the_reindex_loses_no_chunk_it_wrote(
         except ClusterError as exc:  # the copy differed: the alias stays, the apply says why
             assert f"does not hold the chunks of {source}, so the alias was not moved" in str(exc)
         monkeypatch.undo()
+        # The overlap happened: the block landed mid-push, and the push wrote on into it.
+        assert overlap.blocked_index == source, "apply set no write block on the copied version"
+        assert overlap.running_at_block, f"round {round_number}: the push ended before the block"
         pushing.join(timeout=max(1.0, deadline - time.monotonic()))
         assert not pushing.is_alive(), "the push did not finish in time"
 
         (report,) = reports
         (target,) = client.indices.get_alias(name=alias)
         failed = {error["source"] for error in report.errors}
-        # The overlap happened: the block landed mid-push, and the push wrote on into it.
-        assert overlap.blocked_index == source, "apply set no write block on the copied version"
-        assert overlap.running_at_block, f"round {round_number}: the push ended before the block"
         assert overlap.sent_after_block >= AFTER_BLOCK, overlap.sent_after_block
         assert failed, "the push wrote nothing into the write block"
         assert all("block" in error["reason"].lower() for error in report.errors), report.errors
