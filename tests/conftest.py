@@ -30,6 +30,8 @@ os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
 os.environ.setdefault("TC_MAX_TRIES", "400")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Haystack sends usage events on every pipeline run unless told not to (read when it is imported).
+os.environ.setdefault("HAYSTACK_TELEMETRY_ENABLED", "False")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -8,6 +8,9 @@ One line per check -- ``ok``, ``warn`` or ``FAIL`` with its fix -- in the order 
   apply`` would store, the ml-commons model;
 - ``probes``: what only running a query shows -- hybrid scores really fused by each pipeline,
   filters inside the k-NN search, chunks per tenant, chunks cut with other chunking settings;
+- ``hybrid``: the hybrid query's hazards on OpenSearch before 3.8 and 3.9 -- a saved
+  configuration setting ``search_type=dfs_query_then_fetch``, and DLS roles or nested fields that
+  make each sub-query's scores wrong;
 - ``documents``: half-written documents (a push stopped between two bulk requests), found by
   aggregating the chunks by document; and the version behind the alias against the kept version
   a `loader apply` copied it from (``loader.index.copy_check``, the check apply makes before its

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors, cluster_version, connect, safe_url
+from loader.doctor.hybrid import hybrid_checks
 from loader.doctor.probes import probe_index
 from loader.doctor.report import Check, DoctorReport
 from loader.errors import (
@@ -34,8 +35,8 @@ from loader.errors import (
 )
 from loader.index import reindex_block
 from loader.index.ml_model import model_on_cluster
-from loader.index.plan import Plan, version_of
-from loader.index.render import config_names, render_config
+from loader.index.plan import Plan
+from loader.index.render import config_names, render_config, version_of
 from loader.index.state import get_or_none
 from loader.settings import Settings
 
@@ -366,9 +367,11 @@ def run_doctor(
         plan = _plan(client, settings, dimension, version, report)
         if plan is not None:
             _plan_checks(plan, report)
+        mapping = _mapping(client, settings, index) if index is not None else {}
         if index is not None:
-            _vector_checks(_mapping(client, settings, index), settings, dimension, major, report)
+            _vector_checks(mapping, settings, dimension, major, report)
         desired = render_config(settings, dimension, cluster_version=version)
+        hybrid_checks(client, settings, index, version, desired, mapping, report)
         probe_index(client, settings, desired, index, report)
     except LoaderError as exc:  # a check that could not run: the rest cannot either
         report.checks.append(Check("doctor", "fail", str(exc), "see the message", type(exc)))

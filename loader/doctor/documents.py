@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from loader.cluster.client import cluster_errors
 from loader.doctor.report import Check
 from loader.index import copy_check, reindex_block
-from loader.index.plan import version_of
+from loader.index.render import version_of
 from loader.ingest.plan import recorded_chunk_count
 from loader.settings import Settings
 

@@ -28,7 +28,7 @@ from loader.doctor.documents import check_copy, check_documents
 from loader.doctor.report import Check, DoctorReport
 from loader.errors import ClusterError, ConfigError
 from loader.index.render import DesiredConfig
-from loader.index.search_params import search_template_params
+from loader.index.search_params import search_template_params, template_url_params
 from loader.ingest.fingerprint import FINGERPRINT_FIELD, chunking_fingerprint
 from loader.modes import read_fusion, template_stems
 from loader.settings import Settings
@@ -230,7 +230,7 @@ def _fused_check(
                     answer = client.search_template(
                         index=settings.index_name,
                         body={"id": template, "params": params},
-                        params={"search_pipeline": pipeline},
+                        params=template_url_params(pipeline),
                     )
             except ClusterError as exc:
                 report.checks.append(Check(name, "fail", str(exc), "run `loader apply`"))

@@ -36,7 +36,7 @@ import dataclasses
 import json
 import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,10 @@ from loader.settings import Settings
 log = logging.getLogger(__name__)
 
 REINDEX_POLL_SECONDS = 1.0
+# A pause point for tests/integration/index/test_reindex_race.py: when set, called with the
+# version a reindex copies once its write block is set and before the copy starts, so the test
+# can make certain that a push is writing into the block. Never set outside that test.
+write_blocked_hook: Callable[[str], None] | None = None
 # Changes whose body is rendered from the configuration files and the settings: OpenSearch's
 # 400 on one of them means a bad setting or file.
 RENDERED_KINDS = (
@@ -282,6 +286,8 @@ def _write_blocked(
             with cluster_errors(settings, f"blocking writes to {index} for the reindex"):
                 reindex_block.block_for_reindex(client, index, dest)
             log.info("write-blocked %s for the reindex", index)
+            if write_blocked_hook is not None:
+                write_blocked_hook(index)
         yield
     except BaseException:
         if ours:

@@ -16,7 +16,6 @@ Example::
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,7 @@ from loader.index.diff import (
     flatten_settings,
     normalize,
 )
-from loader.index.render import ConfigNames, DesiredConfig
+from loader.index.render import ConfigNames, DesiredConfig, version_of
 
 if TYPE_CHECKING:
     from loader.index.state import ClusterState
@@ -126,12 +125,6 @@ class Plan:
             "notes": list(self.notes),
             "summary": self.summary(),
         }
-
-
-def version_of(alias: str, index: str | None) -> int | None:
-    """``N`` of an index named ``<alias>-v<N>``, else ``None``."""
-    match = re.fullmatch(rf"{re.escape(alias)}-v(\d+)", index or "")
-    return int(match.group(1)) if match else None
 
 
 # --- planning ----------------------------------------------------------------------------------

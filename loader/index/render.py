@@ -27,6 +27,7 @@ from __future__ import annotations
 import importlib.resources
 import json
 import logging
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
@@ -125,6 +126,17 @@ class ConfigNames:
 def config_names(alias: str) -> ConfigNames:
     """The names derived from ``alias`` (``settings.index_name``)."""
     return ConfigNames(alias)
+
+
+def version_of(alias: str, index: str | None) -> int | None:
+    """``N`` of an index named ``<alias>-v<N>`` (``ConfigNames.version_index``), else ``None``.
+
+    Example::
+
+        version_of("chunks", "chunks-v2")   # 2
+    """
+    match = re.fullmatch(rf"{re.escape(alias)}-v(\d+)", index or "")
+    return int(match.group(1)) if match else None
 
 
 @dataclass

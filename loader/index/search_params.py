@@ -4,6 +4,9 @@ place: every caller of a template -- ``loader search`` and ``loader serve``
 retrievers (``loader.integrations``) -- gets its ``params`` from ``search_template_params``, so a
 parameter is named and shaped (a list, a number) the same way everywhere.
 
+Their URL parameters come from ``template_url_params``, which refuses the search type that
+breaks a hybrid query (``REFUSED_SEARCH_TYPES``).
+
 ``guide/templates.md`` describes each parameter for applications that call the templates
 without this package.
 
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from loader.errors import ConfigError
 
 # The filter parameters, in the order of search_templates/_parts.j2's filters() and decay.
 FILTER_PARAMETERS = ("lang", "tags", "published_from", "published_to", "decay_scale")
@@ -67,4 +72,36 @@ def search_template_params(
         params["collapse_doc"] = True
     if query_vector is not None:
         params["query_vector"] = list(query_vector)
+    return params
+
+
+# What each refused search type does to a hybrid query (OpenSearch 3.6; refused by the server
+# itself from 3.8, neural-search PR 1873): with more than one shard it runs a DFS_QUERY phase
+# instead of the QUERY phase the search pipeline's normalization runs after, so each sub-query's
+# raw results come back unfused (neural-search issue 1490).
+REFUSED_SEARCH_TYPES = {
+    "dfs_query_then_fetch": "it skips the hybrid query's score normalization on an index of "
+    "more than one shard and returns each sub-query's raw results (OpenSearch before 3.8)",
+}
+
+
+def template_url_params(pipeline: str | None, search_type: str | None = None) -> dict[str, str]:
+    """The URL parameters of one ``_search/template`` call: the fusion pipeline of the hybrid
+    modes, and a ``search_type`` only when it is one a hybrid query survives.
+
+    Example::
+
+        template_url_params("chunks-rrf")   # {'search_pipeline': 'chunks-rrf'}
+
+    Raises:
+        ConfigError: ``search_type`` is ``dfs_query_then_fetch`` (``REFUSED_SEARCH_TYPES``).
+    """
+    if search_type in REFUSED_SEARCH_TYPES:
+        raise ConfigError(
+            f"search_type {search_type} is refused: {REFUSED_SEARCH_TYPES[search_type]}; "
+            "leave search_type out (query_then_fetch)"
+        )
+    params = {"search_pipeline": pipeline} if pipeline else {}
+    if search_type:
+        params["search_type"] = search_type
     return params

@@ -20,8 +20,7 @@ import opensearchpy
 from opensearchpy import OpenSearch
 
 from loader.cluster.client import cluster_errors
-from loader.index.plan import version_of
-from loader.index.render import DesiredConfig
+from loader.index.render import DesiredConfig, version_of
 from loader.settings import Settings
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from loader.errors import ModelError
+from loader.models.onnx_file import local_onnx_export
 from loader.models.registry import instructions, known_spec, model_spec
 from loader.models.token_count import token_counter
 from loader.settings import EMBEDDING_BACKENDS, Settings
@@ -212,8 +213,6 @@ def onnx_model_file(name: str, path: str, backend: str) -> Path:
 
         fp32 = Path(path) / ONNX_FILE
     else:
-        from loader.models.embedding_export import local_onnx_export
-
         fp32 = local_onnx_export(name, Path(path))
     if backend != "onnx-int8":
         return fp32

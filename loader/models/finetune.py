@@ -40,7 +40,8 @@ class TrainingExample:
 
 @dataclass(frozen=True)
 class FineTuneOptions:
-    """How to train. The defaults are what lifted bge-small on SciFact (README, "Fine-tuning").
+    """How to train. The defaults are what lifted bge-small on SciFact (guide/models.md,
+    "Fine-tuning the embedder on judged questions").
 
     Attributes:
         epochs: passes over the examples.

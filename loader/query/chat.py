@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from loader.errors import ConfigError
 from loader.query.conversation import MAX_HISTORY_TURNS, check_history
 from loader.query.request import MAX_CANDIDATES, SearchRequest, check_depth, truncate_question
-from loader.query.rewrite import rewriter_from_settings
+from loader.query.rewriters import rewriter_from_settings
 from loader.query.search import search
 from loader.settings import REWRITE_CHOICES, REWRITE_MODES, SEARCH_MODES, Settings
 from loader.text import first_surrogate

@@ -21,6 +21,7 @@ import opensearchpy
 from loader.cluster.client import bad_request_reason, cluster_errors, safe_url
 from loader.errors import ClusterError, QueryError
 from loader.index.render import config_names
+from loader.index.search_params import template_url_params
 from loader.query.fusion import rrf
 from loader.query.request import SearchRequest
 from loader.query.result import SearchHit, hits_from_response
@@ -47,7 +48,7 @@ class TemplateCall:
         return {
             "index": self.index,
             "body": {"id": self.template_id, "params": self.params},
-            "params": {"search_pipeline": self.pipeline} if self.pipeline else {},
+            "params": template_url_params(self.pipeline),
         }
 
 

@@ -3,7 +3,8 @@
 A rewriter is anything with ``rewrite(history, message)`` (the ``QueryRewriter`` protocol) that
 returns the queries to search, or a ``Rewrite`` when it has more to say (the question to rerank
 against, a HyDE passage, warnings). Three come with the package, chosen by the ``rewrite``
-setting through ``rewriter_from_settings``, the one place a rewriter is built from settings:
+setting through ``loader.query.rewriters.rewriter_from_settings``, the one place a rewriter is
+built from settings:
 
 - ``off``: none; the message is searched as it is (``IdentityRewriter`` does the same on purpose);
 - ``concat``: ``loader.query.conversation.ConcatRewriter``, no model: a follow-up that cannot stand
@@ -36,15 +37,9 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from loader.errors import ConfigError
 from loader.query.request import truncate_question
-from loader.redact import split_url
-from loader.settings import REWRITE_MODES, rewrite_api_key
-
-if TYPE_CHECKING:
-    from loader.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -148,56 +143,3 @@ def parse_queries(reply: str, max_queries: int) -> list[str]:
         if query and query.lower() not in (q.lower() for q in queries):
             queries.append(query)
     return queries[:max_queries]
-
-
-def rewriter_from_settings(settings: Settings) -> QueryRewriter | None:
-    """The rewriter the ``rewrite`` settings configure: ``None`` (off), a ``ConcatRewriter``, or
-    an ``OpenAICompatibleRewriter`` for ``rewrite_url`` in ``rewrite_mode``.
-
-    Raises:
-        ConfigError: ``rewrite = llm`` without a usable ``rewrite_url`` or ``rewrite_model``, a
-            timeout or query count out of range, or an unreadable ``rewrite_api_key_file``.
-    """
-    if settings.rewrite == "off":
-        return None
-    if settings.rewrite == "concat":
-        from loader.query.conversation import ConcatRewriter
-
-        return ConcatRewriter()
-    _check_llm_settings(settings)
-    from loader.query.chat_model import OpenAICompatibleRewriter
-
-    return OpenAICompatibleRewriter(
-        settings.rewrite_url,
-        settings.rewrite_model,
-        api_key=rewrite_api_key(settings),
-        timeout=settings.rewrite_timeout,
-        max_queries=settings.rewrite_max_queries,
-        mode=settings.rewrite_mode,
-    )
-
-
-def _check_llm_settings(settings: Settings) -> None:
-    url = split_url(settings.rewrite_url)
-    if url.scheme not in ("http", "https") or not url.host:
-        shown = url.redacted() or "(empty)"
-        raise ConfigError(
-            f"rewrite = llm needs rewrite_url, an http(s) API root such as "
-            f"http://127.0.0.1:8000/v1; got {shown!r} (set LOADER_REWRITE_URL, or rewrite = off)"
-        )
-    if not settings.rewrite_model.strip():
-        raise ConfigError("rewrite = llm needs rewrite_model, the model name the endpoint serves")
-    if not 0 < settings.rewrite_timeout <= 300:
-        raise ConfigError(
-            f"rewrite_timeout must be more than 0 and at most 300 seconds, got "
-            f"{settings.rewrite_timeout}"
-        )
-    if not 1 <= settings.rewrite_max_queries <= MAX_QUERIES:
-        raise ConfigError(
-            f"rewrite_max_queries must be from 1 to {MAX_QUERIES}, got "
-            f"{settings.rewrite_max_queries}"
-        )
-    if settings.rewrite_mode not in REWRITE_MODES:
-        raise ConfigError(
-            f"rewrite_mode must be one of {', '.join(REWRITE_MODES)}, got {settings.rewrite_mode!r}"
-        )

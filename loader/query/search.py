@@ -68,8 +68,8 @@ from loader.query.rewrite import (
     QueryRewriter,
     Rewrite,
     rewrite_question,
-    rewriter_from_settings,
 )
+from loader.query.rewriters import rewriter_from_settings
 from loader.settings import Settings
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from loader.errors import (
 )
 from loader.models import rerank_check
 from loader.query.request import MAX_QUESTION_CHARS
-from loader.query.rewrite import rewriter_from_settings
+from loader.query.rewriters import rewriter_from_settings
 from loader.query.search import search
 from loader.redact import scrub_secrets
 from loader.serve.body import SearchRequest

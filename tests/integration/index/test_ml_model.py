@@ -18,7 +18,8 @@ from loader.index import ml_model as ml
 from loader.index.apply import PENDING_ML_MODEL_ID, apply_config, plan_apply
 from loader.index.render import config_names
 from loader.models.embedding import embedder_for, resolve_model_path
-from loader.models.embedding_export import export_model, model_fingerprint
+from loader.models.embedding_export import export_model
+from loader.models.onnx_file import model_fingerprint
 from loader.query.identifiers import exact_terms
 from tests.conftest import cleanup_owned
 from tests.integration.query.search_corpus import build_corpus

@@ -16,7 +16,7 @@ from loader.errors import ModelError
 from loader.models import onnx_embedding
 from loader.models.bert_onnx import INPUTS, IR_VERSION, OPSET, OUTPUT, write_bert_onnx
 from loader.models.embedding import get_embedder, onnx_model_file, resolve_model_path
-from loader.models.embedding_export import local_onnx_export
+from loader.models.onnx_file import local_onnx_export
 from tests.paths import REPO
 
 MINILM = "all-MiniLM-L6-v2"

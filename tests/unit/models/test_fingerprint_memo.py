@@ -3,7 +3,7 @@ the files' identity, and any write to a file (even one keeping its size) is a ne
 
 from __future__ import annotations
 
-from loader.models.embedding_export import model_fingerprint
+from loader.models.onnx_file import model_fingerprint
 
 
 def test_the_fingerprint_is_kept_and_follows_every_write(tmp_path, monkeypatch):

@@ -23,8 +23,8 @@ from loader.query.rewrite import (
     Rewrite,
     parse_queries,
     rewrite_question,
-    rewriter_from_settings,
 )
+from loader.query.rewriters import rewriter_from_settings
 from loader.settings import Settings, secret_values
 
 API_KEY = "sk-test-SECRET-0123456789"
