@@ -138,7 +138,7 @@ def test_no_front_end_lets_a_caller_pass_a_search_type():
     from pydantic import ValidationError
 
     from loader.integrations.core import TenantSearch
-    from loader.query.body import SearchRequest as SearchBody
+    from loader.serve.body import SearchRequest as SearchBody
     from loader.settings import Settings
 
     with pytest.raises(ConfigError, match="unknown search option search_type"):
