@@ -98,8 +98,8 @@ def adapt(
     ranks them better than the stock model. Then set embedding_model = "<out>": `loader apply`
     plans a new index version, `loader push` fills it. Needs the torch extra.
     """
-    from loader.eval.adapt import AdaptRequest, adapt_embedder
-    from loader.models.finetune import FineTuneOptions
+    from loader.train.adapt import AdaptRequest, adapt_embedder
+    from loader.train.trainer import FineTuneOptions
 
     request = AdaptRequest(
         out=out,

@@ -15,7 +15,7 @@ from loader.terminal import printable
 
 def training_options(max_tokens: int = 256) -> Callable[[Callable], Callable]:
     """--epochs, --learning-rate, --batch-size and --max-tokens: how `fine-tune` and `adapt`
-    train (one trainer, ``loader.models.finetune``); ``max_tokens`` is the default cut."""
+    train (one trainer, ``loader.train.trainer``); ``max_tokens`` is the default cut."""
 
     def decorate(func: Callable) -> Callable:
         for option in reversed(
@@ -109,8 +109,8 @@ def fine_tune_command(
     hard negatives, each relevant document's closest chunk) and the model is saved to --out.
     Measure it with `loader eval` and the setting embedding_model = "<out>".
     """
-    from loader.eval.finetune import FineTuneRequest, fine_tune_embedder
-    from loader.models.finetune import FineTuneOptions
+    from loader.train.finetune import FineTuneRequest, fine_tune_embedder
+    from loader.train.trainer import FineTuneOptions
 
     request = FineTuneRequest(
         dataset,

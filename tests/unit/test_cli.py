@@ -146,11 +146,11 @@ def test_ctrl_c_exits_130_as_a_shell_reports_it(monkeypatch, tmp_path):
 
 
 def test_adapt_options_default_to_what_the_library_defaults_to():
-    # The CLI spells its defaults out (importing loader.eval.adapt would load numpy at start-up);
+    # The CLI spells its defaults out (importing loader.train.adapt would load numpy at start-up);
     # this keeps them the library's.
     from dataclasses import fields
 
-    from loader.eval.adapt import AdaptRequest
+    from loader.train.adapt import AdaptRequest
 
     library = {f.name: f.default for f in fields(AdaptRequest) if f.name not in ("out", "options")}
     library["held_out"] = library.pop("held_out_share")

@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
-from loader.eval.adapt import PROVENANCE_FILE, read_chunks
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
+from loader.train.adapt import PROVENANCE_FILE, read_chunks
 from tests.paths import REPO
 
 SAMPLE_DOCS = REPO / "docs"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from loader.eval.pairs import Chunk, mine_pairs, sentences, split_by_document
+from loader.train.pairs import Chunk, mine_pairs, sentences, split_by_document
 
 LATE = (
     "Orders that arrive more than 45 minutes late are refunded in full. The refund goes back to "

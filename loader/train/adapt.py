@@ -1,12 +1,12 @@
 """`loader adapt`: fine-tune the embedding model on the corpus alone, kept only when it helps.
 
 A team rarely has judged questions; every team has its documents. The pairs come from the
-structure of one tenant's chunks as the index holds them (``loader.eval.pairs``: heading and
+structure of one tenant's chunks as the index holds them (``loader.train.pairs``: heading and
 section, title and body, a sentence and its chunk without it), the hard negatives from the index
 (the stock model's nearest chunks of other documents, within the tenant, less those it scores
 nearly as high as the pair's own passage: likely right answers). Whole documents' pairs
 are held aside; the model is trained on the rest with ``loader fine-tune``'s loop
-(``loader.models.finetune``, keeping the model's instructions and temperature), its weights are
+(``loader.train.trainer``, keeping the model's instructions and temperature), its weights are
 averaged with the stock model's (``mix``, WiSE-FT), then both models rank the held-out pairs'
 passages for their queries. The adapted model is written to ``out`` only when its gain in
 MRR@10 there is above ``min_gain`` with 95 % confidence (the lower bound of a paired bootstrap
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from loader.errors import ConfigError, IncompatibleIndexError
-from loader.eval.pairs import PAIR_KINDS, Chunk, Pair, mine_pairs, split_by_document
-from loader.models.finetune import (
+from loader.train.pairs import PAIR_KINDS, Chunk, Pair, mine_pairs, split_by_document
+from loader.train.trainer import (
     FineTuneOptions,
     TrainingExample,
     fine_tune,

@@ -11,7 +11,8 @@ import pytest
 
 from loader.errors import ConfigError
 from loader.models.embedding import Embedder, get_embedder, resolve_model_path
-from loader.models.finetune import (
+from loader.models.registry import BGE_QUERY_INSTRUCTION, known_spec, spec_from_folder
+from loader.train.trainer import (
     FineTuneOptions,
     ModelInstructions,
     TrainingExample,
@@ -19,7 +20,6 @@ from loader.models.finetune import (
     instructions_of,
     mix_with_base,
 )
-from loader.models.registry import BGE_QUERY_INSTRUCTION, known_spec, spec_from_folder
 
 # Made-up code words no pretrained model links to these passages: only training can.
 PAIRS = [

@@ -1,0 +1,11 @@
+"""Training: what learns from judgments or the corpus; above ``eval/`` and ``models/``, below
+``cli/``.
+
+- ``trainer``: the contrastive training loop (in-batch and hard negatives) and WiSE-FT mixing;
+- ``finetune``: `loader fine-tune`, examples mined from a BEIR dataset's eval index;
+- ``pairs`` -> ``adapt``: `loader adapt`, pairs mined from a tenant's indexed chunks alone,
+  the adapted model kept only when the guard measures it better.
+
+Imports: these modules may import ``loader.eval``, ``loader.models``, ``loader.cluster`` and the
+shared modules; nothing but ``loader.cli`` imports ``loader.train``.
+"""
