@@ -6,10 +6,12 @@ from pathlib import Path
 
 import click
 
-from loader.cli.common import check_tenant_option, echo_json, settings_options
+from loader.cli.common import echo_json, settings_options
 from loader.cli.finetune import training_options
+from loader.cli.options import json_option, quiet_option, tenant_option
 from loader.settings import Settings
 from loader.terminal import printable
+from loader.train import defaults
 
 
 @click.command(short_help="Adapt the embedding model to the indexed corpus, no questions needed.")
@@ -20,40 +22,37 @@ from loader.terminal import printable
     help="New folder for the adapted model (written only when it beats the stock model).",
 )
 @click.option(
-    "--tenant",
-    default="default",
-    show_default=True,
-    callback=check_tenant_option,
-    help="Whose chunks to learn from (pairs and negatives never cross tenants).",
-)
-@click.option(
     "--held-out",
     type=float,
-    default=0.2,
+    default=defaults.HELD_OUT_SHARE,
     show_default=True,
     help="Share of the documents whose pairs are held aside to judge the adapted model.",
 )
 @click.option(
     "--min-gain",
     type=float,
-    default=0.0,
+    default=defaults.MIN_GAIN,
     show_default=True,
     help="Held-out MRR@10 the adapted model must gain over the stock one (with 95 % confidence).",
 )
 @click.option(
     "--max-pairs",
     type=int,
-    default=2000,
+    default=defaults.MAX_PAIRS,
     show_default=True,
     help="Training pairs at most.",
 )
 @click.option(
-    "--negatives", type=int, default=1, show_default=True, help="Hard negatives per pair."
+    "--negatives",
+    type=int,
+    default=defaults.ADAPT_NEGATIVES,
+    show_default=True,
+    help="Hard negatives per pair.",
 )
 @click.option(
     "--negative-margin",
     type=float,
-    default=0.05,
+    default=defaults.NEGATIVE_MARGIN,
     show_default=True,
     help="Skip a nearest chunk the stock model scores within this share of the pair's own "
     "passage (likely another right answer, not a wrong one).",
@@ -61,16 +60,22 @@ from loader.terminal import printable
 @click.option(
     "--mix",
     type=float,
-    default=1.0,
+    default=defaults.MIX,
     show_default=True,
     help="Share of the trained weights in the saved model, the rest the stock model's "
     "(WiSE-FT; 1: the trained model as is).",
 )
-@training_options(max_tokens=128)
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampling and shuffling.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@training_options(max_tokens=defaults.ADAPT_MAX_TOKENS)
+@click.option(
+    "--seed", type=int, default=defaults.SEED, show_default=True, help="Sampling and shuffling."
+)
+@quiet_option()
+@json_option("Print the result as JSON.")
 @settings_options
+@tenant_option(
+    "Whose chunks to learn from (default: the tenant setting); pairs and negatives never cross "
+    "tenants."
+)
 def adapt(
     settings: Settings,
     out: Path,

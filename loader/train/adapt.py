@@ -31,13 +31,15 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from loader.errors import ConfigError, IncompatibleIndexError
+from loader.resolve import resolve_tenant
+from loader.train import defaults
 from loader.train.pairs import PAIR_KINDS, Chunk, Pair, mine_pairs, split_by_document
 from loader.train.trainer import (
     FineTuneOptions,
@@ -73,7 +75,7 @@ CONFIDENCE = 0.95
 # al. 2024; sentence-transformers' mine_hard_negatives(relative_margin=0.05)). On SciFact every
 # other document's chunk among the nearest was within it for 27 % (MiniLM) and 35 % (bge) of the
 # pairs, which then learn from the rest of their batch alone.
-NEGATIVE_MARGIN = 0.05
+NEGATIVE_MARGIN = defaults.NEGATIVE_MARGIN
 
 
 @dataclass(frozen=True)
@@ -81,16 +83,17 @@ class AdaptRequest:
     """What `loader adapt` was asked for (its options, by name)."""
 
     out: Path
-    tenant: str = "default"
-    held_out_share: float = 0.2
-    max_pairs: int = 2000
-    negatives: int = 1
+    tenant: str | None = None  # None: the tenant setting (``loader.resolve.resolve_tenant``)
+    held_out_share: float = defaults.HELD_OUT_SHARE
+    max_pairs: int = defaults.MAX_PAIRS
+    negatives: int = defaults.ADAPT_NEGATIVES
     negative_margin: float = NEGATIVE_MARGIN
-    min_gain: float = 0.0
-    mix: float = 1.0  # the trained weights' share of the saved model; the rest is the stock's
-    seed: int = 0
-    # 128 tokens: what MiniLM was trained at, and half the memory of 256 (11 GB for bge-small).
-    options: FineTuneOptions = field(default_factory=lambda: FineTuneOptions(max_tokens=128))
+    min_gain: float = defaults.MIN_GAIN
+    mix: float = defaults.MIX  # the trained weights' share of the saved model; the rest the stock's
+    seed: int = defaults.SEED
+    options: FineTuneOptions = field(
+        default_factory=lambda: FineTuneOptions(max_tokens=defaults.ADAPT_MAX_TOKENS)
+    )
 
 
 @dataclass
@@ -137,6 +140,7 @@ def adapt_embedder(
 
     notify = on_event or (lambda line: None)
     _check(request)
+    request = replace(request, tenant=resolve_tenant(settings, request.tenant))
     require_torch_extra("loader adapt")
     if client is None:
         client = connect(settings)

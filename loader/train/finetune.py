@@ -35,6 +35,7 @@ from loader.errors import ConfigError
 from loader.eval.configs import EvalConfig
 from loader.eval.indexes import EVAL_TENANT, EvalIndexes
 from loader.eval.tasks import EvalTask, load_task
+from loader.train import defaults
 from loader.train.trainer import (
     FineTuneOptions,
     FineTuneResult,
@@ -59,12 +60,12 @@ class FineTuneRequest:
 
     dataset: str | Path
     out: Path
-    split: str = "train"
-    test_split: str = "test"
-    candidates: int = 40
-    negatives: int = 3
+    split: str = defaults.SPLIT
+    test_split: str = defaults.TEST_SPLIT
+    candidates: int = defaults.CANDIDATES
+    negatives: int = defaults.FINE_TUNE_NEGATIVES
     limit: int | None = None
-    index_prefix: str = "eval"
+    index_prefix: str = defaults.INDEX_PREFIX
     options: FineTuneOptions = field(default_factory=FineTuneOptions)
 
 

@@ -145,14 +145,74 @@ def test_ctrl_c_exits_130_as_a_shell_reports_it(monkeypatch, tmp_path):
     assert (result.exit_code, result.stderr) == (130, "interrupted\n")
 
 
-def test_adapt_options_default_to_what_the_library_defaults_to():
-    # The CLI spells its defaults out (importing loader.train.adapt would load numpy at start-up);
-    # this keeps them the library's.
-    from dataclasses import fields
+def _library_defaults(name: str) -> dict[str, object]:
+    """What the request object behind a training command defaults to, by option name."""
+    from dataclasses import asdict, fields
+    from pathlib import Path
 
     from loader.train.adapt import AdaptRequest
+    from loader.train.finetune import FineTuneRequest
 
-    library = {f.name: f.default for f in fields(AdaptRequest) if f.name not in ("out", "options")}
-    library["held_out"] = library.pop("held_out_share")
-    command = {p.name: p.default for p in cli.commands["adapt"].params if p.name in library}
-    assert command == library
+    if name == "adapt":
+        request, renamed = AdaptRequest(out=Path("x")), {"held_out_share": "held_out"}
+    else:
+        request, renamed = FineTuneRequest(dataset="d", out=Path("x")), {}
+    given = ("out", "dataset", "options")
+    values = {f.name: getattr(request, f.name) for f in fields(request) if f.name not in given}
+    values.update(asdict(request.options))  # --epochs, --learning-rate, --batch-size ...
+    return {renamed.get(key, key): value for key, value in values.items()}
+
+
+@pytest.mark.parametrize("name", ["adapt", "fine-tune"])
+def test_training_options_default_to_what_the_library_defaults_to(name):
+    """The CLI shows the training defaults without importing the training code (numpy, torch:
+    `loader --help` would wait for them); both read ``loader.train.defaults``, and this keeps
+    every option's default its request object's."""
+    library = _library_defaults(name)
+    command = {p.name: p.default for p in cli.commands[name].params if p.name in library}
+    assert command == {key: library[key] for key in command}
+    # Every request field with a default has its option (``scale``: the model's own; fine-tune
+    # trains with the trainer's seed).
+    assert set(library) - set(command) == {"scale"} | ({"seed"} if name == "fine-tune" else set())
+
+
+def test_adapt_trains_on_the_tenant_setting_when_no_tenant_is_given(monkeypatch, tmp_path):
+    """A project whose loader.toml says tenant = "acme" adapts on acme's chunks, not on the
+    literal 'default' (issue #44): the command's request names the resolved tenant."""
+    import loader.train.adapt
+
+    asked = []
+
+    def record(request, settings, **_):
+        asked.append((request.tenant, settings.tenant))
+        raise loader.train.adapt.ConfigError("stop here: the request is what this test checks")
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loader.toml").write_text('tenant = "acme"\n', encoding="utf-8")
+    monkeypatch.setattr(loader.train.adapt, "adapt_embedder", record)
+    result = CliRunner().invoke(cli, ["adapt", "--out", str(tmp_path / "adapted")])
+    assert result.exit_code == 2 and "stop here" in result.stderr
+    result = CliRunner().invoke(cli, ["adapt", "--out", str(tmp_path / "a"), "--tenant", "b"])
+    assert asked == [("acme", "acme"), ("b", "acme")]
+
+
+def test_the_shared_tenant_option_resolves_the_setting_once_and_refuses_a_blank_one(
+    monkeypatch, tmp_path
+):
+    """``tenant_option``: the tenant given, else the tenant setting; a blank one is bad input."""
+    from loader.cli.common import settings_options
+    from loader.cli.options import tenant_option
+
+    @click.command()
+    @settings_options
+    @tenant_option("Tenant.")
+    def show(settings, tenant):
+        click.echo(tenant)
+
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(show, []).output == "default\n"
+    (tmp_path / "loader.toml").write_text('tenant = "acme"\n', encoding="utf-8")
+    assert CliRunner().invoke(show, []).output == "acme\n"
+    assert CliRunner().invoke(show, ["--tenant", "b"]).output == "b\n"
+    blank = CliRunner().invoke(show, ["--tenant", " "])
+    assert blank.exit_code == 2 and "'--tenant'" in blank.output
