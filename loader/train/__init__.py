@@ -3,8 +3,9 @@
 
 - ``trainer``: the contrastive training loop (in-batch and hard negatives) and WiSE-FT mixing;
 - ``finetune``: `loader fine-tune`, examples mined from a BEIR dataset's eval index;
-- ``pairs`` -> ``adapt``: `loader adapt`, pairs mined from a tenant's indexed chunks alone,
-  the adapted model kept only when the guard measures it better.
+- ``pairs`` -> ``negatives`` -> ``guard`` -> ``adapt``: `loader adapt`, pairs mined from a
+  tenant's indexed chunks alone, the adapted model kept only when the guard measures it better;
+- ``defaults``: the defaults the CLI shows, importing nothing (start-up stays fast).
 
 Imports: these modules may import ``loader.eval``, ``loader.models``, ``loader.cluster`` and the
 shared modules; nothing but ``loader.cli`` imports ``loader.train``.

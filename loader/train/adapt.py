@@ -1,17 +1,21 @@
 """`loader adapt`: fine-tune the embedding model on the corpus alone, kept only when it helps.
 
-A team rarely has judged questions; every team has its documents. The pairs come from the
-structure of one tenant's chunks as the index holds them (``loader.train.pairs``: heading and
-section, title and body, a sentence and its chunk without it), the hard negatives from the index
-(the stock model's nearest chunks of other documents, within the tenant, less those it scores
-nearly as high as the pair's own passage: likely right answers). Whole documents' pairs
-are held aside; the model is trained on the rest with ``loader fine-tune``'s loop
-(``loader.train.trainer``, keeping the model's instructions and temperature), its weights are
-averaged with the stock model's (``mix``, WiSE-FT), then both models rank the held-out pairs'
-passages for their queries. The adapted model is written to ``out`` only when its gain in
-MRR@10 there is above ``min_gain`` with 95 % confidence (the lower bound of a paired bootstrap
-over the queries), so that a gain within the noise of a few hundred queries keeps the stock
-model; otherwise nothing is written and the result says why.
+A team rarely has judged questions; every team has its documents. Four steps, each a function:
+
+1. ``mine``: pairs from the structure of one tenant's chunks as the index holds them
+   (``loader.train.pairs``: heading and section, title and body, a sentence and its chunk
+   without it); whole documents' pairs are held aside;
+2. ``train``: the hard negatives from the index (``loader.train.negatives``: the stock model's
+   nearest chunks of other documents, within the tenant, less those it scores nearly as high as
+   the pair's own passage), ``loader fine-tune``'s loop (``loader.train.trainer``, keeping the
+   model's instructions and temperature), the weights averaged with the stock model's (``mix``,
+   WiSE-FT);
+3. ``judge``: both models rank the held-out pairs' passages for their queries
+   (``loader.train.guard``); the adapted model is kept only when its gain in MRR@10 there is
+   above ``min_gain`` with 95 % confidence (the lower bound of a paired bootstrap over the
+   queries), so that a gain within the noise of a few hundred queries keeps the stock model;
+4. ``keep``: the adapted model, with its provenance, is written to ``out``; otherwise nothing is
+   written and the result says why.
 
 It reads the index and the model, nothing else: no questions, no judgments. Searching with the
 adapted model is a new index version, as any model change (``embedding_model = "<out>"``, then
@@ -40,10 +44,12 @@ import numpy as np
 from loader.errors import ConfigError, IncompatibleIndexError
 from loader.resolve import resolve_tenant
 from loader.train import defaults
+from loader.train.guard import MRR_DEPTH, Guard, gain_lower_bound
+from loader.train.negatives import NEGATIVE_MARGIN, with_hard_negatives
 from loader.train.pairs import PAIR_KINDS, Chunk, Pair, mine_pairs, split_by_document
 from loader.train.trainer import (
     FineTuneOptions,
-    TrainingExample,
+    ModelInstructions,
     fine_tune,
     instructions_of,
     mix_with_base,
@@ -61,21 +67,6 @@ CHUNK_FIELDS = [
     "tenant", "doc_id", "chunk_id", "title", "heading_path", "section_id", "position", "body",
     "content",
 ]  # fmt: skip
-# The held-out measure ranks each query's positive among this many passages at most (its own
-# documents' and others'): enough to tell the models apart, cheap to embed twice.
-GUARD_POOL = 3000
-GUARD_QUERIES = 600
-MRR_DEPTH = 10
-# The paired bootstrap of the gain: resamples of the held-out queries, and the one-sided level.
-BOOTSTRAP_SAMPLES = 2000
-CONFIDENCE = 0.95
-# A chunk of another document that the stock model scores within 5 % of a pair's own passage is
-# as likely another right answer as a wrong one; training it away teaches the model to push
-# relevant passages apart. Such candidates are skipped (NV-Retriever's "TopK-PercPos", Moreira et
-# al. 2024; sentence-transformers' mine_hard_negatives(relative_margin=0.05)). On SciFact every
-# other document's chunk among the nearest was within it for 27 % (MiniLM) and 35 % (bge) of the
-# pairs, which then learn from the rest of their batch alone.
-NEGATIVE_MARGIN = defaults.NEGATIVE_MARGIN
 
 
 @dataclass(frozen=True)
@@ -127,7 +118,8 @@ def adapt_embedder(
     client: OpenSearch | None = None,
     on_event: Callable[[str], None] | None = None,
 ) -> AdaptResult:
-    """Mine pairs from the tenant's chunks, train, measure on the held-out pairs, keep or not.
+    """Mine pairs from the tenant's chunks, train, judge on the held-out pairs, keep or not:
+    ``mine``, ``train``, ``judge`` and ``keep``, in that order.
 
     Raises:
         ConfigError: a bad option, an ``out`` that holds files, a tenant with too few pairs.
@@ -135,7 +127,7 @@ def adapt_embedder(
             ``torch`` extra is not installed.
     """
     from loader.cluster.client import connect, require_cluster
-    from loader.models.embedding import embedder_for, resolve_model_path, torch_model_path
+    from loader.models.embedding import embedder_for
     from loader.models.torch_extra import require_torch_extra
 
     notify = on_event or (lambda line: None)
@@ -147,79 +139,158 @@ def adapt_embedder(
         require_cluster(client, settings)  # a cluster that is down is named before any model
     started = time.perf_counter()
     chunks = read_chunks(client, settings, request.tenant)
-    pairs = mine_pairs(chunks, seed=request.seed)
-    by_kind = {kind: sum(pair.kind == kind for pair in pairs) for kind in PAIR_KINDS}
-    train, held = split_by_document(pairs, request.held_out_share, seed=request.seed)
-    train = _sample(train, request.max_pairs, request.seed)
-    notify(
-        f"{len(chunks)} chunks of tenant {request.tenant!r} in {settings.index_name!r}: "
-        f"{len(pairs)} pairs ({', '.join(f'{n} {kind}' for kind, n in by_kind.items())}); "
-        f"{len(train)} to train on, {len(held)} held out"
-    )
-    if len(train) < request.options.batch_size or not held:
-        raise ConfigError(
-            f"tenant {request.tenant!r} of {settings.index_name!r} gives {len(pairs)} pairs "
-            f"({len(train)} to train on, {len(held)} held out): too few to adapt on; push more "
-            "documents, or lower --batch-size"
-        )
+    mined = mine(request, chunks, settings.index_name)
+    notify(mined.summary)
     stock = embedder_for(settings)
-    examples, without_negatives = _with_negatives(
-        train, stock, client, settings, request.negatives, request.negative_margin
-    )
-    guard = Guard(held, chunks, request.seed)
+    guard = Guard(mined.held, chunks, request.seed)
     stock_ranks = guard.reciprocal_ranks(stock)
-    stock_mrr = float(stock_ranks.mean())
-    notify(f"held-out MRR@{MRR_DEPTH} of the stock model: {stock_mrr:.4f}")
-    base = torch_model_path(settings.embedding_model, resolve_model_path(settings.embedding_model))
+    notify(f"held-out MRR@{MRR_DEPTH} of the stock model: {float(stock_ranks.mean()):.4f}")
     request.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".adapt-", dir=request.out.parent))
     try:
-
-        def on_step(step: int, steps: int, loss: float) -> None:
-            if step == 1 or step % 10 == 0 or step == steps:
-                notify(f"step {step}/{steps}: loss {loss:.4f}")
-
-        instructions = instructions_of(stock)
-        trained = fine_tune(base, examples, staging, request.options, on_step, instructions)
-        mix_with_base(base, staging, request.mix)
+        trained = train(request, settings, client, mined, stock, staging, notify)
         adapted = embedder_for(settings.replace(embedding_model=str(staging)))
-        adapted_ranks = guard.reciprocal_ranks(adapted)
-        lower = gain_lower_bound(stock_ranks, adapted_ranks, request.seed)
-        adopted = lower > request.min_gain
-        adapted_mrr = float(adapted_ranks.mean())
-        verdict = "better than" if adopted else "not surely better than"
-        reason = (
-            f"held-out MRR@{MRR_DEPTH} {adapted_mrr:.4f} adapted against {stock_mrr:.4f} stock "
-            f"(gain {adapted_mrr - stock_mrr:+.4f}, above {lower:+.4f} with 95 % confidence): "
-            f"{verdict} the stock model by more than {request.min_gain}"
+        verdict = judge(
+            stock_ranks, guard.reciprocal_ranks(adapted), request.min_gain, request.seed
         )
         result = AdaptResult(
-            adopted, request.out if adopted else None, by_kind, len(examples), without_negatives,
-            len(held),
-            stock_mrr, adapted_mrr, lower, trained.steps, time.perf_counter() - started, reason,
+            verdict.adopted, request.out if verdict.adopted else None, mined.by_kind,
+            trained.examples, trained.without_negatives, len(mined.held), verdict.stock_mrr,
+            verdict.adapted_mrr, verdict.lower_bound, trained.steps,
+            time.perf_counter() - started, verdict.reason,
         )  # fmt: skip
-        if adopted:
-            provenance = {
-                "base_model": settings.embedding_model,
-                "index": settings.index_name,
-                "tenant": request.tenant,
-                **result.to_dict(),
-                "out": str(request.out),
-                "options": asdict(request.options),
-                "instructions": asdict(instructions),  # the temperature the options left open
-                "held_out_share": request.held_out_share,
-                "negatives": request.negatives,
-                "negative_margin": request.negative_margin,
-                "mix": request.mix,
-                "seed": request.seed,
-            }
-            (staging / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2) + "\n", "utf-8")
-            if request.out.exists():
-                request.out.rmdir()  # empty (checked up front): the model takes its place
-            staging.rename(request.out)
+        if verdict.adopted:
+            keep(request, settings, result, staging, trained.instructions)
         return result
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+@dataclass
+class MinedPairs:
+    """What ``mine`` gives: the pairs by kind, those to train on and those held out."""
+
+    by_kind: dict[str, int]  # mined, by kind
+    train: list[Pair]
+    held: list[Pair]
+    summary: str  # one progress line
+
+
+def mine(request: AdaptRequest, chunks: list[Chunk], index_name: str) -> MinedPairs:
+    """The pairs of ``chunks``, whole documents' held out, the rest sampled to ``max_pairs``.
+    Pure.
+
+    Raises:
+        ConfigError: too few pairs to train on (fewer than a batch), or none held out.
+    """
+    pairs = mine_pairs(chunks, seed=request.seed)
+    by_kind = {kind: sum(pair.kind == kind for pair in pairs) for kind in PAIR_KINDS}
+    train_pairs, held = split_by_document(pairs, request.held_out_share, seed=request.seed)
+    train_pairs = _sample(train_pairs, request.max_pairs, request.seed)
+    if len(train_pairs) < request.options.batch_size or not held:
+        raise ConfigError(
+            f"tenant {request.tenant!r} of {index_name!r} gives {len(pairs)} pairs "
+            f"({len(train_pairs)} to train on, {len(held)} held out): too few to adapt on; push "
+            "more documents, or lower --batch-size"
+        )
+    summary = (
+        f"{len(chunks)} chunks of tenant {request.tenant!r} in {index_name!r}: "
+        f"{len(pairs)} pairs ({', '.join(f'{n} {kind}' for kind, n in by_kind.items())}); "
+        f"{len(train_pairs)} to train on, {len(held)} held out"
+    )
+    return MinedPairs(by_kind, train_pairs, held, summary)
+
+
+@dataclass
+class Trained:
+    """What ``train`` did: examples, steps, and the instructions the model was trained with."""
+
+    examples: int
+    without_negatives: int
+    steps: int
+    instructions: ModelInstructions
+
+
+def train(
+    request: AdaptRequest,
+    settings: Settings,
+    client: OpenSearch,
+    mined: MinedPairs,
+    stock: Embedder,
+    folder: Path,
+    notify: Callable[[str], None],
+) -> Trained:
+    """The training pairs with their hard negatives, the stock model trained on them and mixed
+    with itself (``--mix``), saved to ``folder``."""
+    from loader.models.embedding import resolve_model_path, torch_model_path
+
+    examples, without_negatives = with_hard_negatives(
+        mined.train, stock, client, settings, request.negatives, request.negative_margin
+    )
+    base = torch_model_path(settings.embedding_model, resolve_model_path(settings.embedding_model))
+
+    def on_step(step: int, steps: int, loss: float) -> None:
+        if step == 1 or step % 10 == 0 or step == steps:
+            notify(f"step {step}/{steps}: loss {loss:.4f}")
+
+    instructions = instructions_of(stock)
+    trained = fine_tune(base, examples, folder, request.options, on_step, instructions)
+    mix_with_base(base, folder, request.mix)
+    return Trained(len(examples), without_negatives, trained.steps, instructions)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What ``judge`` decided, and why."""
+
+    adopted: bool
+    stock_mrr: float
+    adapted_mrr: float
+    lower_bound: float  # the gain is above this with 95 % confidence
+    reason: str
+
+
+def judge(stock: np.ndarray, adapted: np.ndarray, min_gain: float, seed: int) -> Verdict:
+    """Keep the adapted model when its gain in MRR@10 over the stock model (the reciprocal
+    ranks of the same queries) is above ``min_gain`` with 95 % confidence. Pure."""
+    lower = gain_lower_bound(stock, adapted, seed)
+    adopted = lower > min_gain
+    stock_mrr, adapted_mrr = float(stock.mean()), float(adapted.mean())
+    verdict = "better than" if adopted else "not surely better than"
+    reason = (
+        f"held-out MRR@{MRR_DEPTH} {adapted_mrr:.4f} adapted against {stock_mrr:.4f} stock "
+        f"(gain {adapted_mrr - stock_mrr:+.4f}, above {lower:+.4f} with 95 % confidence): "
+        f"{verdict} the stock model by more than {min_gain}"
+    )
+    return Verdict(adopted, stock_mrr, adapted_mrr, lower, reason)
+
+
+def keep(
+    request: AdaptRequest,
+    settings: Settings,
+    result: AdaptResult,
+    folder: Path,
+    instructions: ModelInstructions,
+) -> None:
+    """Write the provenance into ``folder`` and move it to ``request.out``."""
+    provenance = {
+        "base_model": settings.embedding_model,
+        "index": settings.index_name,
+        "tenant": request.tenant,
+        **result.to_dict(),
+        "out": str(request.out),
+        "options": asdict(request.options),
+        "instructions": asdict(instructions),  # the temperature the options left open
+        "held_out_share": request.held_out_share,
+        "negatives": request.negatives,
+        "negative_margin": request.negative_margin,
+        "mix": request.mix,
+        "seed": request.seed,
+    }
+    (folder / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2) + "\n", "utf-8")
+    if request.out.exists():
+        request.out.rmdir()  # empty (checked up front): the model takes its place
+    folder.rename(request.out)
 
 
 def _check(request: AdaptRequest) -> None:
@@ -269,119 +340,3 @@ def _sample(pairs: list[Pair], limit: int, seed: int) -> list[Pair]:
     if len(pairs) <= limit:
         return pairs
     return random.Random(seed).sample(pairs, limit)
-
-
-def _with_negatives(
-    pairs: list[Pair],
-    embedder: Embedder,
-    client: OpenSearch,
-    settings: Settings,
-    negatives: int,
-    margin: float,
-) -> tuple[list[TrainingExample], int]:
-    """Each pair with the stock model's nearest chunks of other documents of its tenant, less
-    those scored too close to the pair's own passage to be wrong (``wrong_candidates``); and how
-    many pairs were left with none."""
-    if negatives == 0:
-        return [TrainingExample(pair.query, pair.positive) for pair in pairs], 0
-    from loader.cluster.client import cluster_errors
-
-    vectors = embedder.embed_queries([pair.query for pair in pairs])
-    queries = _unit(vectors)
-    positives = _unit(embedder.embed_passages([pair.positive for pair in pairs]))
-    examples = []
-    without = 0
-    k = negatives + 10  # a document's own chunks come first; look past them
-    for start in range(0, len(pairs), 100):
-        batch = pairs[start : start + 100]
-        lines: list[dict[str, Any]] = []
-        for pair, vector in zip(batch, vectors[start : start + 100], strict=True):
-            tenant = {"term": {"tenant": pair.tenant}}
-            knn = {"vector": vector.tolist(), "k": k, "filter": tenant}
-            lines += [{}, {"size": k, "_source": ["doc_id", "content", "embedding"],
-                           "query": {"knn": {"embedding": knn}}}]  # fmt: skip
-        with cluster_errors(settings, f"mining hard negatives from {settings.index_name!r}"):
-            responses = client.msearch(index=settings.index_name, body=lines)["responses"]
-        for i, (pair, response) in enumerate(zip(batch, responses, strict=True), start):
-            hits = response.get("hits", {}).get("hits", [])
-            others = [h["_source"] for h in hits if h["_source"]["doc_id"] != pair.doc_id]
-            kept = []
-            if others:
-                found = np.array([source["embedding"] for source in others], dtype=np.float32)
-                kept = wrong_candidates(queries[i], positives[i], _unit(found), margin)[:negatives]
-            without += not kept
-            negatives_of_pair = tuple(others[j]["content"] for j in kept)
-            examples.append(TrainingExample(pair.query, pair.positive, negatives_of_pair))
-    return examples, without
-
-
-def wrong_candidates(
-    query: np.ndarray, positive: np.ndarray, candidates: np.ndarray, margin: float
-) -> list[int]:
-    """Which ``candidates`` (rows, unit vectors, nearest first) can serve as the query's
-    negatives: those whose cosine to ``query`` is below the positive's by at least ``margin`` of
-    its magnitude (sentence-transformers' ``relative_margin``).
-
-    >>> q, pos = np.array([1.0, 0.0]), np.array([0.8, 0.6])          # cosine 0.8
-    >>> wrong_candidates(q, pos, np.array([[0.9, 0.436], [0.7, 0.714]]), 0.05)
-    [1]
-    """
-    positive_score = float(query @ positive)
-    ceiling = positive_score - abs(positive_score) * margin
-    return [int(j) for j in np.flatnonzero(candidates @ query <= ceiling)]
-
-
-class Guard:
-    """The held-out measure: each held-out query's positive ranked among the held-out passages
-    and other chunks (``GUARD_POOL`` at most), by a model's cosine; MRR@10 over the queries.
-
-    The chunks the queries were cut from are not among the others: each holds its query word
-    for word (its sentence, or its heading and title in the prefix), so it would outrank the
-    positive for both models and the measure would tell them apart on noise."""
-
-    def __init__(self, held: list[Pair], chunks: list[Chunk], seed: int) -> None:
-        rng = random.Random(seed)
-        self.pairs = held if len(held) <= GUARD_QUERIES else rng.sample(held, GUARD_QUERIES)
-        positives = list(dict.fromkeys(pair.positive for pair in self.pairs))
-        tenants = {pair.tenant for pair in self.pairs}
-        sources = {(pair.tenant, pair.chunk_id) for pair in self.pairs}
-        others = [
-            c.content
-            for c in chunks
-            if c.tenant in tenants
-            and (c.tenant, c.chunk_id) not in sources
-            and c.content not in positives
-        ]
-        room = max(0, GUARD_POOL - len(positives))
-        self.passages = positives + (others if len(others) <= room else rng.sample(others, room))
-        where = {text: i for i, text in enumerate(self.passages)}
-        self.targets = np.array([where[pair.positive] for pair in self.pairs])
-
-    def reciprocal_ranks(self, embedder: Embedder) -> np.ndarray:
-        """Each query's reciprocal rank of its positive (0 below rank ``MRR_DEPTH``); their
-        mean is the MRR@10."""
-        queries = _unit(embedder.embed_queries([pair.query for pair in self.pairs]))
-        passages = _unit(embedder.embed_passages(self.passages))
-        scores = queries @ passages.T
-        own = scores[np.arange(len(self.pairs)), self.targets]
-        ranks = 1 + (scores > own[:, None]).sum(axis=1)
-        return np.where(ranks <= MRR_DEPTH, 1.0 / ranks, 0.0)
-
-
-def gain_lower_bound(stock: np.ndarray, adapted: np.ndarray, seed: int) -> float:
-    """The gain in mean reciprocal rank that the adapted model beats with 95 % confidence: the
-    5th percentile of the mean per-query difference over bootstrap resamples of the queries
-    (paired: both models are scored on the same resampled queries).
-
-    >>> gain_lower_bound(np.array([0.5, 0.5, 1.0]), np.array([0.5, 0.5, 1.0]), seed=0)
-    0.0
-    """
-    differences = adapted - stock
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(differences), size=(BOOTSTRAP_SAMPLES, len(differences)))
-    return float(np.quantile(differences[picks].mean(axis=1), 1 - CONFIDENCE))
-
-
-def _unit(vectors: np.ndarray) -> np.ndarray:
-    """Rows scaled to length 1: cosine, whatever the model's own normalisation."""
-    return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader.train.adapt import Guard, gain_lower_bound, wrong_candidates
+from loader.train.guard import Guard, gain_lower_bound
+from loader.train.negatives import wrong_candidates
 from loader.train.pairs import mine_pairs
 from tests.unit.train.test_pairs import LATE, UPI, chunk
 
