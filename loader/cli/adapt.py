@@ -65,6 +65,13 @@ from loader.train import defaults
     help="Share of the trained weights in the saved model, the rest the stock model's "
     "(WiSE-FT; 1: the trained model as is).",
 )
+@click.option(
+    "--judged",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="The tenant's judged questions (a questions file: `loader judgments export`, or eval's): "
+    "the adapted model is judged on them instead of the held-out pairs.",
+)
 @training_options(max_tokens=defaults.ADAPT_MAX_TOKENS)
 @click.option(
     "--seed", type=int, default=defaults.SEED, show_default=True, help="Sampling and shuffling."
@@ -86,6 +93,7 @@ def adapt(
     negatives: int,
     negative_margin: float,
     mix: float,
+    judged: Path | None,
     epochs: int,
     learning_rate: float,
     batch_size: int,
@@ -100,7 +108,8 @@ def adapt(
     passage), with the model's own instructions and temperature.
 
     Whole documents' pairs are held aside; the adapted model is written to --out only when it
-    ranks them better than the stock model. Then set embedding_model = "<out>": `loader apply`
+    ranks them better than the stock model, and no kind of pair worse (with --judged, the
+    tenant's judged questions instead). Then set embedding_model = "<out>": `loader apply`
     plans a new index version, `loader push` fills it. Needs the torch extra.
     """
     from loader.train.adapt import AdaptRequest, adapt_embedder
@@ -116,6 +125,7 @@ def adapt(
         min_gain=min_gain,
         mix=mix,
         seed=seed,
+        judged=judged,
         options=FineTuneOptions(
             epochs, learning_rate, batch_size, max_tokens=max_tokens, seed=seed
         ),

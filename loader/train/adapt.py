@@ -10,14 +10,16 @@ A team rarely has judged questions; every team has its documents. Four steps, ea
    the pair's own passage), ``loader fine-tune``'s loop (``loader.train.trainer``, keeping the
    model's instructions and temperature), the weights averaged with the stock model's (``mix``,
    WiSE-FT);
-3. ``judge``: both models rank the held-out pairs' passages for their queries
-   (``loader.train.guard``); the adapted model is kept only when its gain in MRR@10 there is
-   above ``min_gain`` with 95 % confidence (the lower bound of a paired bootstrap over the
-   queries), so that a gain within the noise of a few hundred queries keeps the stock model;
+3. ``judge``: both models rank the held-out pairs' passages for their queries, or the tenant's
+   documents for its judged questions (``judged``), in ``loader.train.guard``; the adapted
+   model is kept only when its gain in MRR@10 there is above ``min_gain`` with 95 % confidence
+   (the lower bound of a paired bootstrap over the queries), so that a gain within the noise of
+   a few hundred queries keeps the stock model, and no kind of query got worse;
 4. ``keep``: the adapted model, with its provenance, is written to ``out``; otherwise nothing is
    written and the result says why.
 
-It reads the index and the model, nothing else: no questions, no judgments. Searching with the
+It reads the index and the model, nothing else (no questions, no judgments) unless given a
+judged questions file. Searching with the
 adapted model is a new index version, as any model change (``embedding_model = "<out>"``, then
 ``loader apply`` and ``loader push``).
 
@@ -30,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import json
+import logging
 import random
 import shutil
 import tempfile
@@ -39,14 +42,20 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from loader.errors import ConfigError, IncompatibleIndexError
 from loader.resolve import resolve_tenant
 from loader.train import defaults
-from loader.train.guard import MRR_DEPTH, Guard, gain_lower_bound
+from loader.train.guard import MRR_DEPTH, Guard, JudgedQuestions, judge, read_judged
 from loader.train.negatives import NEGATIVE_MARGIN, with_hard_negatives
-from loader.train.pairs import PAIR_KINDS, Chunk, Pair, mine_pairs, split_by_document
+from loader.train.pairs import (
+    PAIR_KINDS,
+    Chunk,
+    Pair,
+    balance_kinds,
+    dominant_kind,
+    mine_pairs,
+    split_by_document,
+)
 from loader.train.trainer import (
     FineTuneOptions,
     ModelInstructions,
@@ -61,11 +70,13 @@ if TYPE_CHECKING:
     from loader.models.embedding import Embedder
     from loader.settings import Settings
 
+log = logging.getLogger(__name__)
+
 # Written into the adapted model's folder: what it was trained from and what it measured.
 PROVENANCE_FILE = "loader_adapt.json"
 CHUNK_FIELDS = [
     "tenant", "doc_id", "chunk_id", "title", "heading_path", "section_id", "position", "body",
-    "content",
+    "content", "source",
 ]  # fmt: skip
 
 
@@ -82,6 +93,9 @@ class AdaptRequest:
     min_gain: float = defaults.MIN_GAIN
     mix: float = defaults.MIX  # the trained weights' share of the saved model; the rest the stock's
     seed: int = defaults.SEED
+    # A questions file of the tenant (`loader judgments export`, or eval's): the guard judges on
+    # its questions instead of the held-out pairs.
+    judged: Path | None = None
     options: FineTuneOptions = field(
         default_factory=lambda: FineTuneOptions(max_tokens=defaults.ADAPT_MAX_TOKENS)
     )
@@ -101,6 +115,10 @@ class AdaptResult:
     steps: int
     seconds: float
     reason: str
+    trained_kinds: dict[str, int] = field(default_factory=dict)  # trained on, by kind
+    judged_on: str = ""  # what the guard measured: held-out pairs or judged questions
+    kinds: dict[str, dict[str, float]] = field(default_factory=dict)  # the measure, by kind
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -133,6 +151,7 @@ def adapt_embedder(
     notify = on_event or (lambda line: None)
     _check(request)
     request = replace(request, tenant=resolve_tenant(settings, request.tenant))
+    judged = read_judged(request.judged) if request.judged else None  # a bad line: before work
     require_torch_extra("loader adapt")
     if client is None:
         client = connect(settings)
@@ -141,23 +160,25 @@ def adapt_embedder(
     chunks = read_chunks(client, settings, request.tenant)
     mined = mine(request, chunks, settings.index_name)
     notify(mined.summary)
+    for warning in mined.warnings:
+        log.warning("%s", warning)
+    guard = _guard(request, judged, mined, chunks)
     stock = embedder_for(settings)
-    guard = Guard(mined.held, chunks, request.seed)
     stock_ranks = guard.reciprocal_ranks(stock)
-    notify(f"held-out MRR@{MRR_DEPTH} of the stock model: {float(stock_ranks.mean()):.4f}")
+    notify(f"MRR@{MRR_DEPTH} of the stock model on {guard.measured_on}: {stock_ranks.mean():.4f}")
     request.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".adapt-", dir=request.out.parent))
     try:
         trained = train(request, settings, client, mined, stock, staging, notify)
         adapted = embedder_for(settings.replace(embedding_model=str(staging)))
-        verdict = judge(
-            stock_ranks, guard.reciprocal_ranks(adapted), request.min_gain, request.seed
-        )
+        adapted_ranks = guard.reciprocal_ranks(adapted)
+        verdict = judge(stock_ranks, adapted_ranks, guard.kinds, request.min_gain, request.seed)
         result = AdaptResult(
             verdict.adopted, request.out if verdict.adopted else None, mined.by_kind,
             trained.examples, trained.without_negatives, len(mined.held), verdict.stock_mrr,
             verdict.adapted_mrr, verdict.lower_bound, trained.steps,
-            time.perf_counter() - started, verdict.reason,
+            time.perf_counter() - started, f"{guard.measured_on}: {verdict.reason}",
+            mined.trained_kinds, guard.measured_on, verdict.kinds, mined.warnings,
         )  # fmt: skip
         if verdict.adopted:
             keep(request, settings, result, staging, trained.instructions)
@@ -174,10 +195,13 @@ class MinedPairs:
     train: list[Pair]
     held: list[Pair]
     summary: str  # one progress line
+    trained_kinds: dict[str, int] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
 
 def mine(request: AdaptRequest, chunks: list[Chunk], index_name: str) -> MinedPairs:
-    """The pairs of ``chunks``, whole documents' held out, the rest sampled to ``max_pairs``.
+    """The pairs of ``chunks``, whole documents' held out, the rest balanced across kinds
+    (``balance_kinds``) and sampled to ``max_pairs``; a warning when one kind is most of them.
     Pure.
 
     Raises:
@@ -186,6 +210,7 @@ def mine(request: AdaptRequest, chunks: list[Chunk], index_name: str) -> MinedPa
     pairs = mine_pairs(chunks, seed=request.seed)
     by_kind = {kind: sum(pair.kind == kind for pair in pairs) for kind in PAIR_KINDS}
     train_pairs, held = split_by_document(pairs, request.held_out_share, seed=request.seed)
+    train_pairs = balance_kinds(train_pairs, request.seed)
     train_pairs = _sample(train_pairs, request.max_pairs, request.seed)
     if len(train_pairs) < request.options.batch_size or not held:
         raise ConfigError(
@@ -198,7 +223,49 @@ def mine(request: AdaptRequest, chunks: list[Chunk], index_name: str) -> MinedPa
         f"{len(pairs)} pairs ({', '.join(f'{n} {kind}' for kind, n in by_kind.items())}); "
         f"{len(train_pairs)} to train on, {len(held)} held out"
     )
-    return MinedPairs(by_kind, train_pairs, held, summary)
+    trained_kinds = {kind: sum(p.kind == kind for p in train_pairs) for kind in PAIR_KINDS}
+    return MinedPairs(
+        by_kind, train_pairs, held, summary, trained_kinds, _kind_warnings(by_kind, request)
+    )
+
+
+def _kind_warnings(by_kind: dict[str, int], request: AdaptRequest) -> list[str]:
+    kind = dominant_kind(by_kind)
+    if kind is None:
+        return []
+    total = sum(by_kind.values())
+    return [
+        f"{kind} pairs are {by_kind[kind] / total:.0%} of the {total} mined: the model learns, "
+        f"and the held-out pairs measure, mostly {kind} pairs, which may not be what users ask"
+        + ("" if request.judged else "; give the tenant's judged questions with --judged FILE")
+    ]
+
+
+def _guard(
+    request: AdaptRequest,
+    judged: list[tuple[str, set[str]]] | None,
+    mined: MinedPairs,
+    chunks: list[Chunk],
+) -> Guard | JudgedQuestions:
+    """The judged questions when given (``--judged``), else the held-out pairs.
+
+    Raises:
+        ConfigError: no judged question names a document indexed for the tenant.
+    """
+    if judged is None:
+        return Guard(mined.held, chunks, request.seed)
+    guard = JudgedQuestions(judged, chunks, request.seed)
+    if not guard.queries:
+        raise ConfigError(
+            f"--judged {request.judged}: none of its {len(judged)} questions names a document "
+            f"indexed for tenant {request.tenant!r}; push them, or give that tenant's questions"
+        )
+    if guard.skipped:
+        log.warning(
+            "--judged %s: %d of %d questions name no document of tenant %r: left out",
+            request.judged, guard.skipped, len(judged), request.tenant,
+        )  # fmt: skip
+    return guard
 
 
 @dataclass
@@ -239,32 +306,6 @@ def train(
     return Trained(len(examples), without_negatives, trained.steps, instructions)
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """What ``judge`` decided, and why."""
-
-    adopted: bool
-    stock_mrr: float
-    adapted_mrr: float
-    lower_bound: float  # the gain is above this with 95 % confidence
-    reason: str
-
-
-def judge(stock: np.ndarray, adapted: np.ndarray, min_gain: float, seed: int) -> Verdict:
-    """Keep the adapted model when its gain in MRR@10 over the stock model (the reciprocal
-    ranks of the same queries) is above ``min_gain`` with 95 % confidence. Pure."""
-    lower = gain_lower_bound(stock, adapted, seed)
-    adopted = lower > min_gain
-    stock_mrr, adapted_mrr = float(stock.mean()), float(adapted.mean())
-    verdict = "better than" if adopted else "not surely better than"
-    reason = (
-        f"held-out MRR@{MRR_DEPTH} {adapted_mrr:.4f} adapted against {stock_mrr:.4f} stock "
-        f"(gain {adapted_mrr - stock_mrr:+.4f}, above {lower:+.4f} with 95 % confidence): "
-        f"{verdict} the stock model by more than {min_gain}"
-    )
-    return Verdict(adopted, stock_mrr, adapted_mrr, lower, reason)
-
-
 def keep(
     request: AdaptRequest,
     settings: Settings,
@@ -286,6 +327,7 @@ def keep(
         "negative_margin": request.negative_margin,
         "mix": request.mix,
         "seed": request.seed,
+        "judged": str(request.judged) if request.judged else None,
     }
     (folder / PROVENANCE_FILE).write_text(json.dumps(provenance, indent=2) + "\n", "utf-8")
     if request.out.exists():
