@@ -10,7 +10,7 @@ from loader.cli.common import echo_json, settings_options
 from loader.cli.finetune import training_options
 from loader.cli.options import json_option, quiet_option, tenant_option
 from loader.settings import Settings
-from loader.terminal import printable
+from loader.terminal import printable, show_progress
 from loader.train import defaults
 
 
@@ -130,11 +130,11 @@ def adapt(
             epochs, learning_rate, batch_size, max_tokens=max_tokens, seed=seed
         ),
     )
-    silent = quiet or as_json
+    progress = show_progress(quiet, as_json)
     result = adapt_embedder(
         request,
         settings,
-        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
+        on_event=(lambda line: click.echo(printable(line), err=True)) if progress else None,
     )
     if as_json:
         echo_json(result.to_dict(), indent=2)

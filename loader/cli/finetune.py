@@ -11,7 +11,7 @@ import click
 from loader.cli.common import check_index_prefix_option, echo_json, settings_options
 from loader.cli.options import json_option, quiet_option
 from loader.settings import Settings
-from loader.terminal import printable
+from loader.terminal import printable, show_progress
 from loader.train import defaults
 
 
@@ -140,12 +140,12 @@ def fine_tune_command(
         index_prefix=index_prefix,
         options=FineTuneOptions(epochs, learning_rate, batch_size, max_tokens=max_tokens),
     )
-    silent = quiet or as_json
+    progress = show_progress(quiet, as_json)
     result = fine_tune_embedder(
         request,
         settings,
-        show_progress=sys.stderr.isatty() and not silent,
-        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
+        show_progress=progress and sys.stderr.isatty(),  # a bar only where it redraws
+        on_event=(lambda line: click.echo(printable(line), err=True)) if progress else None,
     )
     summary = {
         "out": str(result.out),

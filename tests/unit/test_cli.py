@@ -216,3 +216,76 @@ def test_the_shared_tenant_option_resolves_the_setting_once_and_refuses_a_blank_
     assert CliRunner().invoke(show, ["--tenant", "b"]).output == "b\n"
     blank = CliRunner().invoke(show, ["--tenant", " "])
     assert blank.exit_code == 2 and "'--tenant'" in blank.output
+
+
+# `loader adapt --json` with the library's first progress line, then a stop: what reaches stderr.
+_PROGRESS_SCRIPT = """
+import sys
+import loader.train.adapt as adapt
+from loader.cli import cli
+
+def first_line_then_stop(request, settings, *, on_event=None, client=None):
+    if on_event is not None:
+        on_event("progress: 12 chunks of tenant 'default'")
+    raise adapt.ConfigError("stopped after the first line")
+
+adapt.adapt_embedder = first_line_then_stop
+cli(["adapt", "--out", sys.argv[1], "--json", "--url", "http://127.0.0.1:9"])
+"""
+
+
+def _adapt_stderr(tmp_path, on_terminal: bool) -> tuple[str, str]:
+    """stdout and stderr of the script above, its stderr a terminal (a pty) or a pipe."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.paths import REPO
+
+    master, slave = pty.openpty() if on_terminal else (None, subprocess.PIPE)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROGRESS_SCRIPT, str(tmp_path / "out")],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=slave, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    if not on_terminal:
+        return done.stdout.decode(), done.stderr.decode()
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    return done.stdout.decode(), b"".join(chunks).decode()
+
+
+def test_adapt_json_shows_progress_on_a_terminal_and_keeps_stdout_for_the_document(tmp_path):
+    """`loader adapt --json` printed nothing for 37 minutes (issue #44): stdout is the JSON
+    document, but progress goes to stderr when stderr is a terminal; to a pipe, not."""
+    stdout, terminal = _adapt_stderr(tmp_path, on_terminal=True)
+    assert "progress: 12 chunks of tenant 'default'" in terminal
+    assert "progress" not in stdout and '"exit_code": 2' in stdout
+    stdout, piped = _adapt_stderr(tmp_path, on_terminal=False)
+    assert "progress" not in piped and "stopped after the first line" in piped
+
+
+def test_show_progress_is_one_decision_for_every_long_command():
+    import io
+
+    from loader.terminal import show_progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert show_progress(quiet=False, as_json=True, stream=Terminal()) is True
+    assert show_progress(quiet=False, as_json=True, stream=io.StringIO()) is False
+    assert show_progress(quiet=False, as_json=False, stream=io.StringIO()) is True
+    assert show_progress(quiet=True, as_json=False, stream=Terminal()) is False
