@@ -42,7 +42,10 @@ from loader.terminal import printable
 @click.option("--published-to", default=None, help="Only chunks published on or before.")
 @json_option("Print the explanation as JSON.")
 @settings_options
-@tenant_option("Tenant to search (default: the tenant setting).")
+@tenant_option(
+    "Tenant to search (default: the tenant setting).",
+    check=False,  # SearchRequest checks it: as JSON with --json
+)
 def explain(
     settings: Settings,
     question: str,

@@ -31,15 +31,20 @@ from loader.settings import SEARCH_MODES
 Decorator = Callable[[Callable], Callable]
 
 
-def tenant_option(help: str, *, resolve: bool = True) -> Decorator:  # noqa: A002 - click's name
-    """``--tenant``, refused when blank or padded (``check_tenant_option``).
+def tenant_option(  # noqa: A002 - click's name
+    help: str, *, resolve: bool = True, check: bool = True
+) -> Decorator:
+    """``--tenant``, refused when blank or padded (``check_tenant_option``); without ``check``,
+    left to the request object that checks it (``SearchRequest``: its message, and as JSON with
+    ``--json``).
 
     With ``resolve`` (every command but ``push``, whose default is each file's front matter),
     the command receives the tenant it means: the one given, else the ``tenant`` setting,
     resolved by ``loader.resolve.resolve_tenant``. It then goes below ``@settings_options``,
     as it needs the settings.
     """
-    option = click.option("--tenant", default=None, callback=check_tenant_option, help=help)
+    callback = check_tenant_option if check else None
+    option = click.option("--tenant", default=None, callback=callback, help=help)
     if not resolve:
         return option
 

@@ -106,7 +106,10 @@ FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale
 )
 @json_option("Print the full result as JSON.")
 @settings_options
-@tenant_option("Tenant to search (default: the tenant setting, 'default' unless configured).")
+@tenant_option(
+    "Tenant to search (default: the tenant setting, 'default' unless configured).",
+    check=False,  # SearchRequest checks it: as JSON with --json
+)
 @rewrite_options
 def search(
     settings: Settings,
