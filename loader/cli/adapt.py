@@ -148,6 +148,13 @@ def adapt(
         )
     )
     click.echo(printable(result.reason))
+    for kind, figures in result.kinds.items():
+        click.echo(
+            printable(
+                f"  {kind}: {figures['queries']} queries, MRR@10 {figures['stock_mrr']:.4f} stock, "
+                f"{figures['adapted_mrr']:.4f} adapted"
+            )
+        )
     if result.adopted:
         click.echo(
             printable(f'adapted model: {result.out}; use it with embedding_model = "{result.out}"')

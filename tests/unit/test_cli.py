@@ -289,3 +289,28 @@ def test_show_progress_is_one_decision_for_every_long_command():
     assert show_progress(quiet=False, as_json=True, stream=io.StringIO()) is False
     assert show_progress(quiet=False, as_json=False, stream=io.StringIO()) is True
     assert show_progress(quiet=True, as_json=False, stream=Terminal()) is False
+
+
+def test_adapt_prints_the_measure_of_each_kind(monkeypatch, tmp_path):
+    """Without --json, the verdict and each kind's MRR, one line each (``kinds`` in --json)."""
+    import loader.train.adapt
+    from loader.train.adapt import AdaptResult
+
+    result = AdaptResult(
+        False, None, {"heading": 0, "title": 30, "cloze": 30}, 48, 0, 12, 0.5, 0.55, 0.01, 6,
+        1.0, "12 held-out pairs: ...; worse on cloze (0.6000 -> 0.5000)", {"title": 24},
+        "12 held-out pairs",
+        {"title": {"queries": 6, "stock_mrr": 0.4, "adapted_mrr": 0.6},
+         "cloze": {"queries": 6, "stock_mrr": 0.6, "adapted_mrr": 0.5}},
+    )  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(loader.train.adapt, "adapt_embedder", lambda *_, **__: result)
+    done = CliRunner().invoke(cli, ["adapt", "--out", str(tmp_path / "a"), "-q"])
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    assert lines[1:] == [
+        "12 held-out pairs: ...; worse on cloze (0.6000 -> 0.5000)",
+        "  title: 6 queries, MRR@10 0.4000 stock, 0.6000 adapted",
+        "  cloze: 6 queries, MRR@10 0.6000 stock, 0.5000 adapted",
+        "nothing written: the stock model stays",
+    ]
