@@ -209,3 +209,14 @@ def resolve_settings(
             take(name, value, "override")
 
     return Settings(**values), sources
+
+
+def resolve_tenant(settings: Settings, tenant: str | None) -> str:
+    """The tenant a command or request means: the one given, else the ``tenant`` setting (which
+    is ``default`` unless configured). Every command's ``--tenant`` and every library request
+    whose tenant was left open resolve it here, so that no front end has a default of its own.
+
+    >>> resolve_tenant(Settings(tenant="acme"), None), resolve_tenant(Settings(), "b")
+    ('acme', 'b')
+    """
+    return settings.tenant if tenant is None else tenant

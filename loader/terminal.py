@@ -16,8 +16,10 @@ Example::
 from __future__ import annotations
 
 import re
+import sys
+from typing import TextIO
 
-__all__ = ["printable", "printable_lines"]
+__all__ = ["printable", "printable_lines", "show_progress"]
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -60,3 +62,23 @@ def printable_lines(text: str) -> str:
     """A multi-line block (a table, a report) with each of its ``\\n``-separated lines made
     ``printable``: the line breaks the program meant stay, any others are escaped."""
     return "\n".join(printable(line) for line in text.split("\n"))
+
+
+def show_progress(quiet: bool, as_json: bool, stream: TextIO | None = None) -> bool:
+    """Whether a long command prints its progress lines on ``stream`` (stderr by default).
+
+    ``--json`` keeps stdout for the document, not stderr: on a terminal someone is watching, so
+    progress shows whatever ``--json`` says (`loader adapt --json` once printed nothing for 37
+    minutes). Without a terminal, ``--json`` means a script reads the output, and progress
+    would only fill its logs. ``--quiet`` always silences it.
+
+    >>> import io
+    >>> show_progress(False, True, io.StringIO()), show_progress(False, False, io.StringIO())
+    (False, True)
+    """
+    if quiet:
+        return False
+    if not as_json:
+        return True
+    stream = sys.stderr if stream is None else stream
+    return stream is not None and stream.isatty()

@@ -9,7 +9,8 @@ from typing import Any
 
 import click
 
-from loader.cli.common import check_tenant_option, settings_options
+from loader.cli.common import settings_options
+from loader.cli.options import json_option, k_option, mode_option, tenant_option
 from loader.cli.query import rewrite_options
 from loader.errors import ConfigError, LoaderError
 from loader.redact import scrub_secrets
@@ -124,16 +125,8 @@ def _turn_lines(number: int, result: Any, shown: set[str]) -> list[str]:
 
 
 @click.command(short_help="Talk to the index: each line a follow-up question.")
-@click.option(
-    "--tenant",
-    default=None,
-    callback=check_tenant_option,  # checked now: a session whose every turn fails is no use
-    help="Tenant to search (default: the tenant setting).",
-)
-@click.option(
-    "--mode", type=click.Choice(SEARCH_MODES), default=None, help="Search mode (default: setting)."
-)
-@click.option("--k", "k", type=int, default=None, help="Results per turn (default: top_k).")
+@mode_option("Search mode (default: setting).")
+@k_option("Results per turn (default: top_k).")
 @click.option(
     "--rerank/--no-rerank",
     default=None,
@@ -148,12 +141,13 @@ def _turn_lines(number: int, result: Any, shown: set[str]) -> list[str]:
     default=None,
     help="Start from the turns of this JSON file ([{role, content}]).",
 )
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line for each turn.")
+@json_option("One JSON object per line for each turn.")
 @settings_options
+@tenant_option("Tenant to search (default: the tenant setting).")  # checked now, not per turn
 @rewrite_options
 def chat(
     settings: Settings,
-    tenant: str | None,
+    tenant: str,
     mode: str | None,
     k: int | None,
     rerank: bool | None,
@@ -169,7 +163,7 @@ def chat(
 
     session = ChatSession(
         settings,
-        tenant=settings.tenant if tenant is None else tenant,
+        tenant=tenant,
         mode=mode,
         k=k,
         rerank=rerank,

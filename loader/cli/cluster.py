@@ -11,6 +11,7 @@ from loader.cli.common import (
     handle_errors,
     settings_options,
 )
+from loader.cli.options import json_option
 from loader.resolve import resolve_settings
 from loader.settings import (
     Settings,
@@ -21,7 +22,7 @@ from loader.terminal import printable
 
 @click.command(name="settings", short_help="Show every setting, its value and its source.")
 @config_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option("Print JSON.")
 def settings_command(config_path: str | None, as_json: bool) -> None:
     """Show every setting, its value and where the value came from (secrets masked)."""
     configure_logging()
@@ -39,7 +40,7 @@ def settings_command(config_path: str | None, as_json: bool) -> None:
 
 @click.command(short_help="Start a local single-node OpenSearch in Docker.")
 @settings_options(index=False)
-@click.option("--json", "as_json", is_flag=True, help='Print {"url": ...}.')
+@json_option('Print {"url": ...}.')
 def up(settings: Settings, as_json: bool) -> None:
     """Start a local single-node OpenSearch in Docker (idempotent) and print its URL."""
     from loader.cluster.local import start_local
@@ -53,7 +54,7 @@ def up(settings: Settings, as_json: bool) -> None:
 
 @click.command(short_help="Stop the local OpenSearch `loader up` started.")
 @settings_options(index=False)
-@click.option("--json", "as_json", is_flag=True, help='Print {"stopped": true|false}.')
+@json_option('Print {"stopped": true|false}.')
 def down(settings: Settings, as_json: bool) -> None:
     """Stop and remove the local OpenSearch started by `loader up` (idempotent)."""
     from loader.cluster.local import stop_local

@@ -5,12 +5,13 @@ from __future__ import annotations
 import click
 
 from loader.cli.common import echo_json, settings_options
+from loader.cli.options import json_option
 from loader.settings import Settings
 from loader.terminal import printable
 
 
 @click.command(short_help="Check the cluster, the index and the query path.")
-@click.option("--json", "as_json", is_flag=True, help="Print the checks as JSON.")
+@json_option("Print the checks as JSON.")
 @settings_options
 def doctor(settings: Settings, as_json: bool) -> None:
     """Check that the cluster is set up the way the configuration says: reachable and healthy,

@@ -7,16 +7,11 @@ from typing import Any, NamedTuple, TextIO
 
 import click
 
-from loader.cli.common import (
-    check_index_prefix_option,
-    check_tenant_option,
-    echo_json,
-    settings_options,
-)
+from loader.cli.common import check_index_prefix_option, echo_json, settings_options
+from loader.cli.options import json_option, mode_option, quiet_option, tenant_option
 from loader.eval.configs import RERANK_CHOICES
 from loader.settings import (
     CHUNK_STRATEGIES,
-    SEARCH_MODES,
     Settings,
 )
 from loader.terminal import printable, printable_lines
@@ -30,22 +25,14 @@ from loader.terminal import printable, printable_lines
     default=None,
     help="Documents folder a questions file asks about (DATASET is then a .jsonl file).",
 )
-@click.option(
-    "--tenant",
-    default=None,
-    callback=check_tenant_option,
-    help="Whose documents in --docs the questions are judged on: pushed and searched under it, "
+@tenant_option(
+    "Whose documents in --docs the questions are judged on: pushed and searched under it, "
     "other tenants' documents (by their front matter) left out (default: the tenant the "
     "questions file names, as `loader judgments export` writes it, else the tenant setting).",
+    resolve=False,
 )
 @click.option("--split", default="test", show_default=True, help="BEIR qrels split.")
-@click.option(
-    "--mode",
-    "modes",
-    multiple=True,
-    type=click.Choice(SEARCH_MODES),
-    help="Search mode; repeat for several (default: every mode).",
-)
+@mode_option("Search mode; repeat for several (default: every mode).", multiple=True)
 @click.option(
     "--strategy",
     "strategies",
@@ -148,8 +135,8 @@ from loader.terminal import printable, printable_lines
     "--write", is_flag=True, help="--tune: write the winning values into loader.toml (diff first)."
 )
 @click.option("--no-chart", is_flag=True, help="Do not draw the PNG chart.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress or push lines on stderr.")
-@click.option("--json", "as_json", is_flag=True, help="Print the results (and comparison) as JSON.")
+@quiet_option("No progress or push lines on stderr.")
+@json_option("Print the results (and comparison) as JSON.")
 @settings_options
 def eval_command(
     settings: Settings,

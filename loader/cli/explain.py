@@ -5,7 +5,8 @@ from __future__ import annotations
 import click
 
 from loader.cli.common import echo_json, settings_options
-from loader.settings import SEARCH_MODES, Settings
+from loader.cli.options import json_option, k_option, mode_option, tenant_option
+from loader.settings import Settings
 from loader.terminal import printable
 
 
@@ -21,14 +22,8 @@ from loader.terminal import printable
     "indexed for the tenant, else for another tenant, else the part before the first '#'. "
     "Without --expect, the top results are explained.",
 )
-@click.option("--tenant", default=None, help="Tenant to search (default: the tenant setting).")
-@click.option(
-    "--mode",
-    type=click.Choice(SEARCH_MODES),
-    default=None,
-    help="Search mode (default: the search_mode setting).",
-)
-@click.option("--k", "k", type=int, default=None, help="Results kept (default: top_k).")
+@mode_option("Search mode (default: the search_mode setting).")
+@k_option("Results kept (default: top_k).")
 @click.option(
     "--candidates",
     type=int,
@@ -45,13 +40,17 @@ from loader.terminal import printable
 @click.option("--tag", "tags", multiple=True, help="Only chunks with this tag (repeat: any).")
 @click.option("--published-from", default=None, help="Only chunks published on or after.")
 @click.option("--published-to", default=None, help="Only chunks published on or before.")
-@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON.")
+@json_option("Print the explanation as JSON.")
 @settings_options
+@tenant_option(
+    "Tenant to search (default: the tenant setting).",
+    check=False,  # SearchRequest checks it: as JSON with --json
+)
 def explain(
     settings: Settings,
     question: str,
     expect: str | None,
-    tenant: str | None,
+    tenant: str,
     mode: str | None,
     k: int | None,
     candidates: int | None,
@@ -73,7 +72,7 @@ def explain(
     request = SearchRequest.from_settings(
         settings,
         question,
-        tenant=settings.tenant if tenant is None else tenant,
+        tenant=tenant,
         mode=mode,
         rerank=rerank,
         k=k,

@@ -9,13 +9,15 @@ from pathlib import Path
 import click
 
 from loader.cli.common import check_index_prefix_option, echo_json, settings_options
+from loader.cli.options import json_option, quiet_option
 from loader.settings import Settings
-from loader.terminal import printable
+from loader.terminal import printable, show_progress
+from loader.train import defaults
 
 
-def training_options(max_tokens: int = 256) -> Callable[[Callable], Callable]:
+def training_options(max_tokens: int = defaults.MAX_TOKENS) -> Callable[[Callable], Callable]:
     """--epochs, --learning-rate, --batch-size and --max-tokens: how `fine-tune` and `adapt`
-    train (one trainer, ``loader.models.finetune``); ``max_tokens`` is the default cut."""
+    train (one trainer, ``loader.train.trainer``); ``max_tokens`` is the default cut."""
 
     def decorate(func: Callable) -> Callable:
         for option in reversed(
@@ -23,21 +25,21 @@ def training_options(max_tokens: int = 256) -> Callable[[Callable], Callable]:
                 click.option(
                     "--epochs",
                     type=int,
-                    default=1,
+                    default=defaults.EPOCHS,
                     show_default=True,
                     help="Passes over the examples.",
                 ),
                 click.option(
                     "--learning-rate",
                     type=float,
-                    default=2e-5,
+                    default=defaults.LEARNING_RATE,
                     show_default=True,
                     help="AdamW learning rate.",
                 ),
                 click.option(
                     "--batch-size",
                     type=int,
-                    default=32,
+                    default=defaults.BATCH_SIZE,
                     show_default=True,
                     help="Examples per step; the others in a batch are each one's extra negatives.",
                 ),
@@ -64,27 +66,42 @@ def training_options(max_tokens: int = 256) -> Callable[[Callable], Callable]:
     required=True,
     help="New folder for the trained model (a sentence-transformers folder).",
 )
-@click.option("--split", default="train", show_default=True, help="qrels split to learn from.")
 @click.option(
-    "--test-split", default="test", show_default=True, help="The split eval measures: refused."
+    "--split", default=defaults.SPLIT, show_default=True, help="qrels split to learn from."
+)
+@click.option(
+    "--test-split",
+    default=defaults.TEST_SPLIT,
+    show_default=True,
+    help="The split eval measures: refused.",
 )
 @training_options()
-@click.option("--negatives", type=int, default=3, show_default=True, help="Hard ones per question.")
 @click.option(
-    "--candidates", type=int, default=40, show_default=True, help="Chunks searched per question."
+    "--negatives",
+    type=int,
+    default=defaults.FINE_TUNE_NEGATIVES,
+    show_default=True,
+    help="Hard ones per question.",
+)
+@click.option(
+    "--candidates",
+    type=int,
+    default=defaults.CANDIDATES,
+    show_default=True,
+    help="Chunks searched per question.",
 )
 @click.option(
     "--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions."
 )
 @click.option(
     "--index-prefix",
-    default="eval",
+    default=defaults.INDEX_PREFIX,
     callback=check_index_prefix_option,
     show_default=True,
     help="Prefix of the eval index the examples are mined from (reused when it exists).",
 )
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@quiet_option()
+@json_option("Print the result as JSON.")
 @settings_options
 def fine_tune_command(
     settings: Settings,
@@ -109,8 +126,8 @@ def fine_tune_command(
     hard negatives, each relevant document's closest chunk) and the model is saved to --out.
     Measure it with `loader eval` and the setting embedding_model = "<out>".
     """
-    from loader.eval.finetune import FineTuneRequest, fine_tune_embedder
-    from loader.models.finetune import FineTuneOptions
+    from loader.train.finetune import FineTuneRequest, fine_tune_embedder
+    from loader.train.trainer import FineTuneOptions
 
     request = FineTuneRequest(
         dataset,
@@ -123,12 +140,12 @@ def fine_tune_command(
         index_prefix=index_prefix,
         options=FineTuneOptions(epochs, learning_rate, batch_size, max_tokens=max_tokens),
     )
-    silent = quiet or as_json
+    progress = show_progress(quiet, as_json)
     result = fine_tune_embedder(
         request,
         settings,
-        show_progress=sys.stderr.isatty() and not silent,
-        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
+        show_progress=progress and sys.stderr.isatty(),  # a bar only where it redraws
+        on_event=(lambda line: click.echo(printable(line), err=True)) if progress else None,
     )
     summary = {
         "out": str(result.out),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from loader.cli.common import echo_json, settings_options
+from loader.cli.options import json_option
 from loader.settings import (
     Settings,
 )
@@ -16,7 +17,7 @@ from loader.terminal import printable
 @click.option(
     "--delete-old", is_flag=True, help="Delete index versions older than the one the alias ends on."
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@json_option("Print the plan as JSON.")
 @settings_options
 def apply(settings: Settings, dry_run: bool, delete_old: bool, as_json: bool) -> None:
     """Create or update the index, alias, pipelines and search templates from the config files:

@@ -6,7 +6,8 @@ import sys
 
 import click
 
-from loader.cli.common import check_tenant_option, echo_json, settings_options
+from loader.cli.common import echo_json, settings_options
+from loader.cli.options import json_option, quiet_option, tenant_option
 from loader.errors import PartialFailure
 from loader.settings import (
     CHUNK_STRATEGIES,
@@ -17,12 +18,10 @@ from loader.terminal import printable
 
 @click.command(short_help="Chunk, embed and index a folder's documents, kept in sync.")
 @click.argument("folder", type=click.Path(file_okay=False))
-@click.option(
-    "--tenant",
-    default=None,
-    callback=check_tenant_option,
-    help="The one tenant of this push: only its chunks of the collection are read, updated or "
+@tenant_option(
+    "The one tenant of this push: only its chunks of the collection are read, updated or "
     "deleted (default: each file's front matter, else the tenant setting).",
+    resolve=False,  # push's default is each file's front matter, read by the library
 )
 @click.option(
     "--collection",
@@ -54,8 +53,8 @@ from loader.terminal import printable
 @click.option(
     "--dry-run", is_flag=True, help="Print what the push would do; embed and write nothing."
 )
-@click.option("--quiet", "-q", is_flag=True, help="Print nothing but errors.")
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@quiet_option("Print nothing but errors.")
+@json_option("Print the report as JSON.")
 @settings_options
 def push(
     settings: Settings,

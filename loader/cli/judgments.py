@@ -5,18 +5,16 @@ from __future__ import annotations
 
 import click
 
-from loader.cli.common import check_tenant_option, echo_json, settings_options
+from loader.cli.common import echo_json, settings_options
+from loader.cli.options import json_option, tenant_option
 from loader.settings import Settings
 from loader.terminal import printable
 
 STRATEGIES = ("frequent", "random", "worst")
 FORMATS = ("questions", "srw-query-set", "srw-judgments")
 
-tenant_option = click.option(
-    "--tenant",
-    default=None,
-    callback=check_tenant_option,
-    help="Tenant whose log and grades these are (default: the tenant setting).",
+set_tenant_option = tenant_option(
+    "Tenant whose log and grades these are (default: the tenant setting)."
 )
 name_option = click.option(
     "--name", required=True, help="Name of the query set (at most 50 characters)."
@@ -47,7 +45,6 @@ def judgments() -> None:
 
 
 @judgments.command(short_help="Sample a query set from the query log.")
-@tenant_option
 @name_option
 @click.option(
     "--strategy",
@@ -58,11 +55,12 @@ def judgments() -> None:
 )
 @click.option("--size", type=click.IntRange(1, 1000), default=50, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of --strategy random.")
-@click.option("--json", "as_json", is_flag=True, help="Print the query set as JSON.")
+@json_option("Print the query set as JSON.")
 @settings_options
+@set_tenant_option
 def sample(
     settings: Settings,
-    tenant: str | None,
+    tenant: str,
     name: str,
     strategy: str,
     size: int,
@@ -72,7 +70,6 @@ def sample(
     """Sample SIZE distinct questions (deduplicated after normalisation) of one tenant's log."""
     from loader.query.judgments import create_query_set
 
-    tenant = tenant or settings.tenant
     query_set = create_query_set(
         _client(settings), settings, tenant, name, strategy=strategy, size=size, seed=seed
     )
@@ -87,7 +84,6 @@ def sample(
 
 
 @judgments.command(name="export", short_help="Write a judged query set to a file.")
-@tenant_option
 @name_option
 @click.option(
     "--format",
@@ -99,11 +95,12 @@ def sample(
     "srw-judgments: the Search Relevance Workbench's.",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@json_option("Print what was written as JSON.")
 @settings_options
+@set_tenant_option
 def export_command(
     settings: Settings,
-    tenant: str | None,
+    tenant: str,
     name: str,
     file_format: str,
     output: str,
@@ -112,7 +109,6 @@ def export_command(
     """Export query set NAME with its grades."""
     from loader.eval.judgments import export
 
-    tenant = tenant or settings.tenant
     count = export(_client(settings), settings, tenant, name, file_format, output)
     if as_json:
         echo_json({"output": output, "format": file_format, "questions": count})
@@ -122,17 +118,14 @@ def export_command(
 
 @judgments.command(name="import", short_help="Read a query set (and grades) from a file.")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
-@tenant_option
 @name_option
-@click.option("--json", "as_json", is_flag=True, help="Print what was imported as JSON.")
+@json_option("Print what was imported as JSON.")
 @settings_options
-def import_command(
-    settings: Settings, path: str, tenant: str | None, name: str, as_json: bool
-) -> None:
+@set_tenant_option
+def import_command(settings: Settings, path: str, tenant: str, name: str, as_json: bool) -> None:
     """Import PATH (a questions file, an SRW query set or SRW judgments) as query set NAME."""
     from loader.eval.judgments import read_judgment_file, store_imported
 
-    tenant = tenant or settings.tenant
     imported = read_judgment_file(path)  # a bad file is refused before any request
     query_set, grades = store_imported(_client(settings), settings, tenant, name, imported)
     if as_json:
@@ -149,7 +142,6 @@ def import_command(
 @judgments.command(
     name="clicks", short_help="Judgments from the log's clicks (position-corrected)."
 )
-@tenant_option
 @click.option(
     "-o",
     "--output",
@@ -178,11 +170,12 @@ def import_command(
     show_default=True,
     help="Estimated chance of a click at rank 1 from which a chunk is graded 2.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@json_option("Print what was written as JSON.")
 @settings_options
+@set_tenant_option
 def clicks_command(
     settings: Settings,
-    tenant: str | None,
+    tenant: str,
     output: str,
     min_impressions: int,
     grade_1_at: float,
@@ -202,7 +195,6 @@ def clicks_command(
     from loader.train.click_export import export_click_judgments
     from loader.train.clicks import ClickGrading
 
-    tenant = tenant or settings.tenant
     grading = ClickGrading(
         min_impressions=min_impressions, grade_1_at=grade_1_at, grade_2_at=grade_2_at
     )

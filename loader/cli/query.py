@@ -9,11 +9,11 @@ from typing import Any
 import click
 
 from loader.cli.common import echo_json, handle_errors, settings_options
+from loader.cli.options import json_option, k_option, mode_option, tenant_option
 from loader.settings import (
     EXPANSIONS,
     REWRITE_CHOICES,
     REWRITE_MODES,
-    SEARCH_MODES,
     Settings,
 )
 from loader.terminal import printable
@@ -52,17 +52,7 @@ FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale
 
 @click.command(short_help="Search the index: ranked chunks with their sources.")
 @click.argument("question")
-@click.option(
-    "--tenant",
-    default=None,
-    help="Tenant to search (default: the tenant setting, 'default' unless configured).",
-)
-@click.option(
-    "--mode",
-    type=click.Choice(SEARCH_MODES),
-    default=None,
-    help="Search mode (default: the search_mode setting).",
-)
+@mode_option("Search mode (default: the search_mode setting).")
 @click.option(
     "--rerank/--no-rerank",
     default=None,
@@ -71,7 +61,7 @@ FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale
     "this machine or the backend is keyword, else a warning). --rerank without one is an error "
     "(exit code 6).",
 )
-@click.option("--k", "k", type=int, default=None, help="Results to show (default: top_k).")
+@k_option("Results to show (default: top_k).")
 @click.option(
     "--candidates",
     type=int,
@@ -114,8 +104,12 @@ FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale
     default=None,
     help="JSON file of the earlier turns ([{role, content}]): QUESTION is a follow-up to them.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the full result as JSON.")
+@json_option("Print the full result as JSON.")
 @settings_options
+@tenant_option(
+    "Tenant to search (default: the tenant setting, 'default' unless configured).",
+    check=False,  # SearchRequest checks it: as JSON with --json
+)
 @rewrite_options
 def search(
     settings: Settings,
@@ -138,8 +132,6 @@ def search(
     from loader.query.search import search as run_search
 
     filters = SearchFilters(**{name: options.pop(name) for name in FILTER_OPTIONS})
-    if options["tenant"] is None:
-        options["tenant"] = settings.tenant
     request = SearchRequest.from_settings(
         settings,
         question,

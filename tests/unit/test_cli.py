@@ -145,14 +145,172 @@ def test_ctrl_c_exits_130_as_a_shell_reports_it(monkeypatch, tmp_path):
     assert (result.exit_code, result.stderr) == (130, "interrupted\n")
 
 
-def test_adapt_options_default_to_what_the_library_defaults_to():
-    # The CLI spells its defaults out (importing loader.eval.adapt would load numpy at start-up);
-    # this keeps them the library's.
-    from dataclasses import fields
+def _library_defaults(name: str) -> dict[str, object]:
+    """What the request object behind a training command defaults to, by option name."""
+    from dataclasses import asdict, fields
+    from pathlib import Path
 
-    from loader.eval.adapt import AdaptRequest
+    from loader.train.adapt import AdaptRequest
+    from loader.train.finetune import FineTuneRequest
 
-    library = {f.name: f.default for f in fields(AdaptRequest) if f.name not in ("out", "options")}
-    library["held_out"] = library.pop("held_out_share")
-    command = {p.name: p.default for p in cli.commands["adapt"].params if p.name in library}
-    assert command == library
+    if name == "adapt":
+        request, renamed = AdaptRequest(out=Path("x")), {"held_out_share": "held_out"}
+    else:
+        request, renamed = FineTuneRequest(dataset="d", out=Path("x")), {}
+    given = ("out", "dataset", "options")
+    values = {f.name: getattr(request, f.name) for f in fields(request) if f.name not in given}
+    values.update(asdict(request.options))  # --epochs, --learning-rate, --batch-size ...
+    return {renamed.get(key, key): value for key, value in values.items()}
+
+
+@pytest.mark.parametrize("name", ["adapt", "fine-tune"])
+def test_training_options_default_to_what_the_library_defaults_to(name):
+    """The CLI shows the training defaults without importing the training code (numpy, torch:
+    `loader --help` would wait for them); both read ``loader.train.defaults``, and this keeps
+    every option's default its request object's."""
+    library = _library_defaults(name)
+    command = {p.name: p.default for p in cli.commands[name].params if p.name in library}
+    assert command == {key: library[key] for key in command}
+    # Every request field with a default has its option (``scale``: the model's own; fine-tune
+    # trains with the trainer's seed).
+    assert set(library) - set(command) == {"scale"} | ({"seed"} if name == "fine-tune" else set())
+
+
+def test_adapt_trains_on_the_tenant_setting_when_no_tenant_is_given(monkeypatch, tmp_path):
+    """A project whose loader.toml says tenant = "acme" adapts on acme's chunks, not on the
+    literal 'default' (issue #44): the command's request names the resolved tenant."""
+    import loader.train.adapt
+
+    asked = []
+
+    def record(request, settings, **_):
+        asked.append((request.tenant, settings.tenant))
+        raise loader.train.adapt.ConfigError("stop here: the request is what this test checks")
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "loader.toml").write_text('tenant = "acme"\n', encoding="utf-8")
+    monkeypatch.setattr(loader.train.adapt, "adapt_embedder", record)
+    result = CliRunner().invoke(cli, ["adapt", "--out", str(tmp_path / "adapted")])
+    assert result.exit_code == 2 and "stop here" in result.stderr
+    result = CliRunner().invoke(cli, ["adapt", "--out", str(tmp_path / "a"), "--tenant", "b"])
+    assert asked == [("acme", "acme"), ("b", "acme")]
+
+
+def test_the_shared_tenant_option_resolves_the_setting_once_and_refuses_a_blank_one(
+    monkeypatch, tmp_path
+):
+    """``tenant_option``: the tenant given, else the tenant setting; a blank one is bad input."""
+    from loader.cli.common import settings_options
+    from loader.cli.options import tenant_option
+
+    @click.command()
+    @settings_options
+    @tenant_option("Tenant.")
+    def show(settings, tenant):
+        click.echo(tenant)
+
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(show, []).output == "default\n"
+    (tmp_path / "loader.toml").write_text('tenant = "acme"\n', encoding="utf-8")
+    assert CliRunner().invoke(show, []).output == "acme\n"
+    assert CliRunner().invoke(show, ["--tenant", "b"]).output == "b\n"
+    blank = CliRunner().invoke(show, ["--tenant", " "])
+    assert blank.exit_code == 2 and "'--tenant'" in blank.output
+
+
+# `loader adapt --json` with the library's first progress line, then a stop: what reaches stderr.
+_PROGRESS_SCRIPT = """
+import sys
+import loader.train.adapt as adapt
+from loader.cli import cli
+
+def first_line_then_stop(request, settings, *, on_event=None, client=None):
+    if on_event is not None:
+        on_event("progress: 12 chunks of tenant 'default'")
+    raise adapt.ConfigError("stopped after the first line")
+
+adapt.adapt_embedder = first_line_then_stop
+cli(["adapt", "--out", sys.argv[1], "--json", "--url", "http://127.0.0.1:9"])
+"""
+
+
+def _adapt_stderr(tmp_path, on_terminal: bool) -> tuple[str, str]:
+    """stdout and stderr of the script above, its stderr a terminal (a pty) or a pipe."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from tests.paths import REPO
+
+    master, slave = pty.openpty() if on_terminal else (None, subprocess.PIPE)
+    done = subprocess.run(
+        [sys.executable, "-c", _PROGRESS_SCRIPT, str(tmp_path / "out")],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=slave, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done
+    if not on_terminal:
+        return done.stdout.decode(), done.stderr.decode()
+    os.close(slave)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # the terminal's other end is closed: all read
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(master)
+    return done.stdout.decode(), b"".join(chunks).decode()
+
+
+def test_adapt_json_shows_progress_on_a_terminal_and_keeps_stdout_for_the_document(tmp_path):
+    """`loader adapt --json` printed nothing for 37 minutes (issue #44): stdout is the JSON
+    document, but progress goes to stderr when stderr is a terminal; to a pipe, not."""
+    stdout, terminal = _adapt_stderr(tmp_path, on_terminal=True)
+    assert "progress: 12 chunks of tenant 'default'" in terminal
+    assert "progress" not in stdout and '"exit_code": 2' in stdout
+    stdout, piped = _adapt_stderr(tmp_path, on_terminal=False)
+    assert "progress" not in piped and "stopped after the first line" in piped
+
+
+def test_show_progress_is_one_decision_for_every_long_command():
+    import io
+
+    from loader.terminal import show_progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert show_progress(quiet=False, as_json=True, stream=Terminal()) is True
+    assert show_progress(quiet=False, as_json=True, stream=io.StringIO()) is False
+    assert show_progress(quiet=False, as_json=False, stream=io.StringIO()) is True
+    assert show_progress(quiet=True, as_json=False, stream=Terminal()) is False
+
+
+def test_adapt_prints_the_measure_of_each_kind(monkeypatch, tmp_path):
+    """Without --json, the verdict and each kind's MRR, one line each (``kinds`` in --json)."""
+    import loader.train.adapt
+    from loader.train.adapt import AdaptResult
+
+    result = AdaptResult(
+        False, None, {"heading": 0, "title": 30, "cloze": 30}, 48, 0, 12, 0.5, 0.55, 0.01, 6,
+        1.0, "12 held-out pairs: ...; worse on cloze (0.6000 -> 0.5000)", {"title": 24},
+        "12 held-out pairs",
+        {"title": {"queries": 6, "stock_mrr": 0.4, "adapted_mrr": 0.6},
+         "cloze": {"queries": 6, "stock_mrr": 0.6, "adapted_mrr": 0.5}},
+    )  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(loader.train.adapt, "adapt_embedder", lambda *_, **__: result)
+    done = CliRunner().invoke(cli, ["adapt", "--out", str(tmp_path / "a"), "-q"])
+    assert done.exit_code == 0, done.output
+    lines = done.stdout.splitlines()
+    assert lines[1:] == [
+        "12 held-out pairs: ...; worse on cloze (0.6000 -> 0.5000)",
+        "  title: 6 queries, MRR@10 0.4000 stock, 0.6000 adapted",
+        "  cloze: 6 queries, MRR@10 0.6000 stock, 0.5000 adapted",
+        "nothing written: the stock model stays",
+    ]

@@ -11,7 +11,8 @@ import pytest
 
 from loader.errors import ConfigError
 from loader.models.embedding import Embedder, get_embedder, resolve_model_path
-from loader.models.finetune import (
+from loader.models.registry import BGE_QUERY_INSTRUCTION, known_spec, spec_from_folder
+from loader.train.trainer import (
     FineTuneOptions,
     ModelInstructions,
     TrainingExample,
@@ -19,7 +20,6 @@ from loader.models.finetune import (
     instructions_of,
     mix_with_base,
 )
-from loader.models.registry import BGE_QUERY_INSTRUCTION, known_spec, spec_from_folder
 
 # Made-up code words no pretrained model links to these passages: only training can.
 PAIRS = [
@@ -36,18 +36,22 @@ def _top1(vectors_q: np.ndarray, vectors_p: np.ndarray) -> int:
     return int(((vectors_q @ vectors_p.T).argmax(axis=1) == np.arange(len(PAIRS))).sum())
 
 
-def test_fine_tuning_teaches_what_the_examples_say(tmp_path, monkeypatch):
+def test_fine_tuning_teaches_what_the_examples_say(tmp_path, monkeypatch, tiny_model):
+    """The tiny model (random weights: it knows nothing) learns the six made-up rules: the loss
+    falls, each question finds its passage, and the saved folder runs on the ONNX backend too.
+    The loop is the same for MiniLM or bge, only slower (15 steps of MiniLM took 1 to 4 minutes
+    on two cores)."""
     questions = [q for q, _ in PAIRS]
     passages = [p for _, p in PAIRS]
-    base = get_embedder("all-MiniLM-L6-v2", backend="torch")
+    base = get_embedder(tiny_model, backend="torch")
     before = _top1(base.embed_queries(questions), base.embed_passages(passages))
     examples = [
         TrainingExample(q, p, tuple(other for other in passages if other != p)) for q, p in PAIRS
     ]
-    options = FineTuneOptions(epochs=15, learning_rate=1e-4, batch_size=6, scale=20.0)
+    options = FineTuneOptions(epochs=30, learning_rate=3e-3, batch_size=6, scale=20.0)
     out = tmp_path / "tuned"
-    result = fine_tune(resolve_model_path("all-MiniLM-L6-v2"), examples, out, options)
-    assert result.steps == len(result.losses) == len(result.epoch_losses) == 15
+    result = fine_tune(tiny_model, examples, out, options)
+    assert result.steps == len(result.losses) == len(result.epoch_losses) == 30
     assert np.mean(result.losses[-3:]) < np.mean(result.losses[:3]) / 2
 
     tuned = get_embedder(str(out), backend="torch")
@@ -55,13 +59,9 @@ def test_fine_tuning_teaches_what_the_examples_say(tmp_path, monkeypatch):
     assert before < len(PAIRS) and after == len(PAIRS), (before, after)
 
     # The saved folder keeps the base model's facts, so the ONNX backends run it too.
-    spec = spec_from_folder(str(out), out)
-    assert (spec.pooling, spec.normalize, spec.max_tokens, spec.dimension) == (
-        "mean",
-        True,
-        256,
-        384,
-    )
+    facts = [(s.pooling, s.normalize, s.max_tokens, s.dimension) for s in (base.spec, tuned.spec)]
+    assert facts == [("mean", True, 256, 32)] * 2
+    assert spec_from_folder(str(out), out) == tuned.spec
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the ONNX export's cache
     onnx_vectors = get_embedder(str(out), backend="onnx").embed_passages(passages)
     cosines = (onnx_vectors * tuned.embed_passages(passages)).sum(axis=1)
@@ -89,14 +89,14 @@ def test_no_examples_is_a_clear_error(tmp_path):
         fine_tune(resolve_model_path("all-MiniLM-L6-v2"), [], tmp_path / "out")
 
 
-def test_the_instructions_trained_with_are_the_ones_the_folder_searches_with(tmp_path):
+def test_the_instructions_trained_with_are_the_ones_the_folder_searches_with(tmp_path, tiny_model):
     """A tuned bge keeps its query instruction: saved as the folder's prompt, prefixed again
-    when the folder embeds a question (and not when told not to)."""
+    when the folder embeds a question (and not when told not to). Mechanics: the tiny model."""
     instructions = ModelInstructions(BGE_QUERY_INSTRUCTION, "", 50.0)
     out = tmp_path / "tuned"
     examples = [TrainingExample(q, p) for q, p in PAIRS[:2]]
     options = FineTuneOptions(batch_size=2)
-    fine_tune(resolve_model_path("all-MiniLM-L6-v2"), examples, out, options, None, instructions)
+    fine_tune(tiny_model, examples, out, options, None, instructions)
 
     tuned = get_embedder(str(out), backend="torch")
     assert (tuned.query_prefix, tuned.passage_prefix) == (BGE_QUERY_INSTRUCTION, "")
@@ -107,10 +107,10 @@ def test_the_instructions_trained_with_are_the_ones_the_folder_searches_with(tmp
     assert (without.query_prefix, without.passage_prefix) == ("", "")
 
 
-def test_training_sees_the_instructions_at_the_models_temperature(tmp_path):
+def test_training_sees_the_instructions_at_the_models_temperature(tmp_path, tiny_model):
     """The first step's loss (same seed, same batch) moves with the instructions' temperature
-    and prefixes, and --scale, when given, overrides the temperature."""
-    base = resolve_model_path("all-MiniLM-L6-v2")
+    and prefixes, and --scale, when given, overrides the temperature. Mechanics: the tiny model."""
+    base = tiny_model
     examples = [TrainingExample(q, p) for q, p in PAIRS[:4]]
     runs = iter(range(10))
 
@@ -142,12 +142,12 @@ def test_each_model_is_tuned_at_the_temperature_it_was_trained_with():
         FineTuneOptions(scale=0.0).check()
 
 
-def test_mixing_with_the_base_averages_every_weight(tmp_path):
+def test_mixing_with_the_base_averages_every_weight(tmp_path, tiny_model):
     """WiSE-FT: the saved model's weights are share · trained + (1 − share) · base, its prompts
-    kept; share 1 leaves the trained model as it is."""
+    kept; share 1 leaves the trained model as it is. Mechanics: the tiny model."""
     from sentence_transformers import SentenceTransformer
 
-    base = resolve_model_path("all-MiniLM-L6-v2")
+    base = tiny_model
     out = tmp_path / "tuned"
     examples = [TrainingExample(q, p) for q, p in PAIRS]
     options = FineTuneOptions(batch_size=3, learning_rate=1e-3)

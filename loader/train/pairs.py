@@ -9,6 +9,13 @@ the index holds them:
 - ``title``: a document's title and the body of its first chunk;
 - ``cloze`` (inverse cloze): a sentence of a chunk and the chunk with that sentence removed.
 
+A heading or title pair whose passage begins with its query (short abstracts that open with their
+title) is not mined: any model finds it by its first words, so it teaches string matching and
+makes the guard's measure easy. One kind can still outnumber the others (a collection of short
+documents gives a title pair per document and few headings): ``balance_kinds`` cuts the largest
+kind to the others' number for training, and ``dominant_kind`` names a kind over 80 % of the
+pairs, which the command warns about.
+
 Pairs never cross tenants: the chunks are grouped by tenant first, and a pair's query and
 passage come from one chunk or one section. Which sentence and which pairs are kept is decided by
 a seeded random generator, so the same corpus gives the same pairs.
@@ -23,11 +30,17 @@ from __future__ import annotations
 
 import random
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 PAIR_KINDS = ("heading", "title", "cloze")
+# Training pairs: the largest kind at most this share of them (balance_kinds); a kind over
+# DOMINANT_SHARE of the mined pairs is warned about (dominant_kind).
+MAX_KIND_SHARE = 0.5
+DOMINANT_SHARE = 0.8
+_WORD = re.compile(r"\w+")
 # A sentence ends at . ! or ? followed by whitespace and an upper-case letter, digit or quote.
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[\"'“(\[A-Z0-9])")
 # Shorter queries say too little to point at one passage; a passage with less than this left
@@ -49,6 +62,7 @@ class Chunk:
     position: int
     body: str
     content: str  # what the index embeds: the heading prefix, a blank line, the body
+    source: str = ""  # the document's file as pushed: what a judged question names
 
     @classmethod
     def from_source(cls, source: Mapping[str, Any]) -> Chunk:
@@ -63,6 +77,7 @@ class Chunk:
             position=int(source.get("position") or 0),
             body=str(source.get("body") or ""),
             content=str(source.get("content") or source.get("body") or ""),
+            source=str(source.get("source") or ""),
         )
 
 
@@ -106,17 +121,75 @@ def _tenant_pairs(chunks: list[Chunk], rng: random.Random) -> list[Pair]:
         first_of_document.setdefault(chunk.doc_id, chunk)
     for chunk in first_of_section.values():
         heading = chunk.heading_path.strip()
-        if heading and heading != chunk.title.strip() and _words(chunk.body) >= MIN_PASSAGE_WORDS:
+        if heading and heading != chunk.title.strip() and _points_at(heading, chunk.body):
             pairs.append(_pair("heading", heading, chunk.body, chunk))
     for chunk in first_of_document.values():
         title = chunk.title.strip()
-        if title and _words(chunk.body) >= MIN_PASSAGE_WORDS:
+        if title and _points_at(title, chunk.body):
             pairs.append(_pair("title", title, chunk.body, chunk))
     for chunk in chunks:
         cloze = _cloze(chunk, rng)
         if cloze is not None:
             pairs.append(cloze)
     return pairs
+
+
+def _points_at(query: str, body: str) -> bool:
+    """Whether a heading or title makes a pair with ``body``: the body long enough to be found,
+    and not opening with the query's own words (``starts_with``)."""
+    return _words(body) >= MIN_PASSAGE_WORDS and not starts_with(body, query)
+
+
+def starts_with(passage: str, query: str) -> bool:
+    """Whether ``passage`` opens with ``query``'s words (case, punctuation and spacing aside).
+
+    >>> starts_with("Sourdough baking: wild yeast ferments the dough.", "Sourdough Baking")
+    True
+    >>> starts_with("Wild yeast ferments sourdough.", "Sourdough baking")
+    False
+    """
+    query_words = _WORD.findall(query.casefold())
+    return (
+        bool(query_words) and _WORD.findall(passage.casefold())[: len(query_words)] == query_words
+    )
+
+
+def balance_kinds(
+    pairs: list[Pair], seed: int = 0, max_share: float = MAX_KIND_SHARE
+) -> list[Pair]:
+    """``pairs`` with the largest kind cut (a seeded sample, order kept) to ``max_share`` of
+    the whole, so that no one kind teaches the model most of what it learns. A single kind is
+    left as it is: there is nothing to balance it with.
+
+    >>> pairs = [Pair("title", f"t{i}", "p", "a", f"d{i}", "c") for i in range(9)]
+    >>> pairs.append(Pair("cloze", "q", "p", "a", "d", "c"))
+    >>> sorted(p.kind for p in balance_kinds(pairs))
+    ['cloze', 'title']
+    """
+    counts = Counter(pair.kind for pair in pairs)
+    if len(counts) < 2:
+        return pairs
+    largest, count = counts.most_common(1)[0]
+    rest = len(pairs) - count
+    cap = int(rest * max_share / (1 - max_share))
+    if count <= cap:
+        return pairs
+    of_kind = [i for i, pair in enumerate(pairs) if pair.kind == largest]
+    kept = set(random.Random(seed).sample(of_kind, cap))
+    return [pair for i, pair in enumerate(pairs) if pair.kind != largest or i in kept]
+
+
+def dominant_kind(by_kind: Mapping[str, int], share: float = DOMINANT_SHARE) -> str | None:
+    """The kind that is over ``share`` of the pairs, if one is: a warning that the pairs
+    teach, and the guard measures, mostly one thing.
+
+    >>> dominant_kind({"heading": 10, "title": 1398, "cloze": 128}), dominant_kind({"title": 5})
+    ('title', 'title')
+    >>> dominant_kind({"heading": 40, "title": 30, "cloze": 30}) is None
+    True
+    """
+    total = sum(by_kind.values())
+    return next((kind for kind, n in by_kind.items() if total and n > share * total), None)
 
 
 def _cloze(chunk: Chunk, rng: random.Random) -> Pair | None:

@@ -13,10 +13,10 @@ from click.testing import CliRunner
 
 from loader.cli import cli
 from loader.eval.configs import EvalConfig
-from loader.eval.finetune import PROVENANCE_FILE, mine_examples
 from loader.eval.indexes import EvalIndexes
 from loader.eval.tasks import load_task
 from loader.models.embedding import embedder_for
+from loader.train.finetune import PROVENANCE_FILE, mine_examples
 from tests.paths import FIXTURES
 
 TINY_BEIR = FIXTURES / "eval" / "tiny-beir"

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from loader.eval.pairs import Chunk, mine_pairs, sentences, split_by_document
+from loader.train.pairs import (
+    Chunk,
+    Pair,
+    balance_kinds,
+    dominant_kind,
+    mine_pairs,
+    sentences,
+    split_by_document,
+    starts_with,
+)
 
 LATE = (
     "Orders that arrive more than 45 minutes late are refunded in full. The refund goes back to "
@@ -95,3 +104,50 @@ def test_held_out_pairs_are_whole_documents():
     assert len({p.doc_id for p in held}) == 3
     assert not {p.doc_id for p in train} & {p.doc_id for p in held}
     assert len(train) + len(held) == len(pairs)
+
+
+ABSTRACT = (
+    "Sourdough baking with wild yeast. Wild yeast and lactic bacteria leaven the dough over a "
+    "long night, and the acids they make give the bread its sour taste."
+)
+
+
+def test_a_title_or_heading_the_passage_opens_with_makes_no_pair():
+    """A short abstract that begins with its title finds itself by its first words for any
+    model: the pair teaches string matching, and the guard would measure it as a gain
+    (issue #44: 1,398 of 1,536 pairs were such titles)."""
+    opens = chunk(
+        title="Sourdough Baking", heading="Sourdough baking with wild yeast", body=ABSTRACT
+    )
+    assert [p.kind for p in mine_pairs([opens]) if p.kind != "cloze"] == []
+    elsewhere = chunk(title="Bread at home", heading="Leavening", body=ABSTRACT)
+    assert sorted(p.kind for p in mine_pairs([elsewhere]) if p.kind != "cloze") == [
+        "heading",
+        "title",
+    ]
+    assert starts_with("Sourdough baking: wild yeast ...", "sourdough  Baking")
+    assert not starts_with("Sourdough bakings are rare", "Sourdough baking")
+
+
+def _pairs(kind: str, count: int) -> list[Pair]:
+    return [
+        Pair(kind, f"{kind} {i}", f"passage {i}", "acme", f"d{i}", f"c{i}") for i in range(count)
+    ]
+
+
+def test_one_kind_is_cut_to_the_others_number_for_training():
+    pairs = _pairs("title", 90) + _pairs("cloze", 7) + _pairs("heading", 3)
+    balanced = balance_kinds(pairs, seed=0)
+    assert Counter(p.kind for p in balanced) == {"title": 10, "cloze": 7, "heading": 3}
+    assert balance_kinds(pairs, seed=0) == balanced  # seeded
+    assert [p for p in pairs if p in balanced] == balanced  # order kept
+    even = _pairs("title", 5) + _pairs("cloze", 5)
+    assert balance_kinds(even) == even
+    alone = _pairs("title", 40)
+    assert balance_kinds(alone) == alone  # nothing to balance one kind with
+
+
+def test_a_kind_over_four_fifths_of_the_pairs_is_named():
+    assert dominant_kind({"heading": 10, "title": 1398, "cloze": 128}) == "title"
+    assert dominant_kind({"heading": 20, "title": 80, "cloze": 0}) is None  # 80 %: not over
+    assert dominant_kind({"heading": 0, "title": 0, "cloze": 0}) is None

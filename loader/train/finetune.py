@@ -8,7 +8,7 @@ will embed (chunks with their heading prefix):
 2. per train question, the vector side's top ``candidates`` chunks. The positive of each
    judged-relevant document is its chunk closest to the question; the hard negatives are the
    best-ranked chunks of documents not judged relevant, one per document;
-3. ``loader.models.finetune`` trains the configured model on them and saves a
+3. ``loader.train.trainer`` trains the configured model on them and saves a
    sentence-transformers folder; ``embedding_model = "<out>"`` then pushes and searches with it.
 
 The questions and passages are learnt as written, without instructions: the saved folder is not
@@ -35,7 +35,8 @@ from loader.errors import ConfigError
 from loader.eval.configs import EvalConfig
 from loader.eval.indexes import EVAL_TENANT, EvalIndexes
 from loader.eval.tasks import EvalTask, load_task
-from loader.models.finetune import (
+from loader.train import defaults
+from loader.train.trainer import (
     FineTuneOptions,
     FineTuneResult,
     TrainingExample,
@@ -59,12 +60,12 @@ class FineTuneRequest:
 
     dataset: str | Path
     out: Path
-    split: str = "train"
-    test_split: str = "test"
-    candidates: int = 40
-    negatives: int = 3
+    split: str = defaults.SPLIT
+    test_split: str = defaults.TEST_SPLIT
+    candidates: int = defaults.CANDIDATES
+    negatives: int = defaults.FINE_TUNE_NEGATIVES
     limit: int | None = None
-    index_prefix: str = "eval"
+    index_prefix: str = defaults.INDEX_PREFIX
     options: FineTuneOptions = field(default_factory=FineTuneOptions)
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from loader.errors import ConfigError
 from loader.models.registry import DEFAULT_TRAINING_SCALE, PASSAGE_PROMPT, QUERY_PROMPT
+from loader.train import defaults
 
 if TYPE_CHECKING:
     from loader.models.embedding import Embedder
@@ -54,12 +55,12 @@ class FineTuneOptions:
         seed: shuffling and the choice of each step's hard negative.
     """
 
-    epochs: int = 1
-    learning_rate: float = 2e-5
-    batch_size: int = 32
+    epochs: int = defaults.EPOCHS
+    learning_rate: float = defaults.LEARNING_RATE
+    batch_size: int = defaults.BATCH_SIZE
     scale: float | None = None
-    max_tokens: int = 256
-    seed: int = 0
+    max_tokens: int = defaults.MAX_TOKENS
+    seed: int = defaults.SEED
 
     def check(self) -> None:
         for name in ("epochs", "batch_size", "max_tokens"):

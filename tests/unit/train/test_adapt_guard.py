@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from loader.eval.adapt import Guard, gain_lower_bound, wrong_candidates
-from loader.eval.pairs import mine_pairs
-from tests.unit.eval.test_pairs import LATE, UPI, chunk
+from loader.train.guard import Guard, gain_lower_bound
+from loader.train.negatives import wrong_candidates
+from loader.train.pairs import mine_pairs
+from tests.unit.train.test_pairs import LATE, UPI, chunk
 
 OTHER = (
     "Card payments are captured when the order is dispatched. A failed capture cancels the order "
