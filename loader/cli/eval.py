@@ -15,6 +15,7 @@ from loader.settings import (
     Settings,
 )
 from loader.terminal import printable, printable_lines
+from loader.terminal import show_progress as terminal_progress
 
 
 @click.command(name="eval", short_help="Measure recall, MRR, nDCG and latency on a dataset.")
@@ -232,13 +233,9 @@ class Progress(NamedTuple):
 
 
 def show_progress(quiet: bool, as_json: bool, stderr: TextIO | None = None) -> Progress:
-    """Progress on stderr: bars when it is a terminal, and the step lines (pushes, rows) too.
-
-    ``--json`` keeps stdout for the document, not stderr: a terminal still shows progress (an
-    eval of a PDF folder runs for many minutes), while a script capturing stderr gets only the
-    warnings. ``--quiet`` shows none. Without ``--json``, the step lines show either way.
-    """
-    terminal = (sys.stderr if stderr is None else stderr).isatty()
-    if quiet:
-        return Progress(bars=False, lines=False)
-    return Progress(bars=terminal, lines=terminal or not as_json)
+    """Progress on stderr: the step lines (pushes, rows) as every long command decides
+    (``loader.terminal.show_progress``: with ``--json`` only on a terminal), and tqdm's bars only
+    on a terminal. ``--quiet`` shows none."""
+    stream = sys.stderr if stderr is None else stderr
+    lines = terminal_progress(quiet, as_json, stream)
+    return Progress(bars=lines and stream.isatty(), lines=lines)
