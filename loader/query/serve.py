@@ -75,7 +75,7 @@ from loader.errors import (
     ModelError,
     RerankerUnavailableError,
 )
-from loader.models import rerank_check
+from loader.models.rerank import check as rerank_check
 from loader.query.auth import ApiKeys, require_api_key
 from loader.query.body import EventBody, KeyedSearchRequest, SearchRequest
 from loader.query.request import MAX_QUESTION_CHARS

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from loader.errors import ConfigError
-from loader.models.rerank_check import default_rerank, reranker_problem
+from loader.models.rerank.check import default_rerank, reranker_problem
 from loader.resolve import resolve_settings
 from loader.settings import Settings
 
