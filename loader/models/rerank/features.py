@@ -51,7 +51,7 @@ _SCORE_FORMS = (
 _SUB_QUERY_TEXT = {
     "content": "BM25 of the question on content",
     "heading": "BM25 of the question on heading_path",
-    "vector": "cosine of the question's vector and the chunk's (missing in bm25 mode)",
+    "vector": "(1 + cosine) / 2 of the question's vector and the chunk's (missing in bm25 mode)",
 }
 
 FEATURES: tuple[tuple[str, str], ...] = (
@@ -124,7 +124,7 @@ def _scorings(query: RerankQuery) -> dict[str, dict[str, Any] | None]:
                     "params": {
                         "field": "embedding",
                         "query_value": list(query.query_vector),
-                        "space_type": "cosinesimil",  # cosine, whatever the index's space_type
+                        "space_type": "cosinesimil",  # (1 + cosine) / 2, whatever the index's
                     },
                 },
             }
