@@ -130,6 +130,20 @@ def test_a_model_that_finds_the_planted_chunks_is_kept(corpus, client, tmp_path)
     assert found[True]["reranked"] is True and found[False]["reranked"] is False
     learned, fused = ({h["chunk_id"] for h in found[r]["hits"]} & planted for r in (True, False))
     assert len(learned) >= 2 and len(learned) > len(fused)
+    # loader explain: each feature's share of a chunk's learned score, adding up to it.
+    explained = CliRunner().invoke(
+        cli,
+        ["explain", "What is the " + " of the ".join(topic_words(0)) + "?", "--json",
+         "--url", corpus.opensearch_url, "--index", corpus.index_name, "--tenant", "A",
+         "--mode", "bm25", "--k", "3", "--rerank"],
+        env={"LOADER_LEARNED_RERANKER": str(out), "LOADER_RERANKER_MODEL": str(tmp_path / "no")},
+    )  # fmt: skip
+    assert explained.exit_code == 0, explained.output
+    first = json.loads(explained.stdout)["explanations"][0]
+    shares = first["rerank_shares"]
+    assert {"prior", "bias", *FEATURE_NAMES} == set(shares)
+    rerank = next(stage for stage in first["stages"] if stage["stage"] == "rerank")
+    assert sum(shares.values()) == pytest.approx(rerank["score"], abs=1e-6)
 
 
 def search_top3(settings, model: Path, tmp_path: Path, rerank: bool) -> dict:
