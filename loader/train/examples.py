@@ -98,6 +98,17 @@ def _example(source: Source, question: JudgedQuestion, recorder: FeatureRecorder
     )
 
 
+def _depth(candidates: int, one_per_document: bool) -> int:
+    """Chunks retrieved for ``candidates`` candidates: as ``loader eval`` asks when each document
+    is kept at its best chunk (``CHUNKS_PER_DOCUMENT`` chunks a document), else as many."""
+    from loader.eval.runner import CHUNKS_PER_DOCUMENT
+    from loader.query.request import MAX_CANDIDATES
+
+    if not one_per_document:
+        return candidates
+    return min(candidates * CHUNKS_PER_DOCUMENT, MAX_CANDIDATES)
+
+
 def collect_examples(
     pairs: Sequence[tuple[Source, JudgedQuestion]],
     request: LearnRequest,
@@ -105,7 +116,8 @@ def collect_examples(
     client: OpenSearch,
 ) -> list[Example]:
     """One example per question that finds any candidate, searched in its source's index as
-    its source's tenant (``request.mode``, ``request.candidates`` chunks, no rewrite).
+    its source's tenant (``request.mode``, ``request.candidates`` candidates, each document at its
+    best chunk for a BEIR folder as ``loader eval`` searches, no rewrite).
 
     Raises:
         ClusterError: an index is missing or the cluster failed.
@@ -126,8 +138,9 @@ def collect_examples(
             mode=request.mode,
             rerank=True,
             k=request.candidates,
-            candidates=request.candidates,
+            candidates=_depth(request.candidates, source.one_per_document),
             exact_match=settings.exact_match,
+            one_per_document=source.one_per_document,
         )
         search(
             wanted,

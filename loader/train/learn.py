@@ -4,9 +4,11 @@
    questions file of explicit or click-derived grades), at most ``max_questions`` of them (a
    seeded sample), split by a seeded draw into held-out questions (``held_out``, 20 %) and
    training questions.
-2. **Examples**: each question is searched as ``loader search`` would (the source's index and
-   tenant, ``mode``, ``candidates`` deep, no rewrite, no query log), and its candidates'
-   features are computed by the very lookup and code the rerank uses
+2. **Examples**: each question is searched as the model's searches will be (the source's index
+   and tenant, ``mode``, ``candidates`` candidates, no rewrite, no query log; a BEIR folder's
+   each document at its best chunk, as ``loader eval`` searches; a questions file's chunk by
+   chunk, as ``loader search`` does), and its candidates' features are computed by the very
+   lookup and code the rerank uses
    (``loader.models.rerank.features``), so what the model learns from is what it will see.
    Each candidate is labelled with its grade: its chunk's, or its document's.
 3. **Model**: LightGBM ``lambdarank`` learns the residual over the fused order

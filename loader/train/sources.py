@@ -4,11 +4,13 @@ A source is either
 
 - a BEIR folder: the questions of ``qrels/<split>.tsv`` (``--split train``), graded by document,
   searched in the index ``loader eval`` built for the folder (``<prefix>-<dataset>-<strategy>``,
-  ``loader.eval.configs.index_alias``) as its tenant (``loader.eval.indexes.EVAL_TENANT``); or
+  ``loader.eval.configs.index_alias``) as its tenant (``loader.eval.indexes.EVAL_TENANT``) and
+  as ``loader eval`` searches (each document at its best chunk), so the model learns from the
+  candidates it will rerank there; or
 - a questions file (``loader judgments export --format questions``; or the click model's, each line
   with ``"implicit": true``): each line's ``judgments`` grade chunks by ``chunk_id``; a line
   without them grades its ``source`` document 1. Searched in the configured index as the asked
-  tenant.
+  tenant, chunk by chunk as ``loader search`` does.
 
 Nothing is copied: the folders and files are read where they are.
 
@@ -64,6 +66,9 @@ class Source:
     index: str
     tenant: str
     questions: list[JudgedQuestion] = field(default_factory=list)
+    # Searched as `loader eval` searches (each document at its best chunk: a BEIR folder), or
+    # as `loader search` does (chunk by chunk: a questions file over one's own documents).
+    one_per_document: bool = False
 
     def describe(self) -> dict[str, Any]:
         implicit = sum(question.implicit for question in self.questions)
@@ -74,6 +79,7 @@ class Source:
             "tenant": self.tenant,
             "questions": len(self.questions),
             "implicit": implicit,
+            "one_per_document": self.one_per_document,
         }
 
 
@@ -114,7 +120,7 @@ def _beir_source(folder: Path, settings: Settings, split: str, index_prefix: str
     if not questions:
         raise ConfigError(f"source {folder}: no question of qrels/{split}.tsv is judged relevant")
     alias = index_alias(index_prefix, name, settings.chunk_strategy)
-    return Source(folder, "beir", alias, EVAL_TENANT, questions)
+    return Source(folder, "beir", alias, EVAL_TENANT, questions, one_per_document=True)
 
 
 def _questions_source(path: Path, settings: Settings, tenant: str) -> Source:
