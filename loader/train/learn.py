@@ -321,10 +321,13 @@ def learn(
     if client is None:
         client = connect(settings)
         require_cluster(client, settings)
+    _check_indices(sources, settings, client)
     notify(f"searching {len(sampled)} questions ({len(kept)} to train on, {len(held)} held out)")
     settings = settings.replace(query_log="off")  # training searches are no users' searches
     train_examples = collect_examples(kept, request, settings, client)
     held_examples = collect_examples(held, request, settings, client)
+    if not held_examples:
+        raise ConfigError("no held-out question found any candidate; is the index empty?")
     booster = train_booster(train_examples, request)
     metrics = guard(booster, held_examples, PRIOR_SCALE, request.seed)
     adopted = metrics["gain"] > 0 and metrics["gain_lower_bound"] > 0
@@ -335,6 +338,30 @@ def learn(
         _write(request.out, booster, result.provenance)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _check_indices(sources: list[Source], settings: Settings, client: OpenSearch) -> None:
+    """Every source's index must exist: a BEIR folder's is the one `loader eval` built.
+
+    Raises:
+        ConfigError: naming the index, the source and the fix (exit code 2).
+    """
+    from loader.cluster.client import cluster_errors
+
+    for source in sources:
+        with cluster_errors(settings, f"looking for index {source.index!r}"):
+            found = client.indices.exists(index=source.index)
+        if found:
+            continue
+        if source.kind == "beir":
+            raise ConfigError(
+                f"source {source.path}: index {source.index!r} does not exist; run `loader eval "
+                f"{source.path}` with the same --index-prefix and chunk_strategy first"
+            )
+        raise ConfigError(
+            f"source {source.path}: index {source.index!r} does not exist; give --index, or "
+            "`loader apply` and `loader push` first"
+        )
 
 
 def _counts(

@@ -23,6 +23,7 @@ from loader.models.rerank.learned import PROVENANCE_FILE
 from loader.train.examples import collect_examples
 from loader.train.learn import LearnRequest
 from loader.train.sources import read_source
+from tests.paths import FIXTURES
 
 TOPICS = 24
 DOCS_PER_TOPIC = 3
@@ -192,3 +193,22 @@ def test_examples_hold_only_the_asked_tenants_chunks(corpus, client, tmp_path):
         assert example.features.shape == (DOCS_PER_TOPIC * SECTIONS, len(FEATURE_NAMES))
         column = example.features[:, FEATURE_NAMES.index("content_ratio")]
         assert column.max() == pytest.approx(1.0)
+
+
+def test_a_beir_folder_without_its_eval_index_is_named(base_settings, unique_name, tmp_path):
+    folder = FIXTURES / "eval" / "tiny-beir"
+    train = tmp_path / "tiny"  # ten judged questions: enough to reach the index check
+    (train / "qrels").mkdir(parents=True)
+    (train / "corpus.jsonl").write_bytes((folder / "corpus.jsonl").read_bytes())
+    queries = [{"_id": f"q{n}", "text": f"question {n}"} for n in range(10)]
+    (train / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries), "utf-8")
+    doc = json.loads((folder / "corpus.jsonl").read_text("utf-8").splitlines()[0])["_id"]
+    qrels = "query-id\tcorpus-id\tscore\n" + "".join(f"q{n}\t{doc}\t1\n" for n in range(10))
+    (train / "qrels" / "train.tsv").write_text(qrels, encoding="utf-8")
+    done = CliRunner().invoke(
+        cli,
+        ["learn", str(train), "--out", str(tmp_path / "model"), "--index-prefix", unique_name,
+         "--url", base_settings.opensearch_url, "--json"],
+    )  # fmt: skip
+    assert done.exit_code == 2, done.output
+    assert f"index '{unique_name}-tiny-structure' does not exist; run `loader eval" in done.stderr
