@@ -46,22 +46,22 @@ def questions() -> list[str]:
 
 
 def timed_search(question: str, settings: Settings, tenant: str, rerank: bool) -> dict[str, float]:
-    """One search's stage timings (milliseconds)."""
+    """One search's stage timings (milliseconds) and how many candidates it retrieved."""
     request = SearchRequest.from_settings(
         settings, question=question, tenant=tenant, rerank=rerank, candidates=CANDIDATES
     )
     result = search(request, settings)
     if rerank and not result.reranked:
         raise SystemExit(f"the search of {question!r} was not reranked")
-    return result.timings
+    return {**result.timings, "candidates": float(result.candidates)}
 
 
 def measure(settings: Settings, tenant: str, rounds: int) -> dict[str, dict[str, list[float]]]:
-    """``{"off" | "learned": {"total_ms": [...], "rerank_ms": [...]}}`` over ``rounds`` rounds
-    after one warm-up round."""
+    """``{"off" | "learned": {"total_ms", "rerank_ms", "candidates": [...]}}`` over ``rounds``
+    rounds after one warm-up round."""
     times: dict[str, dict[str, list[float]]] = {
-        "off": {"total_ms": [], "rerank_ms": []},
-        "learned": {"total_ms": [], "rerank_ms": []},
+        "off": {"total_ms": [], "rerank_ms": [], "candidates": []},
+        "learned": {"total_ms": [], "rerank_ms": [], "candidates": []},
     }
     asked = questions()
     for round_number in range(rounds + 1):
@@ -72,6 +72,7 @@ def measure(settings: Settings, tenant: str, rounds: int) -> dict[str, dict[str,
                     continue  # warm-up: models loaded, caches filled
                 times[name]["total_ms"].append(timings["total_ms"])
                 times[name]["rerank_ms"].append(timings.get("rerank_ms", 0.0))
+                times[name]["candidates"].append(timings["candidates"])
     return times
 
 
@@ -82,7 +83,8 @@ def report(times: dict[str, dict[str, list[float]]]) -> list[str]:
     p90_off, p90_on = percentile(off, 90), percentile(learned, 90)
     stage = times["learned"]["rerank_ms"]
     return [
-        f"searches per configuration: {len(off)} ({CANDIDATES} candidates)",
+        f"searches per configuration: {len(off)} ({CANDIDATES} candidates asked, "
+        f"{percentile(times['learned']['candidates'], 50):.0f} reranked at the median)",
         f"search, rerank off:     p50 {p50_off:7.1f} ms   p90 {p90_off:7.1f} ms",
         f"search, learned rerank: p50 {p50_on:7.1f} ms   p90 {p90_on:7.1f} ms",
         f"added by the learned rerank: p50 {p50_on - p50_off:+.1f} ms "

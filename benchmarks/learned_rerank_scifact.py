@@ -1,31 +1,40 @@
 """The learned reranker on SciFact, measured the honest way (issue #46), and its carry-over.
 
-Every figure compares the same 50 candidates per claim: the hybrid-rrf top 50 documents (each at
-its best chunk, ``one_per_document`` as ``loader eval`` searches), in fusion order (the baseline),
-in the learned reranker's order, and in the order a perfect judge would give them (the oracle:
-relevant documents first, by grade). Training reads SciFact's train claims only; every test
-figure is measured once per trained model; nothing here chooses a feature or a parameter.
+Every figure compares the same candidates per claim, as ``loader learn`` collects them for a BEIR
+folder (``collect_examples``, ``--candidates 50``: the hybrid-rrf search ``loader eval`` makes,
+each document at its best chunk, 150 chunks deep, so up to 150 documents), in fusion order (the
+baseline), in the learned reranker's order (``LearnedReranker.score``'s formula on the features
+the search's own lookup computed), and in the order a perfect judge would give them (the oracle:
+relevant documents first, by grade). Training reads SciFact's train claims only; ``diagnose``
+chooses on train alone (5-fold cross-validation); every test figure is measured once per model.
 
     # the eval indices first (tenant eval; guide/models.md has the commands), then:
     python3 benchmarks/learned_rerank_scifact.py headroom --index-prefix sfa
-    python3 benchmarks/learned_rerank_scifact.py curve --index-prefix sfa \\
-        --out benchmarks/results/learned_rerank_minilm.json
-    python3 benchmarks/learned_rerank_scifact.py carry-over --model /tmp/learned-rerank/sfa-809-0
+    python3 benchmarks/learned_rerank_scifact.py curve --index-prefix sfa --out curve.json
+    python3 benchmarks/learned_rerank_scifact.py diagnose --index-prefix sfa
+    python3 benchmarks/learned_rerank_scifact.py final --index-prefix sfa --prior-scale 0
+    python3 benchmarks/learned_rerank_scifact.py carry-over --model /tmp/learned-rerank/sfa-400-1
 
-- ``headroom``: test nDCG@10 of hybrid-rrf and of the oracle over the same 50 candidates;
-- ``curve``: ``loader learn`` on seeded subsets of the train claims (25 ... 809), each model
-  measured on test: nDCG@10, the gain over hybrid-rrf with its 95 % paired-bootstrap interval
-  (10,000 draws over the claims), the share of the oracle gap closed, the guard's verdict and the
-  training time;
+- ``headroom``: test nDCG@10 of hybrid-rrf and of the oracle over all the candidates and over
+  the first 50;
+- ``curve``: ``loader learn`` (the library function) on seeded subsets of the train claims
+  (25 ... 809), each model measured on test: nDCG@10, the gain over hybrid-rrf with its 95 %
+  paired-bootstrap interval (10,000 draws over the claims), the share of the oracle gap closed,
+  the guard's verdict and the training time (searches included); a model the guard refused is
+  retrained from the cached examples the same way (``_replica``) to say what it would have done;
+- ``diagnose``: on train alone, the prior's weight, each feature group left out, importance;
+- ``final``: the variant ``diagnose`` chose, trained on all the train claims, measured on test;
 - ``carry-over``: a SciFact-trained model on the 52 standalone questions over ``docs/``
   (``tests/fixtures/eval/conversations.jsonl``, judged by source file and section), 50 chunks.
 
+The candidates and their features are pickled in ``--cache-dir`` (one search per claim, once).
 Not a test. Requests go only to the settings' cluster (a loopback URL).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import pickle
@@ -47,6 +56,7 @@ from loader.eval.indexes import EVAL_TENANT  # noqa: E402
 from loader.eval.metrics import _SECTION_MATCH as SECTION_MATCH  # noqa: E402
 from loader.eval.metrics import ndcg_at_k, section_ranking  # noqa: E402
 from loader.eval.tasks import EvalTask, load_task  # noqa: E402
+from loader.models.rerank.features import FEATURE_NAMES  # noqa: E402
 from loader.models.rerank.learned import LearnedReranker  # noqa: E402
 from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.search import search  # noqa: E402
@@ -66,7 +76,7 @@ from loader.train.sources import read_source  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DATASET = ROOT.parent / "shared" / "datasets" / "scifact"
 CONVERSATIONS = ROOT / "tests" / "fixtures" / "eval" / "conversations.jsonl"
-CANDIDATES = 50  # the rerank depth the issue sets: the learned reranker reorders these
+CANDIDATES = 50  # the rerank depth the issue sets (loader learn's --candidates)
 BOOTSTRAP_DRAWS = 10_000  # as guide/models.md's other SciFact intervals
 SIZES = (25, 50, 100, 200, 400, 809)
 # Seeds per training-set size: the small subsets vary most from one draw to the next.
@@ -113,10 +123,13 @@ def fused_scores(example: Example) -> np.ndarray:
     return -np.arange(len(example.labels), dtype=float)
 
 
-def oracle_scores(example: Example) -> np.ndarray:
+def oracle_scores(example: Example, depth: int | None = None) -> np.ndarray:
     """The same candidates, relevant first by grade (ties in fused order): the best any
-    reranker of these 50 candidates can do."""
-    return example.labels * len(example.labels) + fused_scores(example)
+    reranker of these candidates (of the first ``depth`` of them) can do."""
+    labels = example.labels
+    if depth is not None:
+        labels = np.where(np.arange(len(labels)) < depth, labels, 0.0)
+    return labels * len(labels) + fused_scores(example)
 
 
 def model_scores(booster: Any, prior_scale: float, example: Example) -> np.ndarray:
@@ -170,13 +183,18 @@ def headroom(args: argparse.Namespace) -> dict[str, Any]:
     test = _test_examples(args, _settings(args))
     base = per_claim(test, fused_scores)
     best = per_claim(test, oracle_scores)
-    reachable = np.mean([example.labels.max() > 0 for example in test.values()])
+    best_50 = per_claim(test, lambda example: oracle_scores(example, CANDIDATES))
+    counts = [len(example.labels) for example in test.values()]
     return {
         "index_prefix": args.index_prefix,
         "claims": len(test),
+        "candidates_median": float(np.median(counts)),
         "hybrid_rrf_ndcg@10": round(float(base.mean()), 4),
         "oracle_ndcg@10": round(float(best.mean()), 4),
-        "claims_with_a_relevant_candidate": round(float(reachable), 4),
+        "oracle_first_50_ndcg@10": round(float(best_50.mean()), 4),
+        "claims_with_a_relevant_candidate": round(
+            float(np.mean([example.labels.max() > 0 for example in test.values()])), 4
+        ),
     }
 
 
@@ -255,6 +273,94 @@ def curve(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def _folds(train: Mapping[str, Example], folds: int) -> list[tuple[list, list]]:
+    """Seeded ``folds``-fold splits of the train claims: (fitted, scored) example lists."""
+    ids = sorted(train)
+    np.random.default_rng(0).shuffle(ids)
+    parts = [ids[i::folds] for i in range(folds)]
+    return [
+        (
+            [train[q] for j, part in enumerate(parts) if j != i for q in part],
+            [train[q] for q in parts[i]],
+        )
+        for i in range(folds)
+    ]
+
+
+def cross_validated(
+    train: Mapping[str, Example], prior_scale: float, dropped: Sequence[int] = (), folds: int = 5
+) -> tuple[float, float]:
+    """Train-only: the mean nDCG@10 of hybrid-rrf and of ``train_booster`` over ``folds``
+    folds of the 809 train claims (each claim scored by the model that did not see it), at
+    ``prior_scale`` and with the ``dropped`` feature columns zeroed."""
+    request = LearnRequest(sources=(), out=Path("unused"))
+
+    def masked(example: Example) -> Example:
+        if not dropped:
+            return example
+        features = example.features.copy()
+        features[:, list(dropped)] = 0.0
+        return dataclasses.replace(example, features=features)
+
+    base, model = [], []
+    for fitted, scored in _folds(train, folds):
+        booster = train_booster([masked(e) for e in fitted], request, prior_scale=prior_scale)
+        for example in map(masked, scored):
+            base.append(ndcg(example, fused_scores(example)))
+            model.append(ndcg(example, model_scores(booster, prior_scale, example)))
+    return float(np.mean(base)), float(np.mean(model))
+
+
+# Feature groups for the ablation, by name prefix.
+GROUPS = ("content_", "heading_", "vector_", "fused_", "_overlap")
+
+
+def diagnose(args: argparse.Namespace) -> dict[str, Any]:
+    """Why the model gains what it gains, measured on train alone (5-fold cross-validation):
+    the prior's weight, each feature group left out, and the full model's feature importance."""
+    settings = _settings(args)
+    pairs = judged(args.dataset, "train", settings, args.index_prefix)
+    train = examples(pairs, settings, _cache(args, "train"))
+    figures: dict[str, Any] = {"train_claims": len(train), "prior_scale": {}, "without": {}}
+    for scale in (0.0, 1.0, 2.0, PRIOR_SCALE):
+        base, model = cross_validated(train, scale)
+        figures["prior_scale"][str(scale)] = [round(base, 4), round(model, 4)]
+        print(f"prior {scale}: {base:.4f} -> {model:.4f}", file=sys.stderr, flush=True)
+    for group in GROUPS:
+        columns = [i for i, name in enumerate(FEATURE_NAMES) if group in name]
+        base, model = cross_validated(train, PRIOR_SCALE, columns)
+        figures["without"][group] = round(model, 4)
+    request = LearnRequest(sources=(), out=Path("unused"))
+    booster = train_booster(list(train.values()), request)
+    gains = booster.feature_importance("gain")
+    ranked = sorted(zip(FEATURE_NAMES, gains, strict=True), key=lambda pair: -pair[1])
+    total = float(sum(gains)) or 1.0
+    figures["importance"] = [[name, round(float(g) / total, 3)] for name, g in ranked[:10]]
+    return figures
+
+
+def final(args: argparse.Namespace) -> dict[str, Any]:
+    """Test, once: ``train_booster`` on all the train claims at the prior weight that
+    ``diagnose``'s cross-validation chose (``--prior-scale``), without the guard's hold-out."""
+    settings = _settings(args)
+    pairs = judged(args.dataset, "train", settings, args.index_prefix)
+    train = examples(pairs, settings, _cache(args, "train"))
+    test = _test_examples(args, settings)
+    request = LearnRequest(sources=(), out=Path("unused"))
+    booster = train_booster(list(train.values()), request, prior_scale=args.prior_scale)
+    base, best = per_claim(test, fused_scores), per_claim(test, oracle_scores)
+    scores = per_claim(test, lambda e: model_scores(booster, args.prior_scale, e))
+    gain, low, high = gain_interval(base, scores)
+    return {
+        "prior_scale": args.prior_scale,
+        "trees": int(booster.num_trees()),
+        "hybrid_rrf_ndcg@10": round(float(base.mean()), 4),
+        "model_test_ndcg@10": round(float(scores.mean()), 4),
+        "gain": [round(gain, 4), round(low, 4), round(high, 4)],
+        "closed_share": round(closed_share(base.mean(), scores.mean(), best.mean()), 3),
+    }
+
+
 def standalone_questions(conversations: Path, out: Path) -> Path:
     """The conversations file's standalone questions as a questions file (no history): the
     carry-over set, judged by source file and section."""
@@ -319,19 +425,26 @@ def carry_over(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["headroom", "curve", "carry-over"])
+    parser.add_argument("command", choices=["headroom", "curve", "diagnose", "final", "carry-over"])
     parser.add_argument("--index-prefix", default="sfa", help="The eval indices' prefix.")
     parser.add_argument("--cache-dir", default="/tmp", help="Where the candidates are pickled.")
     parser.add_argument("--model-dir", default="/tmp/learned-rerank", help="Trained models.")
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="Training sizes.")
     parser.add_argument("--model", default=None, help="carry-over: the SciFact-trained model.")
     parser.add_argument("--docs-prefix", default="sfc", help="carry-over: the docs/ index prefix.")
+    parser.add_argument("--prior-scale", type=float, default=PRIOR_SCALE, help="final: prior.")
     parser.add_argument("--seeds", type=int, default=None, help="Seeds per size (default: SEEDS).")
     parser.add_argument("--url", default=None, help="OpenSearch URL (default: the settings').")
     parser.add_argument("--dataset", default=str(DEFAULT_DATASET), help="SciFact BEIR folder.")
     parser.add_argument("--out", default=None, help="Write the figures as JSON here too.")
     args = parser.parse_args()
-    commands = {"headroom": headroom, "curve": curve, "carry-over": carry_over}
+    commands = {
+        "headroom": headroom,
+        "curve": curve,
+        "diagnose": diagnose,
+        "final": final,
+        "carry-over": carry_over,
+    }
     figures = commands[args.command](args)
     text = json.dumps(figures, indent=2)
     print(text)
