@@ -56,7 +56,7 @@ from loader.eval.indexes import EVAL_TENANT  # noqa: E402
 from loader.eval.metrics import _SECTION_MATCH as SECTION_MATCH  # noqa: E402
 from loader.eval.metrics import ndcg_at_k, section_ranking  # noqa: E402
 from loader.eval.tasks import EvalTask, load_task  # noqa: E402
-from loader.models.rerank.features import FEATURE_NAMES  # noqa: E402
+from loader.models.rerank.features import FEATURE_NAMES, feature_fingerprint  # noqa: E402
 from loader.models.rerank.learned import LearnedReranker  # noqa: E402
 from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.search import search  # noqa: E402
@@ -82,8 +82,6 @@ SIZES = (25, 50, 100, 200, 400, 809)
 # Seeds per training-set size: the small subsets vary most from one draw to the next.
 SEEDS = {25: 5, 50: 5, 100: 3, 200: 3, 400: 2, 809: 1}
 
-Run = dict[str, list[str]]  # claim id -> document keys, best first
-
 
 def judged(dataset: str, split: str, settings: Settings, prefix: str) -> list[tuple[Any, Any]]:
     """The split's judged claims as ``loader learn`` reads them: (source, question) pairs."""
@@ -94,8 +92,8 @@ def judged(dataset: str, split: str, settings: Settings, prefix: str) -> list[tu
 def examples(
     pairs: Sequence[tuple[Any, Any]], settings: Settings, cache: Path | None
 ) -> dict[str, Example]:
-    """Each claim's 50 hybrid-rrf candidate chunks and their features, as ``loader learn``
-    collects them (``collect_examples``: the rerank's own lookup), by claim id; pickled to
+    """Each claim's hybrid-rrf candidates and their features, as ``loader learn --candidates
+    50`` collects them (``collect_examples``: the rerank's own lookup), by claim id; pickled to
     ``cache`` so a second command searches nothing."""
     if cache is not None and cache.is_file():
         with cache.open("rb") as file:
@@ -175,7 +173,10 @@ def _test_examples(args: argparse.Namespace, settings: Settings) -> dict[str, Ex
 
 
 def _cache(args: argparse.Namespace, split: str) -> Path:
-    return Path(args.cache_dir) / f"learned-rerank-{args.index_prefix}-{split}.pickle"
+    """The pickle of a split's examples: named after the index and the features' version, so
+    features computed differently are collected afresh."""
+    name = f"learned-rerank-{args.index_prefix}-{split}-{feature_fingerprint()}.pickle"
+    return Path(args.cache_dir) / name
 
 
 def headroom(args: argparse.Namespace) -> dict[str, Any]:
