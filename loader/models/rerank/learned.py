@@ -5,10 +5,11 @@ A model's folder (``loader learn --out``) holds the booster (``LEARNED_MODEL_FIL
 text format) and ``provenance.json``: what it was trained on, and what this module needs to use
 it -- the feature version, names and fingerprint, and ``prior_scale``. A candidate's score is::
 
-    prior_scale * 1 / log2(1 + fused rank)  +  the booster's output
+    prior_scale * 1 / log2(1 + fused rank)  +  residual_weight * the booster's output
 
-The booster learned the residual over that prior (its ``init_score``), so with few judgments it
-stays close to the fusion's order. A model trained on another feature version is refused when it
+The booster learned the residual over that prior (its ``init_score``), and ``residual_weight``
+shrinks it the more, the fewer questions it learnt from, so with few judgments the model stays
+close to the fusion's order. A model trained on another feature version is refused when it
 loads (``ModelError``), never applied to columns that mean something else.
 
 Example::
@@ -101,6 +102,7 @@ class LearnedReranker:
             raise ModelError(f"learned reranker {self.folder}: there is no {model_file}")
         facts = _model_facts(self.folder)
         self.prior_scale = float(facts.get("prior_scale", 0.0))
+        self.residual_weight = float(facts.get("residual_weight", 1.0))
         self.booster = _booster(model_file)
         if tuple(self.booster.feature_name()) != FEATURE_NAMES:
             raise ModelError(
@@ -127,12 +129,13 @@ class LearnedReranker:
         hits: Sequence[Candidate],
         answers: Sequence[dict[str, Any]] | None = None,
     ) -> list[float]:
-        """Each candidate's score: the scaled prior plus the booster's residual."""
+        """Each candidate's score: the scaled prior plus the booster's weighed residual."""
         if not hits:
             return []
         matrix = self.features(query, hits, answers)
         residual = self.booster.predict(matrix, num_threads=1)
-        return [float(value) for value in self.prior_scale * prior(hits) + residual]
+        scores = self.prior_scale * prior(hits) + self.residual_weight * residual
+        return [float(value) for value in scores]
 
     def contributions(
         self,
@@ -141,12 +144,13 @@ class LearnedReranker:
         answers: Sequence[dict[str, Any]] | None = None,
     ) -> list[dict[str, float]]:
         """Per candidate, each feature's share of its score (LightGBM's ``pred_contrib``: SHAP
-        values), the prior's (``prior``) and the booster's constant (``bias``); they add up to
-        the score."""
+        values, times ``residual_weight``), the prior's (``prior``) and the booster's constant
+        (``bias``); they add up to the score."""
         if not hits:
             return []
         matrix = self.features(query, hits, answers)
         shares = self.booster.predict(matrix, pred_contrib=True, num_threads=1)
+        shares = self.residual_weight * shares
         priors = self.prior_scale * prior(hits)
         names = (*FEATURE_NAMES, "bias")
         return [

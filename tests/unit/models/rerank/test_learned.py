@@ -1,6 +1,6 @@
 """The learned reranker without a cluster: trained on synthetic examples where one feature marks
 the relevant candidate, it ranks that candidate first; its score is the scaled prior plus the
-booster's output, and the per-feature contributions add up to it; a model of another feature
+booster's weighed output, and the per-feature contributions add up to it; a model of another feature
 version is refused when it loads."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def model(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("learned")
     provenance = {
         "model": {"feature_fingerprint": _fingerprint(), "prior_scale": PRIOR_SCALE,
-                  "feature_version": 1}
+                  "residual_weight": 0.5, "feature_version": 1}
     }  # fmt: skip
     _write(out, booster, provenance)
     return out
@@ -80,7 +80,8 @@ def test_the_score_is_the_scaled_prior_plus_the_booster_and_contributions_add_up
     query = RerankQuery(question="q", index="i", tenant="A", query_text="q")
     answers = [{"hits": {"hits": []}}, {"hits": {"hits": []}}]
     matrix = reranker.features(query, hits, answers)
-    expected = PRIOR_SCALE / np.log2(1 + np.arange(1, 4)) + reranker.booster.predict(matrix)
+    residual = reranker.booster.predict(matrix)
+    expected = PRIOR_SCALE / np.log2(1 + np.arange(1, 4)) + 0.5 * residual
     scores = reranker.score(query, hits, answers)
     assert scores == pytest.approx(expected.tolist())
     shares = reranker.contributions(query, hits, answers)
