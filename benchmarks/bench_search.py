@@ -40,7 +40,7 @@ from loader.errors import LoaderError  # noqa: E402
 from loader.eval.datasets import load_qrels  # noqa: E402
 from loader.eval.metrics import percentile  # noqa: E402
 from loader.models.embedding import embedder_for  # noqa: E402
-from loader.models.rerank import Reranker  # noqa: E402
+from loader.models.rerank.cross_encoder import CrossEncoderReranker  # noqa: E402
 from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.result import SearchHit  # noqa: E402
 from loader.query.search import search  # noqa: E402
@@ -106,13 +106,13 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def load_rerankers(settings: Any) -> tuple[dict[str, Reranker], str]:
+def load_rerankers(settings: Any) -> tuple[dict[str, CrossEncoderReranker], str]:
     """Every backend that loads, and a note on those that do not."""
-    rerankers: dict[str, Reranker] = {}
+    rerankers: dict[str, CrossEncoderReranker] = {}
     skipped = ""
     for backend in RERANK_BACKENDS:
         try:
-            rerankers[backend] = Reranker(
+            rerankers[backend] = CrossEncoderReranker(
                 settings.reranker_model,
                 backend=backend,
                 max_tokens=settings.rerank_max_tokens,

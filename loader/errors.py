@@ -145,3 +145,12 @@ class ForbiddenError(LoaderError):
     exit_code = 13
     http_status = 403
     public_reason = None
+
+
+class ModelRejectedError(LoaderError):
+    """A trained model did not beat the current search on held-out questions (``loader learn``'s
+    guard): nothing was written, and the message says what was measured."""
+
+    exit_code = 14
+    http_status = 422
+    public_reason = None

@@ -55,10 +55,12 @@ CHUNK_STRATEGIES = (
     "sentence-window",
     "parent-document",
 )
-# The cross-encoder's runtimes, and keyword: no model (loader.models.keyword_rerank).
+# The cross-encoder's runtimes, keyword: no model (loader.models.rerank.keyword), and learned: a
+# LambdaMART model over the candidates' features (loader.models.rerank.learned).
 CROSS_ENCODER_BACKENDS = ("torch", "onnx", "onnx-int8")
 KEYWORD_RERANK = "keyword"
-RERANK_BACKENDS = (*CROSS_ENCODER_BACKENDS, KEYWORD_RERANK)
+LEARNED_RERANK = "learned"
+RERANK_BACKENDS = (*CROSS_ENCODER_BACKENDS, KEYWORD_RERANK, LEARNED_RERANK)
 EMBEDDING_BACKENDS = ("torch", "onnx", "onnx-int8")
 # Where a push's chunks are embedded: by this process, or by the cluster's ingest pipeline with
 # the same model registered in ml-commons (the vectors are the same model's either way).
@@ -66,8 +68,9 @@ EMBEDDING_LOCATIONS = ("client", "cluster")
 # Query rewriting of follow-ups: none, a chat model, or the no-model fallback (previous question
 # + the follow-up); and what the chat model is asked for.
 REWRITE_CHOICES = ("off", "llm", "concat")
-# Whether searches rerank: auto does exactly when reranker_model is a cross-encoder on this
-# machine (``loader.models.rerank_check``); on without one is an error, not a slow attempt.
+# Whether searches rerank: auto does exactly when a reranker is available on this machine (the
+# cross-encoder reranker_model, else the learned model learned_reranker names:
+# ``loader.models.rerank.check``); on without one is an error, not a slow attempt.
 RERANK_CHOICES = ("auto", "on", "off")
 _TRUE_WORDS = ("1", "true", "yes", "on")
 _FALSE_WORDS = ("0", "false", "no", "off")
@@ -437,14 +440,24 @@ class Settings:
         "auto",
         "Rerank the candidates with the cross-encoder reranker_model (search, chat, explain, "
         "eval, serve): auto when it is a cross-encoder on this machine (a folder, or the model "
-        "cache, with its config.json), and says so when it is not; on always (an error without "
-        "one); off keeps fusion order. true and false mean on and off. With rerank_backend = "
-        "keyword, auto and on rerank by keyword overlap (no model).",
+        "cache, with its config.json), else with the learned model learned_reranker names (one "
+        "line says so), and says so when neither is; on always (an error without one); off "
+        "keeps fusion order. true and false mean on and off. With rerank_backend = keyword, auto "
+        "and on rerank by keyword overlap (no model).",
         choices=RERANK_CHOICES,
         parse=parse_rerank,
     )
     reranker_model: str = _setting(
-        "query", "cross-encoder/ms-marco-MiniLM-L-6-v2", "CrossEncoder name or path for the rerank."
+        "query",
+        "cross-encoder/ms-marco-MiniLM-L-6-v2",
+        "CrossEncoder name or path for the rerank; a folder `loader learn` wrote (it holds "
+        "learned_reranker.txt) makes the rerank the learned model's, whatever rerank_backend.",
+    )
+    learned_reranker: str = _setting(
+        "query",
+        "",
+        "Folder of a learned reranker (`loader learn --out`): the rerank with rerank_backend = "
+        "learned, and with rerank = auto when reranker_model is no cross-encoder here.",
     )
     rerank_backend: str = _setting(
         "query",
@@ -452,7 +465,7 @@ class Settings:
         "Runtime of the cross-encoder (ONNX exports are made locally once, then cached); keyword "
         "needs no model: (1 - keyword_rerank_weight) x the retrieval score (min-max over the "
         "candidates) + keyword_rerank_weight x the share of the question's content words the "
-        "chunk holds.",
+        "chunk holds; learned: the LambdaMART model learned_reranker names (guide/rerank.md).",
         choices=RERANK_BACKENDS,
     )
     keyword_rerank_weight: float = _setting(

@@ -16,6 +16,7 @@ from loader.cli import doctor as doctor_cli
 from loader.cli import explain as explain_cli
 from loader.cli import finetune as finetune_cli
 from loader.cli import judgments as judgments_cli
+from loader.cli import learn as learn_cli
 
 # What a shell reports for a command interrupted by Ctrl-C (128 + SIGINT), and so what scripts
 # test; click's own "Aborted!" exits 1, the code of an unexpected error.
@@ -58,6 +59,7 @@ for command in (
     judgments_cli.judgments,
     finetune_cli.fine_tune_command,
     adapt_cli.adapt,
+    learn_cli.learn,
     query.serve,
 ):
     cli.add_command(command)

@@ -255,7 +255,7 @@ def rerank_options(choice: str | None, settings: Settings) -> tuple[tuple[bool, 
         RerankerUnavailableError: a rerank asked for, and reranker_model is no cross-encoder
             here (at once, before any document is pushed).
     """
-    from loader.models.rerank_check import default_rerank, require_rerank
+    from loader.models.rerank.check import default_rerank, require_rerank
 
     if choice is None:
         rerank, warning = default_rerank(settings)

@@ -34,13 +34,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors, connect, require_cluster
 from loader.documents import PATH_SEPARATOR
 from loader.errors import ModelError, RerankerUnavailableError
 from loader.index.render import config_names
+from loader.models.rerank.check import LEARNED
 from loader.modes import Fusion, read_fusion, search_mode
 from loader.query import context
 from loader.query.explanation import (
@@ -103,6 +104,8 @@ class _Lists:
     reranked: list[SearchHit] | None
     final: list[SearchHit]
     fusion: Fusion | None = None  # the stored pipeline's, hybrid only
+    # A learned reranker's per-feature shares of each candidate's score: chunk id -> shares.
+    learned_shares: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 def _retrieval_request(request: SearchRequest, mode: str) -> SearchRequest:
@@ -180,6 +183,9 @@ def _search_lists(
     else:
         sides = {request.mode: retrieved}
     reranked = run(with_rerank=True) if reranker is not None else None
+    shares = {}
+    if reranked and reranker is not None and reranker.kind == LEARNED:
+        shares = _learned_shares(request, settings, client, embedder, reranker, reranked)
     final = context.assemble(
         reranked if reranked is not None else retrieved,
         request.k,
@@ -187,7 +193,37 @@ def _search_lists(
         merge=request.merge_adjacent,
         prompt_order=request.prompt_order,
     )
-    return _Lists(sides, retrieved, reranked, final, fusion)
+    return _Lists(sides, retrieved, reranked, final, fusion, shares)
+
+
+def _learned_shares(
+    request: SearchRequest,
+    settings: Settings,
+    client: OpenSearch,
+    embedder: Embedder | None,
+    reranker: Reranker,
+    reranked: list[SearchHit],
+) -> dict[str, dict[str, float]]:
+    """Each candidate's per-feature shares of its learned score (LightGBM's ``pred_contrib``),
+    from the same lookup the rerank made: the candidates in their fused order, the question's
+    query as the search sent it."""
+    from loader.models.rerank import RerankQuery
+    from loader.models.rerank.learned import LearnedReranker
+    from loader.query.retrieve import send_lookup
+
+    if not isinstance(reranker, LearnedReranker):  # a caller's own learned-kind reranker
+        return {}
+    vector = None
+    if search_mode(request.mode).embeds:
+        from loader.models.embedding import embedder_for
+
+        vector = (embedder or embedder_for(settings)).embed_queries([request.searched])[0].tolist()
+    params = request.template_params(bm25_text(request.searched), vector)
+    query = RerankQuery.of_call(request.searched, settings.index_name, params)
+    hits = sorted(reranked, key=lambda hit: hit.ranks.get("retrieval", 0))
+    answers = send_lookup(client, settings, reranker.lookup(query, hits))
+    shares = reranker.contributions(query, hits, answers)
+    return {hit.chunk_id: share for hit, share in zip(hits, shares, strict=True)}
 
 
 def _contributions(lists: _Lists, chunk_id: str) -> list[Contribution]:
@@ -233,7 +269,9 @@ def _explain_target(
             explanation.cut, explanation.cut_detail = "fusion", f"lost in fusion (rank > {depth})"
         return
     if lists.reranked is not None:
-        explanation.stages.append(_stage("rerank", lists.reranked, depth, matches))
+        reranked = _stage("rerank", lists.reranked, depth, matches)
+        explanation.stages.append(reranked)
+        explanation.rerank_shares = lists.learned_shares.get(reranked.chunk_id or "", {})
     kept = _stage("context", lists.final, request.k, matches)
     explanation.stages.append(kept)
     if kept.rank is None:

@@ -22,6 +22,9 @@ from loader.errors import ConfigError
 from loader.modes import Fusion, read_fusion
 from loader.query.fusion import NORMALIZERS
 
+# A learned reranker's shares shown in the text report (all of them in --json): the largest.
+LEARNED_SHARES_SHOWN = 6
+
 
 @dataclass(frozen=True)
 class Expected:
@@ -159,6 +162,9 @@ class Explanation:
     stages: list[StageRank] = field(default_factory=list)
     contributions: list[Contribution] = field(default_factory=list)
     fused_score: float | None = None  # the server's fused score of the contributions' chunk
+    # A learned reranker: each feature's share of the chunk's rerank score (and the prior's and
+    # the booster's constant: ``bias``); they add up to it.
+    rerank_shares: dict[str, float] = field(default_factory=dict)
     cut: str | None = None
     cut_detail: str = ""
 
@@ -351,7 +357,20 @@ def _explanation_lines(explanation: Explanation) -> list[str]:
         lines.append(
             f"  fused score {total:.4f} = {shares} (server: {_number(explanation.fused_score)})"
         )
+    if explanation.rerank_shares:
+        lines.append(_learned_line(explanation.rerank_shares))
     return lines
+
+
+def _learned_line(shares: Mapping[str, float], shown: int = LEARNED_SHARES_SHOWN) -> str:
+    """``learned score 3.21 = prior +2.52 + content_rank +0.40 + ... + 17 others +0.01``: the
+    largest shares first."""
+    ranked = sorted(shares.items(), key=lambda item: -abs(item[1]))
+    parts = [f"{name} {value:+.4f}" for name, value in ranked[:shown]]
+    rest = ranked[shown:]
+    if rest:
+        parts.append(f"{len(rest)} others {sum(value for _, value in rest):+.4f}")
+    return f"  learned score {sum(shares.values()):.4f} = " + " + ".join(parts)
 
 
 def format_report(report: ExplainReport) -> list[str]:

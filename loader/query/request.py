@@ -30,7 +30,7 @@ from typing import Any
 
 from loader.errors import ConfigError
 from loader.index.search_params import search_template_params
-from loader.models.rerank_check import default_rerank
+from loader.models.rerank.check import default_rerank
 from loader.query.conversation import check_history
 from loader.query.identifiers import exact_terms
 from loader.settings import EXPANSIONS, MAX_CANDIDATES, SEARCH_MODES, Settings, tenant_problem

@@ -31,7 +31,7 @@ class SearchHit(Hit):
 
     ``scores`` / ``ranks`` hold each stage's score and 1-based rank: ``retrieval`` (OpenSearch's
     score, or the client-side RRF score when several queries were fused), ``query_<n>`` (per
-    rewritten query, when there were several) and ``rerank`` (the cross-encoder's score).
+    rewritten query, when there were several) and ``rerank`` (the reranker's score).
     """
 
     collection: str = ""
@@ -101,7 +101,7 @@ class SearchResult:
         rerank_query: the text the candidates were reranked against ("" without rerank).
         mode: the search mode.
         tenant: the tenant searched.
-        reranked: whether the cross-encoder reordered the candidates.
+        reranked: whether the reranker (cross-encoder, keyword or learned) reordered them.
         candidates: how many distinct candidates retrieval returned.
         hits: the results, best first (or in prompt order with ``prompt_order``).
         timings: milliseconds per stage: rewrite_ms, embed_ms, retrieve_ms, rerank_ms,

@@ -90,6 +90,41 @@ async def send_async(
         return await client.search_template(**call.arguments())
 
 
+def send_lookup(
+    client: OpenSearch, settings: Settings, lines: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The answers of a reranker's lookup (``loader.models.rerank.Reranker.lookup``), sent as one
+    ``_msearch``, in order.
+
+    Raises:
+        ClusterError: the cluster failed, or one of the searches did (reason kept).
+    """
+    with cluster_errors(settings, "looking up the candidates' features for the rerank"):
+        answer = client.msearch(body=lines)
+    return _lookup_answers(settings, answer)
+
+
+async def send_lookup_async(
+    client: AsyncOpenSearch, settings: Settings, lines: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """``send_lookup`` with the asyncio client."""
+    with cluster_errors(settings, "looking up the candidates' features for the rerank"):
+        answer = await client.msearch(body=lines)
+    return _lookup_answers(settings, answer)
+
+
+def _lookup_answers(settings: Settings, answer: dict[str, Any]) -> list[dict[str, Any]]:
+    responses = list(answer.get("responses") or [])
+    for response in responses:
+        if "error" in response:  # _msearch answers 200 with each search's own failure
+            raise ClusterError(
+                f"the rerank's feature lookup failed on {safe_url(settings.opensearch_url)}: "
+                f"{response['error']}",
+                public_reason="the rerank's feature lookup failed on OpenSearch",
+            )
+    return responses
+
+
 def ranked_hits(
     request: SearchRequest,
     settings: Settings,

@@ -28,7 +28,9 @@ result types are in ``loader.query.result``. Stages, in order, one function each
    them rank first, and ``one_per_document`` as ``collapse_doc``. With several queries, their
    rankings are fused on the client by reciprocal rank fusion (``loader.query.fusion.rrf``),
    then kept one per document if asked (``loader.query.retrieve``);
-4. **rerank** (optional) every candidate with the cross-encoder against the *rewritten
+4. **rerank** (optional) every candidate with the reranker (``loader.models.rerank``: a
+   cross-encoder, the keyword reranker, or a learned model, which first asks the index for each
+   candidate's sub-query scores in one ``_msearch``: its ``lookup``) against the *rewritten
    standalone question* (``Rewrite.standalone``), then order by that score (``_rerank``). Not the
    latest message: it may be a follow-up ("what about for UPI?") that a cross-encoder cannot judge
    passages against; nor one sub-query of a decomposition, which would push the other parts'
@@ -59,11 +61,20 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import connect, connect_async, require_cluster, require_cluster_async
+from loader.models.rerank import RerankQuery
 from loader.modes import search_mode
 from loader.query import context
 from loader.query.request import SearchRequest
 from loader.query.result import TIMINGS, SearchHit, SearchResult
-from loader.query.retrieve import TemplateCall, ranked_hits, send, send_async, template_calls
+from loader.query.retrieve import (
+    TemplateCall,
+    ranked_hits,
+    send,
+    send_async,
+    send_lookup,
+    send_lookup_async,
+    template_calls,
+)
 from loader.query.rewrite import (
     QueryRewriter,
     Rewrite,
@@ -117,7 +128,7 @@ class _Timings(dict[str, float]):
     def stage(self, name: str) -> Iterator[None]:
         started = time.perf_counter()
         yield
-        self[name] = _milliseconds(started)
+        self[name] += _milliseconds(started)  # the rerank stage runs in parts
 
     def finish(self) -> dict[str, float]:
         self["total_ms"] = _milliseconds(self.started)
@@ -148,7 +159,7 @@ def _load_models(
     """The embedder (``None`` in a mode that does not embed: bm25) and the reranker (``None``
     without rerank), loaded from the settings unless given: a model that cannot load fails the
     search up front (a reranker_model that is nowhere on disk at once:
-    ``loader.models.rerank_check``)."""
+    ``loader.models.rerank.check``)."""
     if request.rerank and reranker is None:
         from loader.models.rerank import load_reranker
 
@@ -168,16 +179,15 @@ def _embed(embedder: Embedder | None, queries: list[str]) -> list[list[float] | 
     return [vector.tolist() for vector in embedder.embed_queries(queries)]
 
 
-def _rerank(reranker: Reranker, query: str, hits: list[SearchHit]) -> list[SearchHit]:
-    """``hits`` ordered by the reranker's score against ``query`` (a cross-encoder's, or the
-    keyword reranker's blend of the retrieval score and the words the chunk shares with
-    ``query``), each scored and ranked."""
-    passages = [hit.text or hit.body for hit in hits]
-    if getattr(reranker, "blends_retrieval", False):  # the keyword reranker
-        retrieval = [hit.scores.get("retrieval", 0.0) for hit in hits]
-        scores = reranker.rerank(query, passages, retrieval)
-    else:
-        scores = reranker.rerank(query, passages)
+def _rerank(
+    reranker: Reranker,
+    query: RerankQuery,
+    hits: list[SearchHit],
+    looked_up: list[dict[str, Any]] | None,
+) -> list[SearchHit]:
+    """``hits`` ordered by the reranker's scores (``loader.models.rerank.Reranker.score``: a
+    cross-encoder's, the keyword reranker's, a learned model's), each scored and ranked."""
+    scores = reranker.score(query, hits, looked_up)
     for hit, score in zip(hits, scores, strict=True):
         hit.scores["rerank"] = score
     # sorted() is stable: equal scores keep their retrieval order.
@@ -212,6 +222,7 @@ class _Run:
         self.searched = _searched_question(request)
         self.rewriter = rewriter if rewriter is not None else rewriter_from_settings(settings)
         self.rewrite = Rewrite([self.searched], self.searched)  # until plan() rewrites
+        self.retrieved = 0
 
     def plan(self, embedder: Embedder | None) -> list[TemplateCall]:
         """The rewrite and embed stages (a model, perhaps an LLM call): the template calls."""
@@ -225,20 +236,33 @@ class _Run:
         texts = [bm25_text(query) for query in queries]
         return template_calls(self.request, self.settings, texts, vectors)
 
+    def candidates(
+        self, calls: list[TemplateCall], answers: list[dict[str, Any]], reranker: Reranker | None
+    ) -> tuple[list[SearchHit], RerankQuery | None, list[dict[str, Any]] | None]:
+        """The answers' hits, the query to rerank them against (``None`` without rerank), and
+        the one request the reranker asks of the index first (its ``lookup``), if any."""
+        hits = ranked_hits(self.request, self.settings, calls, answers)
+        self.retrieved = len(hits)
+        if reranker is None or not hits or not self.rewrite.standalone:
+            return hits, None, None
+        query = RerankQuery.of_call(self.rewrite.standalone, calls[0].index, calls[0].params)
+        with self.timings.stage("rerank_ms"):
+            lines = reranker.lookup(query, hits)
+        return hits, query, lines
+
     def finish(
         self,
-        calls: list[TemplateCall],
-        answers: list[dict[str, Any]],
+        hits: list[SearchHit],
         reranker: Reranker | None,
+        query: RerankQuery | None,
+        looked_up: list[dict[str, Any]] | None,
     ) -> SearchResult:
-        """The answers' hits, the rerank and context stages, and the result."""
+        """The rerank and context stages, and the result."""
         request, rewrite = self.request, self.rewrite
-        hits = ranked_hits(request, self.settings, calls, answers)
-        retrieved = len(hits)
-        rerank_query = rewrite.standalone if reranker is not None and hits else ""
-        if reranker is not None and rerank_query:
+        if reranker is not None and query is not None:
             with self.timings.stage("rerank_ms"):
-                hits = _rerank(reranker, rerank_query, hits)
+                hits = _rerank(reranker, query, hits, looked_up)
+        rerank_query = query.question if query is not None else ""
         with self.timings.stage("context_ms"):
             hits = _assemble(request, hits)
         finished = self.timings.finish()
@@ -252,7 +276,7 @@ class _Run:
             mode=request.mode,
             tenant=request.tenant,
             reranked=bool(rerank_query),
-            candidates=retrieved,
+            candidates=self.retrieved,
             hits=hits,
             timings=finished,
             truncated=request.truncated,
@@ -296,7 +320,12 @@ def search(
     calls = run.plan(embedder)
     with run.timings.stage("retrieve_ms"):
         answers = [send(client, settings, call) for call in calls]
-    result = run.finish(calls, answers, reranker)
+    hits, query, lines = run.candidates(calls, answers, reranker)
+    looked_up = None
+    if lines:
+        with run.timings.stage("rerank_ms"):
+            looked_up = send_lookup(client, settings, lines)
+    result = run.finish(hits, reranker, query, looked_up)
     if settings.query_log != "off":  # the opt-in query log (loader.query.query_log)
         from loader.query.query_log import record_search
 
@@ -341,7 +370,12 @@ async def asearch(
         calls = await asyncio.to_thread(run.plan, embedder)
         with run.timings.stage("retrieve_ms"):
             answers = await asyncio.gather(*(send_async(client, settings, c) for c in calls))
-        result = await asyncio.to_thread(run.finish, calls, list(answers), reranker)
+        hits, query, lines = await asyncio.to_thread(run.candidates, calls, list(answers), reranker)
+        looked_up = None
+        if lines:
+            with run.timings.stage("rerank_ms"):
+                looked_up = await send_lookup_async(client, settings, lines)
+        result = await asyncio.to_thread(run.finish, hits, reranker, query, looked_up)
         if settings.query_log != "off":
             from loader.query.query_log import record_search_async
 

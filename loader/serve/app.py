@@ -70,7 +70,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from loader.cluster.client import cluster_errors, connect, require_cluster, safe_url
 from loader.errors import ConfigError, LoaderError
-from loader.models import rerank_check
+from loader.models.rerank import check as rerank_check
 from loader.serve.auth import ApiKeys, require_api_key
 from loader.serve.body import EventBody, KeyedSearchRequest, SearchRequest
 from loader.serve.redacted_logs import redacted_logs

@@ -19,7 +19,7 @@ from loader.errors import (
     ModelError,
     RerankerUnavailableError,
 )
-from loader.models import rerank_check
+from loader.models.rerank import check as rerank_check
 from loader.query.request import MAX_QUESTION_CHARS
 from loader.query.rewriters import rewriter_from_settings
 from loader.query.search import search

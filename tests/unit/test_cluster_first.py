@@ -22,7 +22,9 @@ TINY_BEIR = FIXTURES / "eval" / "tiny-beir"
 # cluster answered.
 MODEL_MODULES = (
     "loader.models.embedding",
-    "loader.models.rerank",
+    "loader.models.rerank.cross_encoder",
+    "loader.models.rerank.learned",
+    "lightgbm",
     "loader.models.onnx_embedding",
     "onnxruntime",
     "tokenizers",

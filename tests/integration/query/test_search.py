@@ -11,8 +11,8 @@ import re
 import pytest
 
 from loader.errors import ClusterError, ConfigError, LoaderError, ModelError
-from loader.models.keyword_rerank import STOPWORDS
 from loader.models.rerank import load_reranker
+from loader.models.rerank.keyword import STOPWORDS
 from loader.modes import HYBRID_MODES
 from loader.query.request import MAX_QUESTION_CHARS, SearchFilters, SearchRequest
 from loader.query.search import search

@@ -61,10 +61,19 @@ class FakeEmbedder:
 
 
 class FakeReranker:
-    """Scores a passage by the number of times it contains the letter "z"."""
+    """Scores a passage by the number of times it contains the letter "z" (the
+    ``loader.models.rerank.Reranker`` protocol: no lookup, the hits' text)."""
+
+    name = kind = "fake"
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, list[str]]] = []
+
+    def lookup(self, query: Any, hits: Any) -> None:
+        return None
+
+    def score(self, query: Any, hits: Any, answers: Any = None) -> list[float]:
+        return self.rerank(query.question, [hit.text or hit.body for hit in hits])
 
     def rerank(self, question: str, passages: list[str]) -> list[float]:
         self.calls.append((question, passages))

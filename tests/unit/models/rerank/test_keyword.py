@@ -8,7 +8,9 @@ import pytest
 
 from loader.errors import ConfigError
 from loader.eval.tune import KEYWORD_SPACE, parse_space
-from loader.models.keyword_rerank import (
+from loader.models.rerank import load_reranker
+from loader.models.rerank.check import default_rerank, require_rerank, rerank_problem
+from loader.models.rerank.keyword import (
     KeywordReranker,
     content_terms,
     keyword_overlap,
@@ -16,8 +18,6 @@ from loader.models.keyword_rerank import (
     min_max,
     words,
 )
-from loader.models.rerank import load_reranker
-from loader.models.rerank_check import default_rerank, require_rerank, rerank_problem
 from loader.settings import Settings
 
 

@@ -1,4 +1,7 @@
-"""Whether ``reranker_model`` is a cross-encoder on this machine, judged without loading it.
+"""Which reranker a search uses, and whether ``reranker_model`` is a cross-encoder on this
+machine, judged without loading it (``choose_reranker``: the keyword reranker, a learned model's
+folder, a cross-encoder, in that order; ``rerank = auto`` falls back from a cross-encoder that is
+not here to the learned model ``learned_reranker`` names).
 
 Loading a cross-encoder imports torch and sentence-transformers (seconds); a name that is nowhere
 on disk used to cost that and a failed attempt to reach a model hub (20 s) before the error. This
@@ -22,17 +25,27 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from loader.errors import RerankerUnavailableError
 from loader.models.registry import known_spec
-from loader.settings import KEYWORD_RERANK
+from loader.settings import KEYWORD_RERANK, LEARNED_RERANK
 
 if TYPE_CHECKING:
     from loader.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# The kinds of reranker (``RerankChoice.kind``; each reranker's ``kind``).
+CROSS_ENCODER, KEYWORD, LEARNED = "cross-encoder", "keyword", "learned"
+# The file that makes a folder a learned reranker (``loader learn --out`` writes it).
+LEARNED_MODEL_FILE = "learned_reranker.txt"
 
 # What the message suggests: a folder that holds a cross-encoder, or no rerank.
 _FIX = (
@@ -140,28 +153,134 @@ def require_reranker(name: str) -> None:
         )
 
 
-def rerank_problem(settings: Settings) -> str | None:
-    """Why a rerank with ``settings`` cannot run here, or ``None``: the keyword reranker needs no
-    model; any other backend needs ``reranker_model`` to be a cross-encoder on this machine."""
+def learned_problem(folder: str, setting: str = "learned_reranker") -> str | None:
+    """Why ``folder`` is no learned reranker here (``loader learn --out``), or ``None``: it must
+    hold ``LEARNED_MODEL_FILE``. Reads the file system only; the feature version is checked when
+    the model loads (``loader.models.rerank.learned``)."""
+    path = Path(folder).expanduser()
+    if not path.is_dir():
+        return f"{setting} {folder!r}: there is no folder {path} (train one with `loader learn`)"
+    if not (path / LEARNED_MODEL_FILE).is_file():
+        return (
+            f"{setting} {folder!r}: folder {path} has no {LEARNED_MODEL_FILE}, so it is no "
+            "learned reranker (`loader learn --out` writes one)"
+        )
+    return None
+
+
+def is_learned_folder(name: str) -> bool:
+    """Whether ``name`` (``reranker_model``) is a folder ``loader learn`` wrote."""
+    return bool(name) and (Path(name).expanduser() / LEARNED_MODEL_FILE).is_file()
+
+
+@dataclass(frozen=True)
+class RerankChoice:
+    """The reranker a search with these settings uses, or why none can run.
+
+    Attributes:
+        kind: ``cross-encoder``, ``keyword``, ``learned``, or ``""`` (none available).
+        model: the cross-encoder's name, the learned model's folder, ``keyword``.
+        problem: why none is available (``kind == ""``).
+        line: one line saying which was chosen and why (logged by ``rerank = auto``).
+    """
+
+    kind: str
+    model: str = ""
+    problem: str | None = None
+    line: str = ""
+
+    def require(self) -> None:
+        """Refuse a rerank that was asked for when no reranker is available (at once).
+
+        Raises:
+            RerankerUnavailableError: exit code 6, HTTP 422; the public reason names the
+                settings, not the server's folders.
+        """
+        if self.problem:
+            raise RerankerUnavailableError(
+                f"rerank is on but {self.problem}",
+                public_reason="rerank: no reranker the server's settings name (reranker_model, "
+                'learned_reranker) is available on this server; send "rerank": false, or '
+                "leave rerank out (the server then reranks when it can)",
+            )
+
+
+def _learned(settings: Settings, folder: str, setting: str, why: str) -> RerankChoice:
+    problem = learned_problem(folder, setting)
+    if problem:
+        return RerankChoice("", problem=problem)
+    return RerankChoice(LEARNED, folder, line=f"rerank: the learned reranker {folder} ({why})")
+
+
+def choose_reranker(settings: Settings) -> RerankChoice:
+    """Which reranker the settings choose, judged from the files alone (no model imported):
+
+    1. ``rerank_backend = "keyword"``: the keyword reranker;
+    2. ``reranker_model`` naming a folder ``loader learn`` wrote: that learned model;
+    3. ``rerank_backend = "learned"``: the folder ``learned_reranker`` names;
+    4. a cross-encoder backend: ``reranker_model`` when it is a cross-encoder here, else the
+       learned model when ``learned_reranker`` names one, else none (the problem says why).
+
+    Example::
+
+        choose_reranker(Settings(rerank_backend="keyword")).kind   # 'keyword'
+    """
     if settings.rerank_backend == KEYWORD_RERANK:
-        return None
-    return reranker_problem(settings.reranker_model)
+        return RerankChoice(KEYWORD, KEYWORD, line="rerank: the keyword reranker")
+    if is_learned_folder(settings.reranker_model):
+        return _learned(
+            settings, settings.reranker_model, "reranker_model", "reranker_model names it"
+        )
+    if settings.rerank_backend == LEARNED_RERANK:
+        if not settings.learned_reranker:
+            return RerankChoice(
+                "",
+                problem="rerank_backend = learned needs learned_reranker (LOADER_LEARNED_RERANKER)"
+                " to name a folder `loader learn` wrote",
+            )
+        return _learned(settings, settings.learned_reranker, "learned_reranker", "rerank_backend")
+    problem = reranker_problem(settings.reranker_model)
+    if problem is None:
+        return RerankChoice(
+            CROSS_ENCODER,
+            settings.reranker_model,
+            line=f"rerank: the cross-encoder {settings.reranker_model}",
+        )
+    if settings.learned_reranker:
+        learned = _learned(
+            settings, settings.learned_reranker, "learned_reranker", f"no cross-encoder: {problem}"
+        )
+        if learned.kind:
+            return learned
+        problem = f"{problem}; and {learned.problem}"
+    return RerankChoice("", problem=problem)
+
+
+def rerank_problem(settings: Settings) -> str | None:
+    """Why a rerank with ``settings`` cannot run here, or ``None`` (``choose_reranker``)."""
+    return choose_reranker(settings).problem
 
 
 def require_rerank(settings: Settings) -> None:
-    """``require_reranker`` for the settings' backend: nothing to require for keyword.
+    """Refuse a rerank asked for when the settings choose no available reranker.
 
     Raises:
-        RerankerUnavailableError: as ``require_reranker``.
+        RerankerUnavailableError: as ``RerankChoice.require``.
     """
-    if settings.rerank_backend != KEYWORD_RERANK:
-        require_reranker(settings.reranker_model)
+    choose_reranker(settings).require()
+
+
+@functools.lru_cache(maxsize=16)
+def _announce(line: str) -> None:
+    """Log which reranker ``rerank = auto`` chose, once per process and choice."""
+    log.warning("%s", line)
 
 
 def default_rerank(settings: Settings) -> tuple[bool, str | None]:
     """Whether a search that does not say reranks, by the ``rerank`` setting (``auto``: exactly
-    when ``rerank_problem`` finds none: always for the keyword backend), and the warning to show
-    when auto leaves it off.
+    when ``choose_reranker`` finds one: always for the keyword backend), and the warning to show
+    when auto leaves it off. With auto, one line (logged once per process) says which reranker
+    it chose when that is not the configured cross-encoder.
 
     Example::
 
@@ -170,5 +289,9 @@ def default_rerank(settings: Settings) -> tuple[bool, str | None]:
     """
     if settings.rerank != "auto":
         return settings.rerank == "on", None
-    problem = rerank_problem(settings)
-    return problem is None, (f"no rerank (rerank = auto): {problem}" if problem else None)
+    choice = choose_reranker(settings)
+    if choice.problem:
+        return False, f"no rerank (rerank = auto): {choice.problem}"
+    if choice.kind == LEARNED:
+        _announce(f"{choice.line} (rerank = auto)")
+    return True, None

@@ -1,4 +1,4 @@
-"""The reranker: a cross-encoder that scores (question, passage) pairs, loaded once per process.
+"""The cross-encoder reranker: it scores (question, passage) pairs, loaded once per process.
 
 Retrieve many candidates cheaply (``candidates``, e.g. 50), score each against the question with a
 cross-encoder, keep the best few (``top_k``, e.g. 5).
@@ -23,7 +23,7 @@ builds the model from onnxruntime's own pieces; it needs torch once, for the exp
 
 Example::
 
-    reranker = load_reranker(settings)
+    reranker = load_reranker(settings)        # loader.models.rerank: this one when chosen
     scores = reranker.rerank("How long do UPI refunds take?", passages)
     best = sorted(zip(scores, passages), reverse=True)[:5]
 """
@@ -36,19 +36,17 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from loader.errors import ConfigError, ModelError
 from loader.models.embedding import resolve_model_path
-from loader.models.keyword_rerank import KeywordReranker
 from loader.models.onnx_export import eager_attention, trace_to_onnx
 from loader.models.registry import INT8_RECIPE
-from loader.models.rerank_check import require_reranker
-from loader.settings import CROSS_ENCODER_BACKENDS, KEYWORD_RERANK
-
-if TYPE_CHECKING:
-    from loader.settings import Settings
+from loader.models.rerank import Candidate, RerankQuery
+from loader.models.rerank.check import require_reranker
+from loader.settings import CROSS_ENCODER_BACKENDS
 
 log = logging.getLogger(__name__)
 
@@ -211,8 +209,9 @@ def _fuse_transformer_ops(source: Path, target: Path, config: Any) -> None:
         shutil.copyfile(source, target)
 
 
-class Reranker:
-    """A cross-encoder reranker.
+class CrossEncoderReranker:
+    """A cross-encoder reranker (``loader.models.rerank.Reranker``): it reads each candidate's
+    text alone, so it needs no lookup.
 
     Args:
         model: CrossEncoder name or local folder (bundled names resolve like the embedder's).
@@ -283,6 +282,18 @@ class Reranker:
                 ) from exc
         return _OnnxScorer(onnx_path, cross_encoder.tokenizer, self.max_tokens, self.device)
 
+    kind = "cross-encoder"
+
+    def lookup(self, query: RerankQuery, hits: Sequence[Candidate]) -> None:
+        """Nothing to ask the index: the passages' text is on the hits."""
+        return None
+
+    def score(
+        self, query: RerankQuery, hits: Sequence[Candidate], answers: object = None
+    ) -> list[float]:
+        """Each hit's relevance to ``query.question``, from its text (``rerank``)."""
+        return self.rerank(query.question, [hit.text or hit.body for hit in hits])
+
     def rerank(self, question: str, passages: list[str]) -> list[float]:
         """Relevance score of each passage for the question, in the passages' order.
 
@@ -311,23 +322,10 @@ class Reranker:
 
 
 @functools.lru_cache(maxsize=4)
-def _cached_reranker(
+def cached_cross_encoder(
     model: str, backend: str, max_tokens: int, batch_size: int, device: str
-) -> Reranker:
-    return Reranker(
+) -> CrossEncoderReranker:
+    """The process-wide cross-encoder of these settings, loaded once."""
+    return CrossEncoderReranker(
         model, backend=backend, max_tokens=max_tokens, batch_size=batch_size, device=device
-    )
-
-
-def load_reranker(settings: Settings) -> Reranker | KeywordReranker:
-    """The process-wide reranker for the settings, loaded once per model and rerank settings;
-    with ``rerank_backend = "keyword"`` the keyword reranker, which loads nothing."""
-    if settings.rerank_backend == KEYWORD_RERANK:
-        return KeywordReranker(settings.keyword_rerank_weight)
-    return _cached_reranker(
-        settings.reranker_model,
-        settings.rerank_backend,
-        settings.rerank_max_tokens,
-        settings.rerank_batch_size,
-        settings.device,
     )

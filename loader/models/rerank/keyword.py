@@ -13,8 +13,9 @@ holds::
 - ``weight`` is the ``keyword_rerank_weight`` setting (0.3: the seeds' starting point). 0 keeps
   the retrieval order, 1 orders by overlap alone.
 
-Pure functions and one small class with the cross-encoder's ``rerank`` call; ``rerank_backend =
-"keyword"`` selects it (``loader.models.rerank.load_reranker``).
+Pure functions and one small class behind the ``loader.models.rerank.Reranker`` protocol (it
+reads each hit's text and retrieval score); ``rerank_backend = "keyword"`` selects it
+(``loader.models.rerank.load_reranker``).
 
 Example::
 
@@ -29,6 +30,7 @@ import re
 from collections.abc import Sequence
 
 from loader.errors import ConfigError
+from loader.models.rerank import Candidate, RerankQuery
 
 # English function words (the usual IR list): they match nearly every chunk and say nothing about
 # what a question asks.
@@ -116,20 +118,30 @@ def keyword_rerank_scores(
 
 
 class KeywordReranker:
-    """``rerank_backend = "keyword"``: the cross-encoder's ``rerank`` call, without a model.
+    """``rerank_backend = "keyword"``: a reranker without a model.
 
     Args:
         weight: ``keyword_rerank_weight``, the keyword overlap's share of the final score.
     """
 
     name = "keyword"
+    kind = "keyword"
     backend = "keyword"
-    # The search passes the candidates' retrieval scores to a reranker that says it blends them
-    # (a cross-encoder, or any reranker a caller brings, is called with the texts only).
-    blends_retrieval = True
 
     def __init__(self, weight: float = 0.3) -> None:
         self.weight = check_weight(weight)
+
+    def lookup(self, query: RerankQuery, hits: Sequence[Candidate]) -> None:
+        """Nothing to ask the index: the text and the retrieval score are on the hits."""
+        return None
+
+    def score(
+        self, query: RerankQuery, hits: Sequence[Candidate], answers: object = None
+    ) -> list[float]:
+        """Each hit's blend of its retrieval score and keyword overlap with ``query.question``."""
+        passages = [hit.text or hit.body for hit in hits]
+        retrieval = [hit.scores.get("retrieval", 0.0) for hit in hits]
+        return self.rerank(query.question, passages, retrieval)
 
     def rerank(
         self,

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from loader.errors import ConfigError, ModelError
-from loader.models.rerank import ONNX_FILE, ONNX_INT8_FILE, Reranker, load_reranker
+from loader.models.rerank import load_reranker
+from loader.models.rerank.cross_encoder import ONNX_FILE, ONNX_INT8_FILE, CrossEncoderReranker
 from loader.settings import Settings
 
 QUESTION = "Do I get a refund if my order is more than 45 minutes late?"
@@ -34,8 +35,8 @@ needs_onnx = pytest.mark.skipif(
 
 
 @pytest.fixture(scope="session")
-def reranker(cross_encoder_path: str) -> Reranker:
-    return Reranker(cross_encoder_path, max_tokens=256, batch_size=16)
+def reranker(cross_encoder_path: str) -> CrossEncoderReranker:
+    return CrossEncoderReranker(cross_encoder_path, max_tokens=256, batch_size=16)
 
 
 @pytest.fixture(scope="session")
@@ -43,7 +44,7 @@ def onnx_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("onnx-cache")
 
 
-def test_scores_one_float_per_passage(reranker: Reranker) -> None:
+def test_scores_one_float_per_passage(reranker: CrossEncoderReranker) -> None:
     scores = reranker.rerank(QUESTION, PASSAGES)
     assert len(scores) == len(PASSAGES)
     assert all(isinstance(score, float) for score in scores)
@@ -51,14 +52,16 @@ def test_scores_one_float_per_passage(reranker: Reranker) -> None:
     assert reranker.rerank(QUESTION, []) == []
 
 
-def test_batch_size_does_not_change_scores(cross_encoder_path: str, reranker: Reranker) -> None:
-    one_by_one = Reranker(cross_encoder_path, max_tokens=256, batch_size=1)
+def test_batch_size_does_not_change_scores(
+    cross_encoder_path: str, reranker: CrossEncoderReranker
+) -> None:
+    one_by_one = CrossEncoderReranker(cross_encoder_path, max_tokens=256, batch_size=1)
     assert one_by_one.rerank(QUESTION, PASSAGES) == pytest.approx(
         reranker.rerank(QUESTION, PASSAGES), abs=1e-5
     )
 
 
-def test_reordering_follows_the_passages(reranker: Reranker) -> None:
+def test_reordering_follows_the_passages(reranker: CrossEncoderReranker) -> None:
     scores = reranker.rerank(QUESTION, PASSAGES)
     reversed_scores = reranker.rerank(QUESTION, PASSAGES[::-1])
     assert reversed_scores == pytest.approx(scores[::-1], abs=1e-5)
@@ -70,10 +73,10 @@ def test_reordering_follows_the_passages(reranker: Reranker) -> None:
 def test_max_tokens_truncates_question_plus_passage(cross_encoder_path: str) -> None:
     shared = "Orders delayed by more than 45 minutes past the promised time qualify. " * 4
     passages = [shared + "Refunds go to the card.", shared + "Cash orders get wallet credit."]
-    short = Reranker(cross_encoder_path, max_tokens=32)
+    short = CrossEncoderReranker(cross_encoder_path, max_tokens=32)
     first, second = short.rerank(QUESTION, passages)
     assert first == pytest.approx(second, abs=1e-6)  # the differing tails were cut off
-    long = Reranker(cross_encoder_path, max_tokens=256)
+    long = CrossEncoderReranker(cross_encoder_path, max_tokens=256)
     first, second = long.rerank(QUESTION, passages)
     assert first != pytest.approx(second, abs=1e-6)
 
@@ -81,17 +84,17 @@ def test_max_tokens_truncates_question_plus_passage(cross_encoder_path: str) -> 
 def test_missing_model_is_a_model_error(tmp_path: Path) -> None:
     missing = str(tmp_path / "no-such-model")
     with pytest.raises(ModelError, match="no-such-model") as error:
-        Reranker(missing)
+        CrossEncoderReranker(missing)
     assert "reranker_model" in str(error.value)
 
 
 def test_bad_backend_max_tokens_and_batch_size_are_config_errors(cross_encoder_path: str) -> None:
     with pytest.raises(ConfigError, match="rerank_backend"):
-        Reranker(cross_encoder_path, backend="tensorflow")
+        CrossEncoderReranker(cross_encoder_path, backend="tensorflow")
     with pytest.raises(ConfigError, match="rerank_max_tokens"):
-        Reranker(cross_encoder_path, max_tokens=0)
+        CrossEncoderReranker(cross_encoder_path, max_tokens=0)
     with pytest.raises(ConfigError, match="rerank_batch_size"):
-        Reranker(cross_encoder_path, batch_size=0)
+        CrossEncoderReranker(cross_encoder_path, batch_size=0)
 
 
 def test_load_reranker_is_cached(cross_encoder_path: str) -> None:
@@ -110,9 +113,11 @@ def _rank(scores: list[float]) -> list[int]:
 
 @needs_onnx
 def test_onnx_backend_agrees_with_torch(
-    cross_encoder_path: str, reranker: Reranker, onnx_cache: Path
+    cross_encoder_path: str, reranker: CrossEncoderReranker, onnx_cache: Path
 ) -> None:
-    onnx = Reranker(cross_encoder_path, backend="onnx", batch_size=4, cache_dir=onnx_cache)
+    onnx = CrossEncoderReranker(
+        cross_encoder_path, backend="onnx", batch_size=4, cache_dir=onnx_cache
+    )
     torch_scores = reranker.rerank(QUESTION, PASSAGES)
     onnx_scores = onnx.rerank(QUESTION, PASSAGES)
     assert onnx_scores == pytest.approx(torch_scores, abs=1e-4)
@@ -121,12 +126,12 @@ def test_onnx_backend_agrees_with_torch(
 
 @needs_onnx
 def test_onnx_export_happens_once_and_int8_works(
-    cross_encoder_path: str, reranker: Reranker, onnx_cache: Path
+    cross_encoder_path: str, reranker: CrossEncoderReranker, onnx_cache: Path
 ) -> None:
-    Reranker(cross_encoder_path, backend="onnx", cache_dir=onnx_cache)
+    CrossEncoderReranker(cross_encoder_path, backend="onnx", cache_dir=onnx_cache)
     (export,) = [p for p in onnx_cache.iterdir() if not p.name.startswith(".")]
     before = (export / ONNX_FILE).stat().st_mtime_ns
-    int8 = Reranker(cross_encoder_path, backend="onnx-int8", cache_dir=onnx_cache)
+    int8 = CrossEncoderReranker(cross_encoder_path, backend="onnx-int8", cache_dir=onnx_cache)
     assert (export / ONNX_FILE).stat().st_mtime_ns == before  # reused, not exported again
     assert (export / ONNX_INT8_FILE).is_file()
     int8_scores = int8.rerank(QUESTION, PASSAGES)
@@ -142,7 +147,7 @@ def test_onnx_export_fuses_attention_and_quantizes_it(
 ) -> None:
     import onnx
 
-    Reranker(cross_encoder_path, backend="onnx-int8", cache_dir=onnx_cache)
+    CrossEncoderReranker(cross_encoder_path, backend="onnx-int8", cache_dir=onnx_cache)
     (export,) = [p for p in onnx_cache.iterdir() if not p.name.startswith(".")]
     fp32_ops = Counter(node.op_type for node in onnx.load(export / ONNX_FILE).graph.node)
     int8_ops = Counter(node.op_type for node in onnx.load(export / ONNX_INT8_FILE).graph.node)
@@ -156,8 +161,10 @@ def test_onnx_export_fuses_attention_and_quantizes_it(
 @needs_onnx
 def test_onnx_truncation_matches_torch(cross_encoder_path: str, onnx_cache: Path) -> None:
     long_passage = "Orders delayed by more than 45 minutes qualify for compensation. " * 40
-    torch_short = Reranker(cross_encoder_path, max_tokens=64)
-    onnx_short = Reranker(cross_encoder_path, backend="onnx", max_tokens=64, cache_dir=onnx_cache)
+    torch_short = CrossEncoderReranker(cross_encoder_path, max_tokens=64)
+    onnx_short = CrossEncoderReranker(
+        cross_encoder_path, backend="onnx", max_tokens=64, cache_dir=onnx_cache
+    )
     assert onnx_short.rerank(QUESTION, [long_passage]) == pytest.approx(
         torch_short.rerank(QUESTION, [long_passage]), abs=1e-4
     )

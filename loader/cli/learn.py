@@ -1,0 +1,146 @@
+"""`loader learn`: train the learned reranker from judged questions (``loader.train.learn``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from loader.cli.common import (
+    check_index_prefix_option,
+    check_tenant_option,
+    echo_json,
+    settings_options,
+)
+from loader.errors import ModelRejectedError
+from loader.modes import HYBRID_MODES, SEARCH_MODES
+from loader.settings import Settings
+from loader.terminal import printable
+
+
+@click.command(short_help="Train the learned reranker from judged questions, kept if it helps.")
+@click.argument("sources", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="Folder for the model (written only when it beats the current search; a folder that "
+    "holds a learned reranker is retrained in place).",
+)
+@click.option(
+    "--split",
+    default="train",
+    show_default=True,
+    help="The BEIR folders' qrels file (qrels/<split>.tsv) to learn from.",
+)
+@click.option(
+    "--tenant",
+    default=None,
+    callback=check_tenant_option,
+    help="Whose index questions files are searched as (default: the tenant setting); a BEIR "
+    "folder's are its eval index's (tenant eval).",
+)
+@click.option(
+    "--index-prefix",
+    default="eval",
+    callback=check_index_prefix_option,
+    show_default=True,
+    help="First part of the index `loader eval` built for a BEIR folder "
+    "(<prefix>-<dataset>-<strategy>).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(SEARCH_MODES),
+    default=HYBRID_MODES[0],
+    show_default=True,
+    help="The search whose candidates the model reranks.",
+)
+@click.option(
+    "--candidates", type=int, default=50, show_default=True, help="Candidates per question."
+)
+@click.option(
+    "--held-out",
+    type=float,
+    default=0.2,
+    show_default=True,
+    help="Share of the questions held out to judge the model against the current search.",
+)
+@click.option(
+    "--max-questions",
+    type=int,
+    default=None,
+    help="Questions at most, a seeded sample (for a learning curve; default: all).",
+)
+@click.option(
+    "--implicit-weight",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help='Sample weight of click-derived questions ("implicit": true); explicit grades weigh 1.',
+)
+@click.option("--rounds", type=int, default=100, show_default=True, help="Boosting rounds at most.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling, split, model.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@settings_options
+def learn(
+    settings: Settings,
+    sources: tuple[Path, ...],
+    out: Path,
+    split: str,
+    tenant: str | None,
+    index_prefix: str,
+    mode: str,
+    candidates: int,
+    held_out: float,
+    max_questions: int | None,
+    implicit_weight: float,
+    rounds: int,
+    seed: int,
+    quiet: bool,
+    as_json: bool,
+) -> None:
+    """Train a learned reranker (LambdaMART, LightGBM) from judged questions: SOURCES are BEIR
+    folders (their qrels/<split>.tsv, searched in the index `loader eval` built for them) and
+    questions files (`loader judgments export --format questions`, or click-derived ones with
+    "implicit": true on each line).
+
+    Each question is searched as `loader search` would, and the model learns from its
+    candidates' features, close to the fused order. It is written to --out only when its
+    held-out nDCG@10 beats the current search's, with the lower end of a 95 % paired-bootstrap
+    interval of the gain above zero; otherwise nothing is written and the exit code is 14.
+    Then set learned_reranker = "<out>" (guide/rerank.md).
+    """
+    from loader.train.learn import LearnRequest
+    from loader.train.learn import learn as learn_reranker
+
+    request = LearnRequest(
+        sources=sources,
+        out=out,
+        split=split,
+        tenant=tenant or settings.tenant,
+        index_prefix=index_prefix,
+        mode=mode,
+        candidates=candidates,
+        held_out=held_out,
+        max_questions=max_questions,
+        implicit_weight=implicit_weight,
+        seed=seed,
+        rounds=rounds,
+    )
+    silent = quiet or as_json
+    result = learn_reranker(
+        request,
+        settings,
+        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
+    )
+    if as_json:
+        echo_json(result.to_dict(), indent=2)
+    else:
+        click.echo(printable(result.reason))
+        if result.adopted:
+            click.echo(
+                printable(f'learned reranker: {out}; use it with learned_reranker = "{out}"')
+            )
+    if not result.adopted:
+        raise ModelRejectedError(result.reason)

@@ -1,0 +1,155 @@
+"""Training examples of the learned reranker: each judged question searched as users' searches
+are, its candidates' features computed by the rerank's own lookup and code.
+
+The search runs with a ``FeatureRecorder`` as its reranker: it asks for the learned reranker's
+lookup (``loader.models.rerank.features.feature_lookup``), keeps the feature matrix the search
+hands it back, and scores the candidates in their fused order, so nothing about the search
+changes and the features are exactly those the trained model will be given.
+
+Example::
+
+    examples = collect_examples(pairs, request, settings, client)
+    examples[0].features.shape, examples[0].labels   # (50, 24), array([0, 2, 0, ...])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from loader.models.rerank import Candidate, RerankQuery
+from loader.models.rerank.check import LEARNED
+from loader.models.rerank.features import feature_lookup, feature_matrix, prior
+from loader.train.sources import BY_CHUNK, JudgedQuestion, Source
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from loader.settings import Settings
+    from loader.train.learn import LearnRequest
+
+
+@dataclass
+class Example:
+    """One question's candidates, in their fused order.
+
+    Attributes:
+        question_id, source: where the question comes from.
+        features: one row per candidate (``features.FEATURES``).
+        prior: the fused rank's DCG discount per candidate (``features.prior``).
+        labels: each candidate's grade (0-2).
+        keys: what each candidate is judged by (its chunk id, or its document's source).
+        relevant: the question's grades above 0, by key (for nDCG).
+        implicit: derived from clicks.
+        chunks: each candidate's (tenant, chunk id), to check isolation.
+    """
+
+    question_id: str
+    source: str
+    features: np.ndarray
+    prior: np.ndarray
+    labels: np.ndarray
+    keys: list[str]
+    relevant: dict[str, int]
+    implicit: bool
+    chunks: list[tuple[str, str]]
+
+
+class FeatureRecorder:
+    """A reranker that keeps the candidates' features and leaves their fused order as it is."""
+
+    kind = LEARNED
+    name = "feature recorder"
+
+    def __init__(self) -> None:
+        self.recorded: tuple[np.ndarray, np.ndarray, list[Any]] | None = None
+
+    def lookup(self, query: RerankQuery, hits: Sequence[Candidate]) -> list[dict[str, Any]]:
+        return feature_lookup(query, hits)
+
+    def score(
+        self,
+        query: RerankQuery,
+        hits: Sequence[Candidate],
+        answers: Sequence[dict[str, Any]] | None = None,
+    ) -> list[float]:
+        self.recorded = (feature_matrix(query, hits, answers), prior(hits), list(hits))
+        return [-float(position) for position in range(len(hits))]
+
+
+def _example(source: Source, question: JudgedQuestion, recorder: FeatureRecorder) -> Example:
+    assert recorder.recorded is not None
+    features, prior_values, hits = recorder.recorded
+    keys = [hit.chunk_id if question.by == BY_CHUNK else hit.source for hit in hits]
+    labels = np.array([max(question.grades.get(key, 0), 0) for key in keys], dtype=float)
+    return Example(
+        question_id=question.id,
+        source=str(source.path),
+        features=features,
+        prior=prior_values,
+        labels=labels,
+        keys=keys,
+        relevant=question.relevant(),
+        implicit=question.implicit,
+        chunks=[(hit.tenant, hit.chunk_id) for hit in hits],
+    )
+
+
+def _depth(candidates: int, one_per_document: bool) -> int:
+    """Chunks retrieved for ``candidates`` candidates: as ``loader eval`` asks when each document
+    is kept at its best chunk (``CHUNKS_PER_DOCUMENT`` chunks a document), else as many."""
+    from loader.eval.runner import CHUNKS_PER_DOCUMENT
+    from loader.query.request import MAX_CANDIDATES
+
+    if not one_per_document:
+        return candidates
+    return min(candidates * CHUNKS_PER_DOCUMENT, MAX_CANDIDATES)
+
+
+def collect_examples(
+    pairs: Sequence[tuple[Source, JudgedQuestion]],
+    request: LearnRequest,
+    settings: Settings,
+    client: OpenSearch,
+) -> list[Example]:
+    """One example per question that finds any candidate, searched in its source's index as
+    its source's tenant (``request.mode``, ``request.candidates`` candidates, each document at its
+    best chunk for a BEIR folder as ``loader eval`` searches, no rewrite).
+
+    Raises:
+        ClusterError: an index is missing or the cluster failed.
+    """
+    from loader.models.embedding import embedder_for
+    from loader.modes import search_mode
+    from loader.query.request import SearchRequest
+    from loader.query.rewrite import IdentityRewriter
+    from loader.query.search import search
+
+    embedder = embedder_for(settings) if search_mode(request.mode).embeds else None
+    examples = []
+    for source, question in pairs:
+        recorder = FeatureRecorder()
+        wanted = SearchRequest(
+            question=question.text,
+            tenant=source.tenant,
+            mode=request.mode,
+            rerank=True,
+            k=request.candidates,
+            candidates=_depth(request.candidates, source.one_per_document),
+            exact_match=settings.exact_match,
+            one_per_document=source.one_per_document,
+        )
+        search(
+            wanted,
+            settings.replace(index_name=source.index),
+            client=client,
+            embedder=embedder,
+            reranker=recorder,
+            rewriter=IdentityRewriter(),
+        )
+        if recorder.recorded is not None:  # None: the question found no candidate
+            examples.append(_example(source, question, recorder))
+    return examples

@@ -1,0 +1,472 @@
+"""`loader learn`: train the learned reranker from judged questions, kept only when it helps.
+
+1. **Questions**: from every source (``loader.train.sources``: a BEIR folder's train qrels, a
+   questions file of explicit or click-derived grades), at most ``max_questions`` of them (a
+   seeded sample), split by a seeded draw into held-out questions (``held_out``, 20 %) and
+   training questions.
+2. **Examples**: each question is searched as the model's searches will be (the source's index
+   and tenant, ``mode``, ``candidates`` candidates, no rewrite, no query log; a BEIR folder's
+   each document at its best chunk, as ``loader eval`` searches; a questions file's chunk by
+   chunk, as ``loader search`` does), and its candidates' features are computed by the very
+   lookup and code the rerank uses
+   (``loader.models.rerank.features``), so what the model learns from is what it will see.
+   Each candidate is labelled with its grade: its chunk's, or its document's.
+3. **Model**: LightGBM ``lambdarank`` learns the residual over the fused order
+   (``init_score`` = ``prior_scale`` x the fused rank's DCG discount), with few small trees,
+   L2, a large minimum leaf, early stopping on an inner validation split of the training
+   questions when it is large enough, and the trees' output weighed n / (n + 200) for n
+   training questions: with few judgments it stays close to fusion. Click-derived questions
+   weigh ``implicit_weight`` (sample weights), explicit ones 1.
+4. **Guard**: on the held-out questions, nDCG@10 of the learned order against the index's
+   current search (the fused order), document by document for document-graded questions. The
+   model is written to ``out`` only when the mean gain is above zero and so is the lower end of
+   a 95 % paired-bootstrap interval of it (``loader.train.guard.gain_lower_bound``); otherwise
+   nothing is written and the result says what was measured.
+
+Example::
+
+    result = learn(LearnRequest(sources=("datasets/scifact",), out=Path("models/lr")), settings)
+    result.adopted, result.metrics["gain"], result.metrics["gain_lower_bound"]
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from loader.errors import ConfigError
+from loader.models.rerank.check import LEARNED_MODEL_FILE
+from loader.models.rerank.features import (
+    FEATURE_NAMES,
+    FEATURE_VERSION,
+    FEATURES,
+    feature_fingerprint,
+)
+from loader.models.rerank.learned import PROVENANCE_FILE
+from loader.train.examples import Example, collect_examples
+from loader.train.sources import Source, read_source
+
+if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
+    from loader.settings import Settings
+
+log = logging.getLogger(__name__)
+
+# The prior's weight: scores start at PRIOR_SCALE / log2(1 + fused rank), so the trees must
+# overcome a gap of about 0.74 between the first and the second candidate to swap them.
+# Chosen by 5-fold cross-validation on SciFact's train claims only (hybrid-rrf, MiniLM): 4 held
+# the trees too close to fusion (+0.005 nDCG@10 at 647 claims), 2 gave +0.018, 0 less.
+PRIOR_SCALE = 2.0
+# The trees' output is weighed n / (n + SHRINK_QUESTIONS) for n training questions: the fewer
+# the judgments, the closer the model stays to fusion (0.11 at 25 questions, 0.76 at 647).
+SHRINK_QUESTIONS = 200
+# Few, small, regularised trees: a few hundred judged questions are all there is. A learning
+# rate of 0.05 stopped early after ~27 rounds having learnt little (+0.005); 0.2 learnt more.
+BOOSTER_PARAMS: dict[str, Any] = {
+    "objective": "lambdarank",
+    "metric": "ndcg",
+    "eval_at": [10],
+    "lambdarank_truncation_level": 20,
+    "num_leaves": 7,
+    "min_data_in_leaf": 40,
+    "lambda_l2": 10.0,
+    "learning_rate": 0.2,
+    "feature_fraction": 0.8,
+    "bagging_fraction": 0.8,
+    "bagging_freq": 1,
+    "deterministic": True,
+    "force_row_wise": True,
+    "num_threads": 2,
+    "verbose": -1,
+}
+MAX_ROUNDS = 100
+EARLY_STOPPING_ROUNDS = 15
+# Early stopping needs an inner validation split of the training questions: at least this many
+# (on 8 questions nDCG@10 is noise, and stopping on it cost more than it saved).
+MIN_VALIDATION_QUESTIONS = 30
+INNER_VALIDATION = 0.2
+NDCG_DEPTH = 10
+
+
+@dataclass(frozen=True)
+class LearnRequest:
+    """What ``learn`` trains from and how (``loader learn``'s options).
+
+    Attributes:
+        sources: BEIR folders and questions files (``loader.train.sources``).
+        out: the model's folder, written only when the guard keeps it.
+        split: the qrels file of the BEIR folders (``train``).
+        tenant: the tenant a questions file's questions are searched as.
+        index_prefix: the prefix ``loader eval`` named a BEIR folder's index with.
+        mode, candidates: the search the model reranks (``hybrid-rrf``, 50).
+        held_out: share of the questions held out for the guard.
+        max_questions: questions at most (a seeded sample; ``None``: all), for learning curves.
+        implicit_weight: sample weight of click-derived questions (explicit ones weigh 1).
+        seed: the draws (sample, split, bootstrap) and LightGBM's.
+        rounds: boosting rounds at most (early stopping may stop sooner).
+    """
+
+    sources: tuple[str | Path, ...]
+    out: Path
+    split: str = "train"
+    tenant: str = "default"
+    index_prefix: str = "eval"
+    mode: str = "hybrid-rrf"
+    candidates: int = 50
+    held_out: float = 0.2
+    max_questions: int | None = None
+    implicit_weight: float = 0.5
+    seed: int = 0
+    rounds: int = MAX_ROUNDS
+
+    def check(self) -> None:
+        """Raises ConfigError naming the option that is out of range."""
+        from loader.modes import search_mode
+
+        if not self.sources:
+            raise ConfigError("loader learn needs at least one source (a BEIR folder or a file)")
+        search_mode(self.mode)
+        if not 0.05 <= self.held_out <= 0.5:
+            raise ConfigError(f"--held-out must be between 0.05 and 0.5, got {self.held_out}")
+        if self.max_questions is not None and self.max_questions < 10:
+            raise ConfigError(f"--max-questions must be at least 10, got {self.max_questions}")
+        if not 0.0 <= self.implicit_weight <= 1.0:
+            raise ConfigError(
+                f"--implicit-weight must be between 0 and 1, got {self.implicit_weight}"
+            )
+        if not 5 <= self.candidates <= 200:
+            raise ConfigError(f"--candidates must be between 5 and 200, got {self.candidates}")
+        if self.rounds < 1:
+            raise ConfigError(f"--rounds must be at least 1, got {self.rounds}")
+        _check_out(self.out)
+
+
+@dataclass
+class LearnResult:
+    """What ``learn`` measured and did.
+
+    Attributes:
+        adopted: the guard kept the model, and it was written to ``out``.
+        reason: one line: the held-out figures and the verdict.
+        metrics: held-out nDCG@10 of the current search and of the model, the mean gain, the
+            lower end of its 95 % paired-bootstrap interval, the questions measured.
+        counts: questions read, sampled, trained on, held out; candidates; relevant ones.
+        provenance: what ``provenance.json`` holds (written only when adopted).
+    """
+
+    adopted: bool
+    reason: str
+    out: str
+    metrics: dict[str, float] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _check_out(out: Path) -> None:
+    """``out`` must be new, empty, or a learned model's folder (retrained in place)."""
+    if out.is_file():
+        raise ConfigError(f"--out {out} is a file; give a folder for the model")
+    if out.is_dir() and any(out.iterdir()) and not (out / LEARNED_MODEL_FILE).is_file():
+        raise ConfigError(
+            f"--out {out} is a folder that holds something else than a learned reranker; give "
+            "a new folder"
+        )
+
+
+def _split(questions: list[Any], share: float, seed: int) -> tuple[list[Any], list[Any]]:
+    """A seeded split into (kept, held): ``share`` of them held, at least one each."""
+    shuffled = list(questions)
+    random.Random(seed).shuffle(shuffled)
+    held = min(max(1, round(len(shuffled) * share)), len(shuffled) - 1)
+    return shuffled[held:], shuffled[:held]
+
+
+def _dataset(examples: Sequence[Example], prior_scale: float, implicit_weight: float) -> Any:
+    import lightgbm
+
+    matrix = np.vstack([example.features for example in examples])
+    labels = np.concatenate([example.labels for example in examples])
+    init = np.concatenate([prior_scale * example.prior for example in examples])
+    weights = np.concatenate(
+        [
+            np.full(len(example.labels), implicit_weight if example.implicit else 1.0)
+            for example in examples
+        ]
+    )
+    return lightgbm.Dataset(
+        matrix,
+        label=labels,
+        group=[len(example.labels) for example in examples],
+        init_score=init,
+        weight=weights,
+        feature_name=list(FEATURE_NAMES),
+        free_raw_data=False,
+    )
+
+
+def train_booster(
+    examples: Sequence[Example], request: LearnRequest, prior_scale: float = PRIOR_SCALE
+) -> Any:
+    """A LambdaMART booster over the examples' features, the residual over the prior; early
+    stopping on an inner validation split when there are enough questions. Pure (no cluster).
+
+    Raises:
+        ConfigError: no example has a relevant candidate (nothing to learn).
+    """
+    import lightgbm
+
+    useful = [example for example in examples if example.labels.max() > 0]
+    if len(useful) < 2:
+        raise ConfigError(
+            "too few training questions find a relevant chunk among their candidates "
+            f"({len(useful)}); judge more questions or raise --candidates"
+        )
+    params = {**BOOSTER_PARAMS, "seed": request.seed}
+    fitted, validation = useful, []
+    if len(useful) * INNER_VALIDATION >= MIN_VALIDATION_QUESTIONS:
+        fitted, validation = _split(useful, INNER_VALIDATION, request.seed + 1)
+    train_set = _dataset(fitted, prior_scale, request.implicit_weight)
+    valid_sets, callbacks = [], []
+    if validation:
+        valid_sets = [_dataset(validation, prior_scale, request.implicit_weight)]
+        callbacks = [lightgbm.early_stopping(EARLY_STOPPING_ROUNDS, verbose=False)]
+    return lightgbm.train(
+        params, train_set, num_boost_round=request.rounds, valid_sets=valid_sets,
+        callbacks=callbacks,
+    )  # fmt: skip
+
+
+def residual_weight(trained_on: int) -> float:
+    """The trees' weight in the score for ``trained_on`` training questions (see
+    ``SHRINK_QUESTIONS``)."""
+    return trained_on / (trained_on + SHRINK_QUESTIONS)
+
+
+def _ndcg(example: Example, scores: np.ndarray) -> float:
+    from loader.eval.metrics import ndcg_at_k
+
+    order = np.argsort(-scores, kind="stable")
+    return ndcg_at_k([example.keys[i] for i in order], example.relevant, NDCG_DEPTH)
+
+
+def guard(
+    booster: Any,
+    held: Sequence[Example],
+    prior_scale: float,
+    seed: int,
+    weight: float = 1.0,
+) -> dict[str, float]:
+    """Held-out nDCG@10 of the current search (the fused order) and of the model (its trees
+    weighed ``weight``), the mean gain and the lower end of its 95 % paired-bootstrap interval.
+    Pure."""
+    from loader.train.guard import gain_lower_bound
+
+    current, learned = [], []
+    for example in held:
+        fused = -np.arange(len(example.labels), dtype=float)  # the candidates' own order
+        residual = booster.predict(example.features, num_threads=1)
+        score = prior_scale * example.prior + weight * residual
+        current.append(_ndcg(example, fused))
+        learned.append(_ndcg(example, score))
+    before, after = np.array(current), np.array(learned)
+    return {
+        "questions": float(len(held)),
+        "ndcg@10_current": float(before.mean()),
+        "ndcg@10_learned": float(after.mean()),
+        "gain": float((after - before).mean()),
+        "gain_lower_bound": gain_lower_bound(before, after, seed),
+    }
+
+
+def _read_sources(request: LearnRequest, settings: Settings) -> list[Source]:
+    return [
+        read_source(
+            path,
+            settings,
+            split=request.split,
+            tenant=request.tenant,
+            index_prefix=request.index_prefix,
+        )
+        for path in request.sources
+    ]
+
+
+def _sample(sources: list[Source], request: LearnRequest) -> list[tuple[Source, Any]]:
+    pairs = [(source, question) for source in sources for question in source.questions]
+    if request.max_questions is not None and len(pairs) > request.max_questions:
+        pairs = random.Random(request.seed).sample(pairs, request.max_questions)
+    return pairs
+
+
+def learn(
+    request: LearnRequest,
+    settings: Settings,
+    *,
+    client: OpenSearch | None = None,
+    on_event: Callable[[str], None] | None = None,
+) -> LearnResult:
+    """Train a learned reranker and keep it only when the guard finds it better (see module).
+
+    Returns:
+        The result; ``adopted`` says whether ``request.out`` was written.
+
+    Raises:
+        ConfigError: a source or option is unusable, or too few questions to learn from.
+        ClusterError: an index is missing (run `loader eval` for a BEIR folder first) or the
+            cluster failed.
+    """
+    from loader.cluster.client import connect, require_cluster
+
+    started = time.perf_counter()
+    notify = on_event or (lambda line: None)
+    request.check()
+    sources = _read_sources(request, settings)
+    sampled = _sample(sources, request)
+    if len(sampled) < 10:
+        raise ConfigError(f"{len(sampled)} judged questions; loader learn needs at least 10")
+    kept, held = _split(sampled, request.held_out, request.seed)
+    if client is None:
+        client = connect(settings)
+        require_cluster(client, settings)
+    _check_indices(sources, settings, client)
+    notify(f"searching {len(sampled)} questions ({len(kept)} to train on, {len(held)} held out)")
+    settings = settings.replace(query_log="off")  # training searches are no users' searches
+    train_examples = collect_examples(kept, request, settings, client)
+    held_examples = collect_examples(held, request, settings, client)
+    if not held_examples:
+        raise ConfigError("no held-out question found any candidate; is the index empty?")
+    booster = train_booster(train_examples, request)
+    weight = residual_weight(sum(bool(example.labels.max() > 0) for example in train_examples))
+    metrics = guard(booster, held_examples, PRIOR_SCALE, request.seed, weight)
+    adopted = metrics["gain"] > 0 and metrics["gain_lower_bound"] > 0
+    counts = _counts(sources, sampled, train_examples, held_examples)
+    result = LearnResult(adopted, _verdict(metrics, adopted), str(request.out), metrics, counts)
+    result.provenance = _provenance(request, settings, sources, booster, metrics, counts, result)
+    result.provenance["model"]["residual_weight"] = weight
+    if adopted:
+        _write(request.out, booster, result.provenance)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _check_indices(sources: list[Source], settings: Settings, client: OpenSearch) -> None:
+    """Every source's index must exist: a BEIR folder's is the one `loader eval` built.
+
+    Raises:
+        ConfigError: naming the index, the source and the fix (exit code 2).
+    """
+    from loader.cluster.client import cluster_errors
+
+    for source in sources:
+        with cluster_errors(settings, f"looking for index {source.index!r}"):
+            found = client.indices.exists(index=source.index)
+        if found:
+            continue
+        if source.kind == "beir":
+            raise ConfigError(
+                f"source {source.path}: index {source.index!r} does not exist; run `loader eval "
+                f"{source.path}` with the same --index-prefix and chunk_strategy first"
+            )
+        raise ConfigError(
+            f"source {source.path}: index {source.index!r} does not exist; give --index, or "
+            "`loader apply` and `loader push` first"
+        )
+
+
+def _counts(
+    sources: list[Source], sampled: list[Any], train: list[Example], held: list[Example]
+) -> dict[str, int]:
+    return {
+        "questions_read": sum(len(source.questions) for source in sources),
+        "questions_sampled": len(sampled),
+        "trained_on": sum(bool(example.labels.max() > 0) for example in train),
+        "train_questions": len(train),
+        "held_out": len(held),
+        "implicit": sum(bool(example.implicit) for example in train + held),
+        "candidates": sum(len(example.labels) for example in train + held),
+        "relevant_candidates": int(sum((example.labels > 0).sum() for example in train + held)),
+    }
+
+
+def _verdict(metrics: dict[str, float], adopted: bool) -> str:
+    figures = (
+        f"held-out nDCG@10 {metrics['ndcg@10_current']:.4f} -> {metrics['ndcg@10_learned']:.4f} "
+        f"on {int(metrics['questions'])} questions (gain {metrics['gain']:+.4f}, 95 % lower "
+        f"bound {metrics['gain_lower_bound']:+.4f})"
+    )
+    if adopted:
+        return f"{figures}: the learned reranker beats the current search; kept"
+    return f"{figures}: not better than the current search with 95 % confidence; nothing written"
+
+
+def _provenance(
+    request: LearnRequest,
+    settings: Settings,
+    sources: list[Source],
+    booster: Any,
+    metrics: dict[str, float],
+    counts: dict[str, int],
+    result: LearnResult,
+) -> dict[str, Any]:
+    return {
+        "model": {
+            "kind": "lambdamart",
+            "file": LEARNED_MODEL_FILE,
+            "feature_version": FEATURE_VERSION,
+            "feature_fingerprint": feature_fingerprint(),
+            "features": [{"name": name, "what": what} for name, what in FEATURES],
+            "prior": "1 / log2(1 + fused rank)",
+            "prior_scale": PRIOR_SCALE,
+            "trees": int(booster.num_trees()),
+            "best_iteration": int(booster.best_iteration),
+            "params": BOOSTER_PARAMS,
+        },
+        "sources": [source.describe() for source in sources],
+        "counts": counts,
+        "settings": {
+            "mode": request.mode,
+            "candidates": request.candidates,
+            "split": request.split,
+            "index_prefix": request.index_prefix,
+            "held_out": request.held_out,
+            "max_questions": request.max_questions,
+            "implicit_weight": request.implicit_weight,
+            "seed": request.seed,
+            "rounds": request.rounds,
+            "embedding_model": settings.embedding_model,
+            "chunk_strategy": settings.chunk_strategy,
+        },
+        "metrics": metrics,
+        "guard": {"adopted": result.adopted, "verdict": result.reason},
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def _write(out: Path, booster: Any, provenance: dict[str, Any]) -> None:
+    """The booster and its provenance, written beside each other and moved into ``out`` last."""
+    out.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".learn-", dir=out))
+    try:
+        booster.save_model(str(scratch / LEARNED_MODEL_FILE))
+        text = json.dumps(provenance, indent=2, default=float) + "\n"
+        (scratch / PROVENANCE_FILE).write_text(text, encoding="utf-8")
+        # The provenance first: a reader that finds the new booster finds its facts too.
+        (scratch / PROVENANCE_FILE).replace(out / PROVENANCE_FILE)
+        (scratch / LEARNED_MODEL_FILE).replace(out / LEARNED_MODEL_FILE)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,102 @@
+"""The learned reranker without a cluster: trained on synthetic examples where one feature marks
+the relevant candidate, it ranks that candidate first; its score is the scaled prior plus the
+booster's weighed output, and the per-feature contributions add up to it; a model of another feature
+version is refused when it loads."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from loader.errors import ModelError
+from loader.models.rerank import RerankQuery
+from loader.models.rerank.check import LEARNED_MODEL_FILE
+from loader.models.rerank.features import FEATURE_NAMES
+from loader.models.rerank.learned import PRIOR, PROVENANCE_FILE, LearnedReranker, load_learned
+from loader.query.result import SearchHit
+from loader.train.examples import Example
+from loader.train.learn import PRIOR_SCALE, LearnRequest, _write, guard, train_booster
+
+CANDIDATES = 10
+SIGNAL = FEATURE_NAMES.index("heading_overlap")
+
+
+def synthetic(questions: int, seed: int) -> list[Example]:
+    """Questions whose relevant candidate sits at a random fused rank and alone has
+    heading_overlap 1; every other feature is noise."""
+    rng = np.random.default_rng(seed)
+    examples = []
+    for number in range(questions):
+        features = rng.random((CANDIDATES, len(FEATURE_NAMES)))
+        features[:, SIGNAL] = 0.0
+        relevant = int(rng.integers(CANDIDATES))
+        features[relevant, SIGNAL] = 1.0
+        labels = np.zeros(CANDIDATES)
+        labels[relevant] = 2
+        keys = [f"q{number}-c{i}" for i in range(CANDIDATES)]
+        examples.append(
+            Example(
+                question_id=f"q{number}", source="synthetic", features=features,
+                prior=1 / np.log2(2 + np.arange(CANDIDATES)), labels=labels, keys=keys,
+                relevant={keys[relevant]: 2}, implicit=False, chunks=[],
+            )
+        )  # fmt: skip
+    return examples
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory) -> Path:
+    request = LearnRequest(sources=("synthetic",), out=Path("unused"), rounds=60)
+    booster = train_booster(synthetic(120, seed=1), request)
+    metrics = guard(booster, synthetic(30, seed=2), PRIOR_SCALE, seed=0)
+    assert metrics["ndcg@10_learned"] > metrics["ndcg@10_current"] + 0.3
+    assert metrics["gain_lower_bound"] > 0
+    out = tmp_path_factory.mktemp("learned")
+    provenance = {
+        "model": {"feature_fingerprint": _fingerprint(), "prior_scale": PRIOR_SCALE,
+                  "residual_weight": 0.5, "feature_version": 1}
+    }  # fmt: skip
+    _write(out, booster, provenance)
+    return out
+
+
+def _fingerprint() -> str:
+    from loader.models.rerank.features import feature_fingerprint
+
+    return feature_fingerprint()
+
+
+def test_the_score_is_the_scaled_prior_plus_the_booster_and_contributions_add_up(model):
+    reranker = load_learned(str(model))
+    assert load_learned(str(model)) is reranker  # read once per process
+    hits = []
+    for rank in range(1, 4):
+        made = SearchHit(chunk_id=f"c{rank}", doc_id="d", body="text", text="text")
+        made.scores["retrieval"], made.ranks["retrieval"] = 1.0 / rank, rank
+        hits.append(made)
+    query = RerankQuery(question="q", index="i", tenant="A", query_text="q")
+    answers = [{"hits": {"hits": []}}, {"hits": {"hits": []}}]
+    matrix = reranker.features(query, hits, answers)
+    residual = reranker.booster.predict(matrix)
+    expected = PRIOR_SCALE / np.log2(1 + np.arange(1, 4)) + 0.5 * residual
+    scores = reranker.score(query, hits, answers)
+    assert scores == pytest.approx(expected.tolist())
+    shares = reranker.contributions(query, hits, answers)
+    assert [sum(share.values()) for share in shares] == pytest.approx(scores, abs=1e-6)
+    assert set(shares[0]) == {PRIOR, *FEATURE_NAMES, "bias"}
+
+
+def test_a_model_of_another_feature_version_is_refused(model, tmp_path):
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / LEARNED_MODEL_FILE).write_bytes((model / LEARNED_MODEL_FILE).read_bytes())
+    facts = {"model": {"feature_version": 0, "feature_fingerprint": "0123abcd"}}
+    (other / PROVENANCE_FILE).write_text(json.dumps(facts), encoding="utf-8")
+    with pytest.raises(ModelError, match="trained on features version 0 .* train it again"):
+        LearnedReranker(other)
+    (other / PROVENANCE_FILE).unlink()
+    with pytest.raises(ModelError, match="provenance.json is missing or unreadable"):
+        LearnedReranker(other)
