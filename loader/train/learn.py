@@ -54,6 +54,7 @@ from loader.models.rerank.features import (
 )
 from loader.models.rerank.learned import PROVENANCE_FILE
 from loader.train.examples import Example, collect_examples
+from loader.train.guard import gain_lower_bound
 from loader.train.sources import Source, read_source
 
 if TYPE_CHECKING:
@@ -274,8 +275,6 @@ def guard(
     """Held-out nDCG@10 of the current search (the fused order) and of the model (its trees
     weighed ``weight``), the mean gain and the lower end of its 95 % paired-bootstrap interval.
     Pure."""
-    from loader.train.guard import gain_lower_bound
-
     current, learned = [], []
     for example in held:
         fused = -np.arange(len(example.labels), dtype=float)  # the candidates' own order
