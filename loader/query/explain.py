@@ -52,6 +52,7 @@ from loader.query.explanation import (
     StageRank,
     contributions,
 )
+from loader.query.located import IndexedChunk, indexed_chunks, locate, source_owners
 from loader.query.request import SearchFilters, SearchRequest
 from loader.query.result import hits_from_response
 from loader.query.rewrite import IdentityRewriter
@@ -74,7 +75,6 @@ OPTIONAL_SIDES = ("exact",)
 # Headings of an indexed file named when the expected one is not among them.
 MAX_HEADINGS_SHOWN = 8
 # Chunks of one source read back to tell "not indexed" from "another tenant".
-LOCATE_CHUNKS = 500
 
 
 # --- the stages on the cluster -----------------------------------------------------------------
@@ -283,76 +283,6 @@ def _best_side_chunk(stages: Sequence[StageRank]) -> str:
     return min(ranked, key=lambda stage: stage.rank or 0).chunk_id if ranked else ""
 
 
-@dataclass(frozen=True)
-class _IndexedChunk:
-    """Where one chunk of a looked-up source sits: its tenant, title and heading path."""
-
-    source: str
-    tenant: str
-    title: str
-    heading_path: tuple[str, ...]
-
-
-def _indexed_chunks(
-    client: OpenSearch, settings: Settings, sources: Sequence[str], tenant: str, typed: str
-) -> list[_IndexedChunk]:
-    """Up to ``LOCATE_CHUNKS`` chunks of ``sources``, any tenant, ``tenant``'s first; read
-    straight from the index (no template: it must see every tenant). ``typed`` is what the user
-    named, for the error message."""
-    alias = settings.index_name
-    with cluster_errors(settings, f"looking for {typed!r} in {alias!r}"):
-        answer = client.search(
-            index=alias,
-            body={
-                "size": LOCATE_CHUNKS,
-                "query": {
-                    "bool": {
-                        "filter": [{"terms": {"source": list(sources)}}],
-                        "should": [{"term": {"tenant": tenant}}],  # ranks the tenant's first
-                    }
-                },
-                "_source": ["source", "tenant", "title", "heading_path"],
-            },
-        )
-    chunks = []
-    for document in answer.get("hits", {}).get("hits", []):
-        found = document.get("_source") or {}
-        path = tuple(p for p in str(found.get("heading_path") or "").split(PATH_SEPARATOR) if p)
-        chunks.append(
-            _IndexedChunk(
-                str(found.get("source", "")),
-                str(found.get("tenant", "")),
-                str(found.get("title", "")),
-                path,
-            )
-        )
-    return chunks
-
-
-def _owners(chunks: Sequence[_IndexedChunk]) -> dict[str, set[str]]:
-    """Source -> the tenants with chunks of it."""
-    owners: dict[str, set[str]] = {}
-    for chunk in chunks:
-        owners.setdefault(chunk.source, set()).add(chunk.tenant)
-    return owners
-
-
-def _locate(
-    expected: Expected, chunks: Sequence[_IndexedChunk]
-) -> tuple[dict[str, list[tuple[str, ...]]], dict[str, set[tuple[str, ...]]]]:
-    """Tenant -> heading paths of the chunks of ``expected.source`` that sit under its heading
-    path, and tenant -> every heading path of the source's chunks, any tenant."""
-    found: dict[str, list[tuple[str, ...]]] = {}
-    headings: dict[str, set[tuple[str, ...]]] = {}
-    for chunk in chunks:
-        if chunk.source != expected.source:
-            continue
-        headings.setdefault(chunk.tenant, set()).add(chunk.heading_path)
-        if expected.matches(chunk.source, chunk.title, chunk.heading_path):
-            found.setdefault(chunk.tenant, []).append(chunk.heading_path)
-    return found, headings
-
-
 def _why_missing(
     explanation: Explanation,
     expected: Expected,
@@ -360,15 +290,15 @@ def _why_missing(
     settings: Settings,
     searcher: Callable[[SearchRequest], _Lists],
     client: OpenSearch,
-    chunks: Sequence[_IndexedChunk] | None = None,
+    chunks: Sequence[IndexedChunk] | None = None,
 ) -> None:
     """Set ``cut`` for a target that no list holds: not indexed, tenant, filter or candidates.
     ``chunks``: the source's chunks when they were already read (to choose the source)."""
     if chunks is None:
-        chunks = _indexed_chunks(
+        chunks = indexed_chunks(
             client, settings, [expected.source], request.tenant, expected.source
         )
-    tenants, headings = _locate(expected, chunks)
+    tenants, headings = locate(expected, chunks)
     if not tenants and request.tenant in headings:
         # The file is there: the heading is what no chunk of it has (a typo, a renamed section).
         known = sorted(PATH_SEPARATOR.join(path) for path in headings[request.tenant] if path)
@@ -473,8 +403,8 @@ def explain(
     chunks = None
     if len(readings) > 1:  # each '#' may belong to the file name or to a heading
         sources = [reading.source for reading in readings]
-        chunks = _indexed_chunks(client, settings, sources, request.tenant, str(expect))
-        target = Expected.choose(readings, _owners(chunks), request.tenant)
+        chunks = indexed_chunks(client, settings, sources, request.tenant, str(expect))
+        target = Expected.choose(readings, source_owners(chunks), request.tenant)
     report = ExplainReport(request.searched, request.tenant, request.mode, request.k, request.depth)
     report.notes.extend(request.warnings)  # rerank = auto without a cross-encoder
     reranker = _load_reranker(request, settings, reranker, report.notes)
