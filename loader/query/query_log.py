@@ -106,6 +106,20 @@ def query_document(
     }
 
 
+def _log_entry(
+    settings: Settings, request: SearchRequest, result: SearchResult, client_id: str
+) -> tuple[str, str, dict[str, Any]] | None:
+    """The log index, a new query id and the document to write; ``None`` when the log is off."""
+    if settings.query_log != "ubi":
+        return None
+    query_id = str(uuid.uuid4())
+    return (
+        queries_index(settings.index_name),
+        query_id,
+        query_document(request, result, query_id, client_id),
+    )
+
+
 def record_search(
     client: OpenSearch,
     settings: Settings,
@@ -114,11 +128,10 @@ def record_search(
     client_id: str = "",
 ) -> str:
     """Log one search; its ``query_id``, or ``""`` when the log is off or the write failed."""
-    if settings.query_log != "ubi":
+    entry = _log_entry(settings, request, result, client_id)
+    if entry is None:
         return ""
-    index = queries_index(settings.index_name)
-    query_id = str(uuid.uuid4())
-    body = query_document(request, result, query_id, client_id)
+    index, query_id, body = entry
     try:
         if not _log_exists(client, index):
             return ""
@@ -137,11 +150,10 @@ async def record_search_async(
     client_id: str = "",
 ) -> str:
     """``record_search`` with the async client (``asearch``'s own)."""
-    if settings.query_log != "ubi":
+    entry = _log_entry(settings, request, result, client_id)
+    if entry is None:
         return ""
-    index = queries_index(settings.index_name)
-    query_id = str(uuid.uuid4())
-    body = query_document(request, result, query_id, client_id)
+    index, query_id, body = entry
     try:
         exists = _known_to_exist(index)
         if exists is None:
