@@ -102,7 +102,12 @@ def examples(
 
     request = LearnRequest(sources=(), out=Path("unused"))
     client = connect(settings)
-    found = {e.question_id: e for e in collect_examples(pairs, request, settings, client)}
+    found = {
+        e.question_id: e
+        for e in collect_examples(
+            pairs, settings, client, mode=request.mode, candidates=request.candidates
+        )
+    }
     if cache is not None:
         with cache.open("wb") as file:
             pickle.dump(found, file)

@@ -8,7 +8,7 @@ changes and the features are exactly those the trained model will be given.
 
 Example::
 
-    examples = collect_examples(pairs, request, settings, client)
+    examples = collect_examples(pairs, settings, client, mode="hybrid-rrf", candidates=50)
     examples[0].features.shape, examples[0].labels   # (50, 24), array([0, 2, 0, ...])
 """
 
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
     from loader.settings import Settings
-    from loader.train.learn import LearnRequest
 
 
 @dataclass
@@ -111,12 +110,14 @@ def _depth(candidates: int, one_per_document: bool) -> int:
 
 def collect_examples(
     pairs: Sequence[tuple[Source, JudgedQuestion]],
-    request: LearnRequest,
     settings: Settings,
     client: OpenSearch,
+    *,
+    mode: str,
+    candidates: int,
 ) -> list[Example]:
     """One example per question that finds any candidate, searched in its source's index as
-    its source's tenant (``request.mode``, ``request.candidates`` candidates, each document at its
+    its source's tenant (``mode``, ``candidates`` candidates, each document at its
     best chunk for a BEIR folder as ``loader eval`` searches, no rewrite).
 
     Raises:
@@ -128,17 +129,17 @@ def collect_examples(
     from loader.query.rewrite import IdentityRewriter
     from loader.query.search import search
 
-    embedder = embedder_for(settings) if search_mode(request.mode).embeds else None
+    embedder = embedder_for(settings) if search_mode(mode).embeds else None
     examples = []
     for source, question in pairs:
         recorder = FeatureRecorder()
         wanted = SearchRequest(
             question=question.text,
             tenant=source.tenant,
-            mode=request.mode,
+            mode=mode,
             rerank=True,
-            k=request.candidates,
-            candidates=_depth(request.candidates, source.one_per_document),
+            k=candidates,
+            candidates=_depth(candidates, source.one_per_document),
             exact_match=settings.exact_match,
             one_per_document=source.one_per_document,
         )

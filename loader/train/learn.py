@@ -345,8 +345,12 @@ def learn(
     _check_indices(sources, settings, client)
     notify(f"searching {len(sampled)} questions ({len(kept)} to train on, {len(held)} held out)")
     settings = settings.replace(query_log="off")  # training searches are no users' searches
-    train_examples = collect_examples(kept, request, settings, client)
-    held_examples = collect_examples(held, request, settings, client)
+    train_examples = collect_examples(
+        kept, settings, client, mode=request.mode, candidates=request.candidates
+    )
+    held_examples = collect_examples(
+        held, settings, client, mode=request.mode, candidates=request.candidates
+    )
     if not held_examples:
         raise ConfigError("no held-out question found any candidate; is the index empty?")
     booster = train_booster(train_examples, request)

@@ -188,7 +188,11 @@ def test_examples_hold_only_the_asked_tenants_chunks(corpus, client, tmp_path):
     )
     request = LearnRequest(sources=(source.path,), out=tmp_path / "unused", mode="bm25")
     examples = collect_examples(
-        [(source, q) for q in source.questions], request, corpus.replace(query_log="off"), client
+        [(source, q) for q in source.questions],
+        corpus.replace(query_log="off"),
+        client,
+        mode=request.mode,
+        candidates=request.candidates,
     )
     assert len(examples) == TOPICS
     assert {tenant for example in examples for tenant, _ in example.chunks} == {"A"}

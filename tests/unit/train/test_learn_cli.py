@@ -42,7 +42,7 @@ def test_a_judgments_file_of_another_format_is_named(tmp_path):
     broken.write_text('{"question": "q", "source": "a.md"}\nnot json\n', encoding="utf-8")
     done = learn(str(broken), "--out", str(tmp_path / "model"))
     assert done.exit_code == 2, done.output
-    assert f"source {broken}: " in done.stderr and ":2" in done.stderr
+    assert f"{broken}: line 2: not valid JSON" in done.stderr
 
 
 def test_a_beir_folder_without_the_split_is_named(tmp_path):

@@ -25,7 +25,7 @@ def test_a_questions_file_keeps_chunk_grades_and_marks_click_derived_lines(tmp_p
                        {"chunk_id": "c-2", "source": "refunds.md", "grade": 0}]},
         {"question": "clicked?", "source": "faq.md", "implicit": True,
          "judgments": [{"chunk_id": "c-9", "source": "faq.md", "grade": 1}]},
-        {"question": "no grades?", "source": "./guide/setup.md"},
+        {"question": "no grades?", "source": "./kb/setup.md"},
         {"question": "all zero?", "source": "x.md",
          "judgments": [{"chunk_id": "c-5", "source": "x.md", "grade": 0}]},
     ]  # fmt: skip
@@ -39,7 +39,7 @@ def test_a_questions_file_keeps_chunk_grades_and_marks_click_derived_lines(tmp_p
     assert (first.by, dict(first.grades), first.implicit) == (BY_CHUNK, {"c-1": 2, "c-2": 0}, False)
     assert first.relevant() == {"c-1": 2}
     assert clicked.implicit is True and dict(clicked.grades) == {"c-9": 1}
-    assert (by_source.by, dict(by_source.grades)) == (BY_DOCUMENT, {"guide/setup.md": 1})
+    assert (by_source.by, dict(by_source.grades)) == (BY_DOCUMENT, {"kb/setup.md": 1})
     assert source.describe()["implicit"] == 1
 
 
