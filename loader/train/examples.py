@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from loader.models.rerank import Candidate, RerankQuery
+from loader.models.rerank import Candidate, LookupAnswers, RerankQuery
 from loader.models.rerank.check import LEARNED
 from loader.models.rerank.features import feature_lookup, feature_matrix, prior
 from loader.train.sources import BY_CHUNK, JudgedQuestion, Source
@@ -70,10 +70,7 @@ class FeatureRecorder:
         return feature_lookup(query, hits)
 
     def score(
-        self,
-        query: RerankQuery,
-        hits: Sequence[Candidate],
-        answers: Sequence[dict[str, Any]] | None = None,
+        self, query: RerankQuery, hits: Sequence[Candidate], answers: LookupAnswers = None
     ) -> list[float]:
         self.recorded = (feature_matrix(query, hits, answers), prior(hits), list(hits))
         return [-float(position) for position in range(len(hits))]

@@ -33,6 +33,11 @@ if TYPE_CHECKING:
     from loader.settings import Settings
 
 
+# What the index answered to a reranker's ``lookup``: the ``_msearch`` responses, in order, or
+# ``None`` when it asked for nothing.
+LookupAnswers = Sequence[dict[str, Any]] | None
+
+
 class Candidate(Protocol):
     """What a reranker may read of a candidate (``loader.query.result.SearchHit`` has it all)."""
 
@@ -98,10 +103,7 @@ class Reranker(Protocol):
         ...
 
     def score(
-        self,
-        query: RerankQuery,
-        hits: Sequence[Candidate],
-        answers: Sequence[dict[str, Any]] | None = None,
+        self, query: RerankQuery, hits: Sequence[Candidate], answers: LookupAnswers = None
     ) -> list[float]:
         """One score per hit, in the hits' order; ``answers``: the ``_msearch`` responses of
         ``lookup``'s lines, in order (``None`` when it asked for none)."""

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from loader.models.rerank import Candidate, RerankQuery
+from loader.models.rerank import Candidate, LookupAnswers, RerankQuery
 from loader.models.rerank.keyword import content_terms, words
 
 # Bump when a feature is added, removed, reordered or computed differently: models trained on
@@ -164,9 +164,7 @@ def feature_lookup(query: RerankQuery, hits: Sequence[Candidate]) -> list[dict[s
     return lines
 
 
-def parse_lookup(
-    query: RerankQuery, answers: Sequence[dict[str, Any]] | None
-) -> dict[str, dict[str, float] | None]:
+def parse_lookup(query: RerankQuery, answers: LookupAnswers) -> dict[str, dict[str, float] | None]:
     """Sub-query -> chunk id -> raw score, from ``feature_lookup``'s answers (``None`` for a
     sub-query that was not run).
 
@@ -248,7 +246,7 @@ def _text_features(question: str, hits: Sequence[Candidate]) -> list[np.ndarray]
 def feature_matrix(
     query: RerankQuery,
     hits: Sequence[Candidate],
-    answers: Sequence[dict[str, Any]] | None,
+    answers: LookupAnswers,
 ) -> np.ndarray:
     """One row per candidate, one column per ``FEATURES`` entry (float64; NaN for the vector
     features without a vector).

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from loader.errors import ModelError
-from loader.models.rerank import Candidate, RerankQuery
+from loader.models.rerank import Candidate, LookupAnswers, RerankQuery
 from loader.models.rerank.check import LEARNED, LEARNED_MODEL_FILE
 from loader.models.rerank.features import (
     FEATURE_NAMES,
@@ -116,18 +116,12 @@ class LearnedReranker:
         return feature_lookup(query, hits)
 
     def features(
-        self,
-        query: RerankQuery,
-        hits: Sequence[Candidate],
-        answers: Sequence[dict[str, Any]] | None,
+        self, query: RerankQuery, hits: Sequence[Candidate], answers: LookupAnswers
     ) -> np.ndarray:
         return feature_matrix(query, hits, answers)
 
     def score(
-        self,
-        query: RerankQuery,
-        hits: Sequence[Candidate],
-        answers: Sequence[dict[str, Any]] | None = None,
+        self, query: RerankQuery, hits: Sequence[Candidate], answers: LookupAnswers = None
     ) -> list[float]:
         """Each candidate's score: the scaled prior plus the booster's weighed residual."""
         if not hits:
@@ -138,10 +132,7 @@ class LearnedReranker:
         return [float(value) for value in scores]
 
     def contributions(
-        self,
-        query: RerankQuery,
-        hits: Sequence[Candidate],
-        answers: Sequence[dict[str, Any]] | None = None,
+        self, query: RerankQuery, hits: Sequence[Candidate], answers: LookupAnswers = None
     ) -> list[dict[str, float]]:
         """Per candidate, each feature's share of its score (LightGBM's ``pred_contrib``: SHAP
         values, times ``residual_weight``), the prior's (``prior``) and the booster's constant
