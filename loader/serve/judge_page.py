@@ -21,7 +21,6 @@ with what moved).
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import importlib.resources
 import json
 import logging
@@ -37,7 +36,7 @@ from loader.modes import search_mode
 from loader.query import judgments
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
-from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, session_key
+from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, session_key
 from loader.serve.judge_view import GRADE_LABELS, environment, movements, pool, shown
 from loader.serve.responses import error_reply
 from loader.settings import SEARCH_MODES, tenant_problem
@@ -111,9 +110,7 @@ class JudgePages:
         if tenant is None:
             return None, self.refused(401, "sign in at /judge/login")
         token = request.headers.get("x-csrf-token", "")
-        if not self.same_origin(request) or not hmac.compare_digest(
-            token, self.sessions.csrf(cookie)
-        ):
+        if not self.same_origin(request) or not same_text(self.sessions.csrf(cookie), token):
             return None, self.refused(403, "missing or wrong same-origin token (X-CSRF-Token)")
         return tenant, None
 
