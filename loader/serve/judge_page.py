@@ -40,6 +40,7 @@ from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, ses
 from loader.serve.judge_view import GRADE_LABELS, environment, movements, pool, shown
 from loader.serve.responses import error_reply
 from loader.settings import SEARCH_MODES, tenant_problem
+from loader.text import first_surrogate
 
 log = logging.getLogger(__name__)
 
@@ -264,6 +265,8 @@ class JudgePages:
             return self.refused(422, 'send {"chunk_id": "<chunk id>", "grade": 0, 1 or 2}')
         if not chunk_id or _id_bytes(chunk_id) > MAX_ID_BYTES:
             return self.refused(422, f"chunk_id: 1 to {MAX_ID_BYTES} bytes (no chunk has another)")
+        if first_surrogate(chunk_id):  # a broken escape: OpenSearch refuses it with a 400
+            return self.refused(422, "chunk_id: holds a lone surrogate (no chunk's id does)")
         try:
             with self.cluster("saving a grade"):
                 _check_set_id(set_id)

@@ -117,6 +117,15 @@ def test_an_oversize_chunk_id_is_the_callers_fault(tmp_path):
         cookies={COOKIE: cookie},
     )
     assert answer.status_code == 422 and "chunk_id: 1 to 512 bytes" in answer.text
+    # A lone surrogate (a broken escape) is no chunk's id: OpenSearch refused the term query
+    # with a 400, which answered 502.
+    answer = app_client.post(
+        "/judge/sets/abc/0/grade",
+        content='{"chunk_id": "c\\ud800", "grade": 2}',
+        headers={"X-CSRF-Token": token, "content-type": "application/json"},
+        cookies={COOKIE: cookie},
+    )
+    assert answer.status_code == 422 and "chunk_id" in answer.text, answer.text
 
 
 @pytest.mark.parametrize("problem", ["group-readable", "symlink", "fifo", "not a key"])
