@@ -667,6 +667,9 @@ def main() -> None:
         if not any(counts[key] for key in must_be_zero)
         else "NOT ZERO: " + ", ".join(key for key in must_be_zero if counts[key])
     )
+    controls = [key for key in counts if "leak-detector controls" in key and counts[key] < 2]
+    if controls:
+        print("a leak detector saw nothing of the tenant it looks for: " + ", ".join(controls))
     if "race" in args.only and counts["rounds whose apply started mid-push"] < args.rounds:
         print("some pushes ended before their apply started: those rounds raced nothing")
 

@@ -12,12 +12,15 @@ chunk of ``globex``, reading a set of ``globex`` or recording an event on its se
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import os
 import re
 import subprocess
 import sys
+from collections import Counter
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -285,17 +288,25 @@ def _judge_session_probes(
             counts["requests"] += 1
             counts["5xx"] += _shown_5xx(status, f"GET {path}", forged, text)
             counts["cross-tenant"] += status == 200 and world.leaked(text, "acme", path)
-    for headers in (
+    unsafe = (
         {"Cookie": f"loader_judge={cookie}"},  # no CSRF token
         {"Cookie": f"loader_judge={cookie}", "X-CSRF-Token": token, "Origin": "http://evil"},
         {"Cookie": f"loader_judge={cookie}", "X-CSRF-Token": "\xe9" * 64},
-        {"Cookie": f"loader_judge={cookie}; loader_judge={their_cookie}", "X-CSRF-Token": token},
-    ):
-        status, _text, _h = call(port, "POST", posts[0], {"chunk_id": chunk, "grade": 2}, headers)
+        {"Cookie": f"loader_judge={cookie}", "X-CSRF-Token": their_token},
+    )
+    for headers in unsafe:  # each must be refused: a cross-site post could act for acme
+        status, text, _h = call(port, "POST", posts[0], {"chunk_id": chunk, "grade": 2}, headers)
         counts["requests"] += 1
-        counts["5xx"] += _shown_5xx(status, f"POST {posts[0]}", headers, _text)
-        counts["cross-tenant"] += status == 200 and "evil" not in str(headers)
-        counts["accepted without a valid token"] += status == 200 and len(headers) == 1
+        counts["5xx"] += _shown_5xx(status, f"POST {posts[0]}", headers, text)
+        counts["accepted without a valid token"] += status == 200
+    # Both sessions' cookies at once: whichever the server reads, nothing of globex shows.
+    both = {"Cookie": f"loader_judge={cookie}; loader_judge={their_cookie}", "X-CSRF-Token": token}
+    for method, path in (("GET", f"/judge/sets/{own}/0"), ("POST", posts[0])):
+        body = {"chunk_id": chunk, "grade": 2} if method == "POST" else None
+        status, text, _h = call(port, method, path, body, both)
+        counts["requests"] += 1
+        counts["5xx"] += _shown_5xx(status, f"{method} {path}", both, text)
+        counts["cross-tenant"] += world.leaked(text, "globex", "")
 
 
 LOGIN_FORMS = [
@@ -330,16 +341,25 @@ def probe_judge(
 ) -> dict:
     """The judging page, with API keys and without, for ``acme`` with hostile input."""
     counts = {"requests": 0, "5xx": 0, "cross-tenant": 0, "accepted without a valid token": 0}
+    counts["controls"] = 0
     for keyed in (True, False):
         serve_settings = settings.replace(api_keys_file=str(keys_file) if keyed else "")
         app = create_app(serve_settings, client=client, embedder=embedder)
         with Server(app) as server:
             form = (lambda t: f"key={keys[t]}") if keyed else (lambda t: f"tenant={t}")
             sessions = {tenant: sign_in(server.port, form(tenant)) for tenant in keys}
+            # The detector's control: globex's own question page shows what marks globex.
+            cookie, _token = sessions["globex"]
+            path = f"/judge/sets/{world.sets['globex']}/0"
+            _s, text, _h = call(
+                server.port, "GET", path, None, {"Cookie": f"loader_judge={cookie}"}
+            )
+            counts["controls"] += world.leaked(text, "globex", "")
             _judge_session_probes(server.port, world, sessions, counts)
             _login_probes(server.port, counts)
     return {
         "judge requests": counts["requests"],
+        "judge leak-detector controls that saw globex's page (of 2)": counts["controls"],
         "judge 5xx for client input": counts["5xx"],
         "judge cross-tenant hits": counts["cross-tenant"],
         "judge posts accepted without a valid token (cross-tenant)": counts[
@@ -356,7 +376,7 @@ def probe_events(
 ) -> dict:
     """``POST /events`` and ``GET /log`` of ``acme`` with hostile bodies and parameters and
     ``globex``'s query ids."""
-    requests = errors = crossed = 0
+    requests = errors = crossed = controls = 0
     for keyed in (True, False):
         serve_settings = settings.replace(api_keys_file=str(keys_file) if keyed else "")
         app = create_app(serve_settings, client=client, embedder=embedder)
@@ -367,6 +387,9 @@ def probe_events(
             _s, text, _h = call(server.port, "POST", "/search", search, heads["globex"])
             their_query = json.loads(text)["query_id"]
             assert their_query, text
+            log_query = "" if keyed else "?tenant=globex"
+            _s, text, _h = call(server.port, "GET", f"/log{log_query}", None, heads["globex"])
+            controls += their_query in text and world.leaked(text, "globex", "")
             acme = {} if keyed else {"tenant": "acme"}
             bodies: list[Any] = [
                 {"query_id": their_query, "action_name": "click", **acme},
@@ -396,6 +419,7 @@ def probe_events(
                 )
     return {
         "events/log requests": requests,
+        "events/log leak-detector controls that saw globex's log (of 2)": controls,
         "events/log 5xx for client input": errors,
         "events/log cross-tenant hits": crossed,
     }
@@ -623,47 +647,78 @@ def _frameworks() -> dict[str, Any]:
     }
 
 
+HOSTILE_QUESTIONS = ["", " ", "\ud800", "x" * 200_000, "* OR tenant:globex", '"}},{"match_all":{}}']
+
+
+def _asked(name: str, retriever: Any, question: str, asynchronous: bool) -> list[dict]:
+    """The metadata of what ``retriever`` finds for ``question``, by its sync or async call."""
+    if name == "haystack":
+        if asynchronous:
+            found = asyncio.run(retriever.run_async(question))["documents"]
+        else:
+            found = retriever.run(question)["documents"]
+        return [doc.meta for doc in found]
+    if name == "langchain":
+        call = retriever.ainvoke if asynchronous else retriever.invoke
+        found = asyncio.run(call(question)) if asynchronous else call(question)
+        return [doc.metadata for doc in found]
+    call = retriever.aretrieve if asynchronous else retriever.retrieve
+    found = asyncio.run(call(question)) if asynchronous else call(question)
+    return [node.node.metadata for node in found]
+
+
+def _made_and_run(
+    retriever_class: Any, run: Any, tenant: Any, options: dict, question: str, call: dict
+) -> list[dict]:
+    return run(retriever_class(tenant, rerank=False, **options), question, call)
+
+
+def _tally(counts: Counter, name: str, what: str, tenant: Any, attempt: Any, *args: Any) -> None:
+    """Run ``attempt(*args)`` (a call returning the found documents' metadata) and count its
+    outcome: answered (and the hits not of ``tenant``), refused with a ``LoaderError``, or
+    unexpected."""
+    try:
+        found = attempt(*args)
+    except LoaderError:
+        counts["refused"] += 1
+        return
+    except Exception as exc:  # what no caller expects counts, but for one case
+        if name == "haystack" and "unexpected keyword argument 'tenant'" in str(exc):
+            # Haystack's run() takes query, top_k and filters, its component's inputs: Python
+            # refuses a tenant before any search.
+            counts["refused by signature"] += 1
+            return
+        counts["unexpected"] += 1
+        print(f"  {name} tenant {tenant!r:.30} {what:.60}: {exc!r:.200}", file=sys.stderr)
+        return
+    counts["answered"] += 1
+    counts["crossed"] += sum(1 for meta in found if meta.get("tenant") != tenant)
+
+
 def probe_retrievers(client: Any, settings: Settings, embedder: Any, question: str) -> dict:
-    """Each retriever made for hostile tenants and called with hostile ``k`` and filters."""
-    calls = crossed = unexpected = refused = refused_by_signature = 0
+    """Each retriever made for hostile tenants and called with hostile ``k`` and filters, then
+    made for ``acme`` and asked hostile questions, sync and async."""
+    counts: Counter = Counter()
+    common = {"settings": settings, "client": client, "embedder": embedder, "mode": "bm25"}
     for name, (retriever_class, run, options_at_make) in _frameworks().items():
         for tenant in [*HOSTILE_TENANTS, "acme"]:
             for call in HOSTILE_CALLS:
                 if options_at_make and "tenant" in call:
                     continue  # a second tenant for the constructor: no call to make
                 made = call if options_at_make else {}
-                try:
-                    retriever = retriever_class(
-                        tenant,
-                        settings=settings,
-                        client=client,
-                        embedder=embedder,
-                        mode="bm25",
-                        rerank=False,
-                        **made,
-                    )
-                    found = run(retriever, question, {} if options_at_make else call)
-                except LoaderError:
-                    refused += 1
-                    continue
-                except Exception as exc:  # what no caller expects counts, but for one case
-                    if name == "haystack" and "unexpected keyword argument 'tenant'" in str(exc):
-                        # Haystack's run() takes query, top_k and filters, its component's
-                        # inputs: Python refuses a tenant before any search.
-                        refused_by_signature += 1
-                        continue
-                    unexpected += 1
-                    print(
-                        f"  {name} tenant {tenant!r:.30} {call!r:.60}: {exc!r:.200}",
-                        file=sys.stderr,
-                    )
-                    continue
-                calls += 1
-                crossed += sum(1 for meta in found if meta.get("tenant") != tenant)
+                made_and_run = partial(
+                    _made_and_run, retriever_class, run, tenant, common | made, question
+                )
+                _tally(counts, name, repr(call), tenant, made_and_run, {} if made else call)
+        retriever = retriever_class("acme", rerank=False, **common)
+        for hostile in HOSTILE_QUESTIONS:
+            for asynchronous in (False, True):
+                asked = partial(_asked, name, retriever, hostile, asynchronous)
+                _tally(counts, name, f"question {hostile!r:.40}", "acme", asked)
     return {
-        "retriever calls answered": calls,
-        "retriever calls refused (LoaderError)": refused,
-        "retriever calls refused by Python (haystack run(tenant=))": refused_by_signature,
-        "retriever cross-tenant hits": crossed,
-        "retriever unexpected exceptions": unexpected,
+        "retriever calls answered": counts["answered"],
+        "retriever calls refused (LoaderError)": counts["refused"],
+        "retriever calls refused by Python (haystack run(tenant=))": counts["refused by signature"],
+        "retriever cross-tenant hits": counts["crossed"],
+        "retriever unexpected exceptions": counts["unexpected"],
     }
