@@ -552,6 +552,7 @@ def probe_new_surfaces(
         **surfaces.probe_import(url, settings.index_name, work, outside, child_env()),
         **surfaces.probe_retrievers(client, settings, embedder, questions["globex"]),
         **surfaces.probe_serve_upstream(work),
+        "judge and events/log hangs (no answer in 120 s)": len(surfaces.HUNG_REQUESTS),
     }
 
 

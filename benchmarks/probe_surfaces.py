@@ -34,6 +34,8 @@ from tests.integration.serve.http_server import Server
 from tests.integration.serve.test_serve_hostile_upstream import ServeProcess
 
 COMMAND_SECONDS = 60  # the most one `loader judgments import` may take: past it, a hang
+HTTP_SECONDS = 120  # the most one request may take (a question page searches 5 modes): a hang
+HUNG_REQUESTS: list[str] = []  # what ``call`` sent that got no answer in time
 SET_NAME = "probe-set"
 UPSTREAM_STATUSES = ((400, None), (401, None), (403, None), (429, None), (500, None))
 UPSTREAM_STATUSES += ((502, None), (503, None), (200, "page"))
@@ -128,7 +130,7 @@ def call(
     port: int, method: str, path: str, body: Any = None, headers: dict | None = None
 ) -> tuple[int, str, dict[str, str]]:
     """One request to 127.0.0.1:``port``: status, body text and headers (lower-cased)."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=HTTP_SECONDS)
     try:
         data = json.dumps(body) if isinstance(body, dict | list) else body
         if isinstance(data, str):
@@ -143,6 +145,10 @@ def call(
         response = connection.getresponse()
         text = response.read().decode("utf-8", "replace")
         return response.status, text, {k.lower(): v for k, v in response.getheaders()}
+    except TimeoutError:  # no answer in time: a hang, counted, and the probe goes on
+        HUNG_REQUESTS.append(f"{method} {path[:80]}")
+        print(f"  no answer in {HTTP_SECONDS} s: {method} {path[:80]}", file=sys.stderr)
+        return 0, "", {}
     finally:
         connection.close()
 
