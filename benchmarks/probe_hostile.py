@@ -25,6 +25,16 @@ What it does, on indices of its own (``probe-<random>``, deleted afterwards):
   a link to an outside file, a folder and a FIFO (tests/swapping.py).
 - **ids collided**: tenant ``px\\x1fpy`` / collection ``kb`` against tenant ``px`` / collection
   ``py\\x1fkb``, same path: both documents must stay.
+- **issue #44's surfaces** (``benchmarks/probe_surfaces.py``), on an index with the query log
+  on: the judging page (``/judge``: login, sets, a question, grade, skip, compare) and
+  ``POST /events`` / ``GET /log`` with hostile ids, bodies, cookies and CSRF tokens, with API
+  keys and without (5xx and cross-tenant hits); every route of ``loader serve`` behind the
+  echoing upstream, ``--debug`` or not, the password in the settings or in the URL (secrets in
+  any body or in serve's output, bare 500s); ``loader judgments import`` of hostile files (a
+  FIFO, ``/dev/zero``, a huge file, non-finite ratings, invalid UTF-8, links out...), each
+  bounded in time (hangs, exit 1, not exit 2, messages not naming the file); the LangChain,
+  LlamaIndex and Haystack retrievers with hostile tenants, ``k`` and filters (cross-tenant hits,
+  exceptions other than ``LoaderError``).
 
 Needs the ``test`` and ``serve`` extras (it borrows the tests' hostile upstream and servers).
 Traffic goes only to the node named and to 127.0.0.1.
@@ -52,6 +62,7 @@ sys.path.insert(0, str(REPOSITORY))
 import opensearchpy  # noqa: E402
 from opensearchpy import helpers  # noqa: E402
 
+from benchmarks import probe_surfaces as surfaces  # noqa: E402
 from loader.cluster.client import connect  # noqa: E402
 from loader.index.apply import apply_config  # noqa: E402
 from loader.ingest.sync import push  # noqa: E402
@@ -67,6 +78,7 @@ from tests.integration.serve.http_server import Server  # noqa: E402
 from tests.integration.serve.test_serve_hostile_upstream import ServeProcess  # noqa: E402
 from tests.swapping import SECRET, file_swaps, swapping  # noqa: E402
 
+SECTIONS = ("secrets", "race", "tenants", "swaps", "ids", "surfaces")
 MODES = ("bm25", "vector", "hybrid-rrf", "hybrid-minmax", "hybrid-zscore")
 # 600 files of 3 chunks, one chunk a bulk request: a push of ~20 s, so that the apply starts
 # its copy while the push writes (80 files end in 3 s, before the apply is under way).
@@ -515,11 +527,43 @@ def probe_ids(client: Any, settings: Settings, work: Path, embedder: Any) -> dic
     return {"documents overwritten across tenants": len(pairs) - kept}
 
 
+def probe_new_surfaces(
+    client: Any, settings: Settings, url: str, work: Path, embedder: Any
+) -> dict:
+    """Issue #44's surfaces: /judge, /events and /log, judgments import, the retrievers."""
+    root = work / "judge-docs"
+    folders = {tenant: tenant_folder(root, tenant) for tenant in ONLY}
+    for tenant, folder in folders.items():
+        push(folder, settings, tenant=tenant, client=client, embedder=embedder)
+    questions = {tenant: f"what does {ONLY[tenant]} mean" for tenant in ONLY}
+    world = surfaces.World(client, settings, questions)
+    keys_file = work / "judge-keys" / "api-keys.toml"
+    keys_file.parent.mkdir()
+    keys_file.write_text(
+        "[keys]\n" + "".join(f'"{key}" = "{tenant}"\n' for tenant, key in KEYS.items()),
+        encoding="utf-8",
+    )
+    keys_file.chmod(0o600)
+    outside = work / "outside-judgments.md"
+    outside.write_text(f"# Outside\n\n{SECRET}\n", encoding="utf-8")
+    return {
+        **surfaces.probe_judge(client, settings, embedder, KEYS, keys_file, world),
+        **surfaces.probe_events(client, settings, embedder, KEYS, keys_file, world),
+        **surfaces.probe_import(url, settings.index_name, work, outside, child_env()),
+        **surfaces.probe_retrievers(client, settings, embedder, questions["globex"]),
+        **surfaces.probe_serve_upstream(work),
+        "judge and events/log hangs (no answer in 120 s)": len(surfaces.HUNG_REQUESTS),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--url", default=os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200"))
     parser.add_argument("--rounds", type=int, default=3, help="push/apply races")
     parser.add_argument("--races", type=int, default=40, help="pushes racing a file swap")
+    parser.add_argument(
+        "--only", nargs="+", choices=SECTIONS, default=SECTIONS, help="run these sections only"
+    )
     args = parser.parse_args()
     prefix = f"probe-{uuid.uuid4().hex[:8]}"
     settings = Settings(opensearch_url=args.url, index_name=prefix, rerank=False)
@@ -564,14 +608,29 @@ def main() -> None:
                         client, settings.replace(index_name=f"{prefix}-ids"), work, embedder
                     ),
                 ),
+                (
+                    "surfaces",
+                    lambda: probe_new_surfaces(
+                        client,
+                        settings.replace(index_name=f"{prefix}-judge", query_log="ubi"),
+                        args.url,
+                        work,
+                        embedder,
+                    ),
+                ),
             )
-            for index in ("race", "kb", "swap", "ids"):
+            for index in ("race", "kb", "swap", "ids", "judge"):
                 apply_config(
-                    settings.replace(index_name=f"{prefix}-{index}"),
+                    settings.replace(
+                        index_name=f"{prefix}-{index}",
+                        query_log="ubi" if index == "judge" else settings.query_log,
+                    ),
                     dimension=embedder.dimension,
                     client=client,
                 )
             for name, run in sections:
+                if name not in args.only:
+                    continue
                 print(f"{name} ...", file=sys.stderr)
                 section_started = time.monotonic()
                 found = run()
@@ -596,6 +655,11 @@ def main() -> None:
                 "aborted",
                 "overwritten",
                 "missed",
+                "hangs",
+                "exit 1",
+                "not exit 2",
+                "unexpected",
+                "bare 500s",
             )
         )
     ]
@@ -604,7 +668,10 @@ def main() -> None:
         if not any(counts[key] for key in must_be_zero)
         else "NOT ZERO: " + ", ".join(key for key in must_be_zero if counts[key])
     )
-    if counts["rounds whose apply started mid-push"] < args.rounds:
+    controls = [key for key in counts if "leak-detector controls" in key and counts[key] < 2]
+    if controls:
+        print("a leak detector saw nothing of the tenant it looks for: " + ", ".join(controls))
+    if "race" in args.only and counts["rounds whose apply started mid-push"] < args.rounds:
         print("some pushes ended before their apply started: those rounds raced nothing")
 
 

@@ -41,6 +41,7 @@ from loader.query.judgments import (
     save_grade,
 )
 from loader.settings import Settings
+from loader.text import first_surrogate
 from loader.userfile import parse_failure, read_user_text
 
 if TYPE_CHECKING:
@@ -247,10 +248,16 @@ def _object(value: object, path: Path, where: str) -> dict[str, Any]:
 def _text(record: dict[str, Any], key: str, path: Path, where: str) -> str:
     """``record[key]``, a non-empty string; ``where`` is the record's JSON path, or ``line N``."""
     value = record.get(key)
+    field = f"{where}: {key}" if where.startswith("line ") else f"{where}.{key}"
     if not isinstance(value, str) or not value.strip():
-        field = f"{where}: {key}" if where.startswith("line ") else f"{where}.{key}"
         raise ConfigError(
             f"judgments file {path}: {field} must be a non-empty string, got {_kind(value)}"
+        )
+    char = first_surrogate(value)
+    if char is not None:  # a broken escape ("\ud800"): no UTF-8 carries it into the index
+        raise ConfigError(
+            f"judgments file {path}: {field} holds the lone surrogate U+{ord(char):04X} "
+            "(a broken escape), which is no text"
         )
     return value
 

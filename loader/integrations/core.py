@@ -84,8 +84,14 @@ def as_filters(value: SearchFilters | Mapping[str, Any] | None) -> SearchFilters
         )
     fields = dict(value)
     tags = fields.get("tags")
-    if tags is not None:
-        fields["tags"] = (tags,) if isinstance(tags, str) else tuple(tags)
+    if isinstance(tags, str):
+        fields["tags"] = (tags,)
+    elif isinstance(tags, list | tuple | set | frozenset):
+        fields["tags"] = tuple(tags)
+    elif tags is not None:  # tuple() of a number raised TypeError; of a dict took its keys
+        raise ConfigError(
+            f"filters: tags must be a string or a list of strings, got {type(tags).__name__}"
+        )
     return SearchFilters(**fields)
 
 

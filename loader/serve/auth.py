@@ -310,7 +310,7 @@ class Sessions:
         if not cookie or cookie.count(".") != 2:
             return None
         encoded, expiry, signature = cookie.split(".")
-        if not hmac.compare_digest(self._sign(f"{encoded}.{expiry}"), signature):
+        if not same_text(self._sign(f"{encoded}.{expiry}"), signature):
             return None
         if not expiry.isdigit() or int(expiry) < (now or time.time()):
             return None
@@ -318,3 +318,10 @@ class Sessions:
 
     def csrf(self, cookie: str) -> str:
         return self._sign(f"csrf|{cookie}")
+
+
+def same_text(expected: str, presented: str) -> bool:
+    """A constant-time comparison of a signature with what a client sent. On bytes: a header
+    arrives as Latin-1 text, and ``hmac.compare_digest`` raises ``TypeError`` on non-ASCII
+    strings (a forged cookie of ``é`` was a 500)."""
+    return hmac.compare_digest(expected.encode(), presented.encode("utf-8", "surrogatepass"))

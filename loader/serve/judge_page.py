@@ -21,7 +21,6 @@ with what moved).
 from __future__ import annotations
 
 import dataclasses
-import hmac
 import importlib.resources
 import json
 import logging
@@ -37,10 +36,11 @@ from loader.modes import search_mode
 from loader.query import judgments
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
-from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, session_key
+from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, session_key
 from loader.serve.judge_view import GRADE_LABELS, environment, movements, pool, shown
 from loader.serve.responses import error_reply
 from loader.settings import SEARCH_MODES, tenant_problem
+from loader.text import first_surrogate
 
 log = logging.getLogger(__name__)
 
@@ -111,9 +111,7 @@ class JudgePages:
         if tenant is None:
             return None, self.refused(401, "sign in at /judge/login")
         token = request.headers.get("x-csrf-token", "")
-        if not self.same_origin(request) or not hmac.compare_digest(
-            token, self.sessions.csrf(cookie)
-        ):
+        if not self.same_origin(request) or not same_text(self.sessions.csrf(cookie), token):
             return None, self.refused(403, "missing or wrong same-origin token (X-CSRF-Token)")
         return tenant, None
 
@@ -267,6 +265,8 @@ class JudgePages:
             return self.refused(422, 'send {"chunk_id": "<chunk id>", "grade": 0, 1 or 2}')
         if not chunk_id or _id_bytes(chunk_id) > MAX_ID_BYTES:
             return self.refused(422, f"chunk_id: 1 to {MAX_ID_BYTES} bytes (no chunk has another)")
+        if first_surrogate(chunk_id):  # a broken escape: OpenSearch refuses it with a 400
+            return self.refused(422, "chunk_id: holds a lone surrogate (no chunk's id does)")
         try:
             with self.cluster("saving a grade"):
                 _check_set_id(set_id)

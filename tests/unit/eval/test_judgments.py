@@ -178,6 +178,13 @@ def _srw(ratings) -> str:
         ('{"question": "q", "judgments": [{"chunk_id": "c", "grade": 1e999}]}\n',
          r"line 1: judgments\[0\]: rating inf is not 0, 1 or 2"),
         ('{"question": "q", "x": ' + "9" * 5000 + "}\n", "line 1: not valid JSON .a number has"),
+        # A lone surrogate, from a broken escape, is no text UTF-8 carries: it was stored.
+        ('{"question": "\\ud800"}\n', r"line 1: question holds the lone surrogate U\+D800"),
+        ('{"question": "q", "judgments": [{"chunk_id": "\\udc9f", "grade": 1}]}\n',
+         r"line 1: judgments\[0\]: chunk_id holds the lone surrogate U\+DC9F"),
+        (json.dumps({"querySetQueries": [{"queryText": "\ud800"}]}),
+         r"querySetQueries\[0\].queryText holds the lone surrogate"),
+        (_srw([{"docId": "\udfff", "rating": 1}]), RATING0 + r".docId holds the lone surrogate"),
     ],
 )  # fmt: skip
 def test_every_field_of_an_imported_file_is_checked_naming_the_file_and_where(

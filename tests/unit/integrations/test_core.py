@@ -47,6 +47,13 @@ def test_filters_are_the_templates_own() -> None:
         as_filters("lang:en")
 
 
+@pytest.mark.parametrize("tags", [5, 1.5, {"x": 1}, b"x", object()])
+def test_tags_that_are_no_string_nor_list_are_a_config_error_not_a_type_error(tags) -> None:
+    # tuple(5) raised TypeError, which no caller of a retriever expects (hostile probe).
+    with pytest.raises(ConfigError, match="filters: tags must be a string or a list of strings"):
+        as_filters({"tags": tags})
+
+
 def test_options_are_checked_when_made() -> None:
     with pytest.raises(ConfigError, match="unknown search option history, index_name"):
         searcher(index_name="other", history=[])

@@ -117,6 +117,15 @@ def test_an_oversize_chunk_id_is_the_callers_fault(tmp_path):
         cookies={COOKIE: cookie},
     )
     assert answer.status_code == 422 and "chunk_id: 1 to 512 bytes" in answer.text
+    # A lone surrogate (a broken escape) is no chunk's id: OpenSearch refused the term query
+    # with a 400, which answered 502.
+    answer = app_client.post(
+        "/judge/sets/abc/0/grade",
+        content='{"chunk_id": "c\\ud800", "grade": 2}',
+        headers={"X-CSRF-Token": token, "content-type": "application/json"},
+        cookies={COOKIE: cookie},
+    )
+    assert answer.status_code == 422 and "chunk_id" in answer.text, answer.text
 
 
 @pytest.mark.parametrize("problem", ["group-readable", "symlink", "fifo", "not a key"])
@@ -152,3 +161,30 @@ def test_a_folder_that_takes_no_key_file_keeps_a_key_per_process(tmp_path, caplo
     finally:
         folder.chmod(0o700)
     assert "signs every judge out" in caplog.text
+
+
+@pytest.mark.parametrize(
+    "cookie, token",
+    [("\xe9.1.\xe9", None), ("forged.1.sig", "\xe9" * 64), (None, "\xe9" * 64)],
+    ids=["cookie", "token-without-session", "token"],
+)
+def test_a_cookie_or_token_beyond_ascii_is_refused_not_a_500(app_client, cookie, token):
+    """Header values arrive as Latin-1 text; hmac.compare_digest raises TypeError on
+    non-ASCII strings, which answered 500 before the comparison was made on bytes."""
+    forged = cookie is not None
+    if not forged:  # a real session, a forged token
+        signed_in = app_client.post(
+            "/judge/login", content=f"key={KEY_A}", headers=FORM, follow_redirects=False
+        )
+        cookie = signed_in.cookies[COOKIE]
+        app_client.cookies.clear()
+    headers = {"cookie": f"{COOKIE}={cookie}".encode("latin-1")}
+    if token is not None:
+        headers["x-csrf-token"] = token.encode("latin-1")
+    grade = app_client.post(
+        "/judge/sets/x/0/grade", json={"chunk_id": "c", "grade": 2}, headers=headers
+    )
+    assert grade.status_code == (401 if forged else 403), grade.text
+    if forged:  # signed out: sent to the sign-in page (a session would ask the cluster)
+        page = app_client.get("/judge", headers=headers, follow_redirects=False)
+        assert (page.status_code, page.headers["location"]) == (303, "/judge/login")
