@@ -6,16 +6,12 @@ from pathlib import Path
 
 import click
 
-from loader.cli.common import (
-    check_index_prefix_option,
-    check_tenant_option,
-    echo_json,
-    settings_options,
-)
+from loader.cli.common import check_index_prefix_option, echo_json, settings_options
+from loader.cli.options import json_option, mode_option, quiet_option, tenant_option
 from loader.errors import ModelRejectedError
-from loader.modes import HYBRID_MODES, SEARCH_MODES
+from loader.modes import HYBRID_MODES
 from loader.settings import Settings
-from loader.terminal import printable
+from loader.terminal import printable, show_progress
 
 
 @click.command(short_help="Train the learned reranker from judged questions, kept if it helps.")
@@ -34,13 +30,6 @@ from loader.terminal import printable
     help="The BEIR folders' qrels file (qrels/<split>.tsv) to learn from.",
 )
 @click.option(
-    "--tenant",
-    default=None,
-    callback=check_tenant_option,
-    help="Whose index questions files are searched as (default: the tenant setting); a BEIR "
-    "folder's are its eval index's (tenant eval).",
-)
-@click.option(
     "--index-prefix",
     default="eval",
     callback=check_index_prefix_option,
@@ -48,13 +37,7 @@ from loader.terminal import printable
     help="First part of the index `loader eval` built for a BEIR folder "
     "(<prefix>-<dataset>-<strategy>).",
 )
-@click.option(
-    "--mode",
-    type=click.Choice(SEARCH_MODES),
-    default=HYBRID_MODES[0],
-    show_default=True,
-    help="The search whose candidates the model reranks.",
-)
+@mode_option(f"The search whose candidates the model reranks (default: {HYBRID_MODES[0]}).")
 @click.option(
     "--candidates", type=int, default=50, show_default=True, help="Candidates per question."
 )
@@ -80,17 +63,21 @@ from loader.terminal import printable
 )
 @click.option("--rounds", type=int, default=100, show_default=True, help="Boosting rounds at most.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling, split, model.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@quiet_option()
+@json_option("Print the result as JSON.")
 @settings_options
+@tenant_option(
+    "Whose index questions files are searched as (default: the tenant setting); a BEIR "
+    "folder's are its eval index's (tenant eval)."
+)
 def learn(
     settings: Settings,
     sources: tuple[Path, ...],
     out: Path,
     split: str,
-    tenant: str | None,
+    tenant: str,
     index_prefix: str,
-    mode: str,
+    mode: str | None,
     candidates: int,
     held_out: float,
     max_questions: int | None,
@@ -118,9 +105,9 @@ def learn(
         sources=sources,
         out=out,
         split=split,
-        tenant=tenant or settings.tenant,
+        tenant=tenant,
         index_prefix=index_prefix,
-        mode=mode,
+        mode=mode or HYBRID_MODES[0],
         candidates=candidates,
         held_out=held_out,
         max_questions=max_questions,
@@ -128,11 +115,11 @@ def learn(
         seed=seed,
         rounds=rounds,
     )
-    silent = quiet or as_json
+    progress = show_progress(quiet, as_json)
     result = learn_reranker(
         request,
         settings,
-        on_event=None if silent else lambda line: click.echo(printable(line), err=True),
+        on_event=(lambda line: click.echo(printable(line), err=True)) if progress else None,
     )
     if as_json:
         echo_json(result.to_dict(), indent=2)
