@@ -16,7 +16,6 @@ Example::
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from langchain_core.callbacks import (
@@ -29,13 +28,9 @@ from pydantic import PrivateAttr
 
 from loader.integrations.core import TenantSearch, hit_metadata, hit_text
 from loader.query.result import SearchResult
-from loader.settings import Settings
 
 if TYPE_CHECKING:
-    from opensearchpy import OpenSearch
-
-    from loader.models.embedding import Embedder
-    from loader.models.rerank import Reranker
+    pass
 
 # Keywords LangChain itself passes on to the retriever with the caller's (invoke's ``verbose``).
 _LANGCHAIN_KEYWORDS = ("verbose",)
@@ -67,27 +62,12 @@ class LoaderRetriever(BaseRetriever):
         self,
         tenant: str,
         *,
-        settings: Settings | None = None,
-        config: str | Path | None = None,
-        client: OpenSearch | None = None,
-        async_client: Any = None,
-        embedder: Embedder | None = None,
-        reranker: Reranker | None = None,
         tags: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         **options: Any,
     ) -> None:
         super().__init__(tags=tags, metadata=metadata)
-        self._search = TenantSearch(
-            tenant,
-            settings=settings,
-            config=config,
-            client=client,
-            async_client=async_client,
-            embedder=embedder,
-            reranker=reranker,
-            **options,
-        )
+        self._search = TenantSearch(tenant, **options)
 
     @property
     def tenant(self) -> str:

@@ -20,7 +20,6 @@ Example::
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from llama_index.core.callbacks import CallbackManager
@@ -35,13 +34,9 @@ from llama_index.core.schema import (
 
 from loader.integrations.core import TenantSearch, hit_metadata, hit_score, hit_text
 from loader.query.result import SearchResult
-from loader.settings import Settings
 
 if TYPE_CHECKING:
-    from opensearchpy import OpenSearch
-
-    from loader.models.embedding import Embedder
-    from loader.models.rerank import Reranker
+    pass
 
 # The metadata an LLM sees with each node's text (LlamaIndex puts metadata in the prompt).
 LLM_METADATA = ("source",)
@@ -66,26 +61,11 @@ class LoaderRetriever(BaseRetriever):
         self,
         tenant: str,
         *,
-        settings: Settings | None = None,
-        config: str | Path | None = None,
-        client: OpenSearch | None = None,
-        async_client: Any = None,
-        embedder: Embedder | None = None,
-        reranker: Reranker | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         **options: Any,
     ) -> None:
-        self._search = TenantSearch(
-            tenant,
-            settings=settings,
-            config=config,
-            client=client,
-            async_client=async_client,
-            embedder=embedder,
-            reranker=reranker,
-            **options,
-        )
+        self._search = TenantSearch(tenant, **options)
         super().__init__(callback_manager=callback_manager, verbose=verbose)
 
     @property
