@@ -22,10 +22,12 @@ differently (bge: queries only)::
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -250,19 +252,16 @@ def _require_onnxruntime(backend: str) -> None:
         ) from None
 
 
-def get_embedder(
-    name: str,
-    device: str = "cpu",
-    batch_size: int = 64,
-    backend: str = DEFAULT_BACKEND,
-    query_prefix: str = "",
-    passage_prefix: str = "",
-) -> Embedder:
-    """The process-wide embedder for a model: loading one takes seconds, so do it once.
+def get_embedder(name: str, *args: Any, **options: Any) -> Embedder:
+    """The process-wide embedder for ``Embedder``'s arguments: loading one takes seconds, so do
+    it once.
 
-    One instance per (model, device, batch size, backend, prefixes), however the arguments are
-    spelled, and one loaded runtime per (model, device or backend) whatever the batch size."""
-    return _embedder(name, device, batch_size, backend, query_prefix, passage_prefix, 0, True)
+    One instance per (model, device, batch size, backend, prefixes, threads, instruction), however
+    the arguments are spelled (bound to ``Embedder``'s signature, its defaults filled in), and one
+    loaded runtime per (model, device or backend) whatever the batch size."""
+    bound = inspect.signature(Embedder).bind(name, *args, **options)
+    bound.apply_defaults()
+    return _embedder(*bound.arguments.values())
 
 
 def embedder_for(settings: Settings, threads: int = 0) -> Embedder:

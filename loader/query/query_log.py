@@ -15,7 +15,7 @@ A log write that fails never fails the search: it is a warning on the server's l
 
 Example::
 
-    query_id = record_search(client, settings, request, result)
+    query_id = record_search(client, log_entry(settings, request, result))
     record_event(client, settings, tenant, EventBody(query_id=query_id, action_name="click"))
 """
 
@@ -106,65 +106,59 @@ def query_document(
     }
 
 
-def _log_entry(
-    settings: Settings, request: SearchRequest, result: SearchResult, client_id: str
-) -> tuple[str, str, dict[str, Any]] | None:
-    """The log index, a new query id and the document to write; ``None`` when the log is off."""
+@dataclass(frozen=True)
+class LogEntry:
+    """One search as the log keeps it: the log index, a new query id and the document."""
+
+    index: str
+    query_id: str
+    body: dict[str, Any]
+
+
+def log_entry(
+    settings: Settings, request: SearchRequest, result: SearchResult, client_id: str = ""
+) -> LogEntry | None:
+    """What logging this search writes; ``None`` when the log is off."""
     if settings.query_log != "ubi":
         return None
     query_id = str(uuid.uuid4())
-    return (
+    return LogEntry(
         queries_index(settings.index_name),
         query_id,
         query_document(request, result, query_id, client_id),
     )
 
 
-def record_search(
-    client: OpenSearch,
-    settings: Settings,
-    request: SearchRequest,
-    result: SearchResult,
-    client_id: str = "",
-) -> str:
-    """Log one search; its ``query_id``, or ``""`` when the log is off or the write failed."""
-    entry = _log_entry(settings, request, result, client_id)
-    if entry is None:
-        return ""
-    index, query_id, body = entry
+def record_search(client: OpenSearch, entry: LogEntry) -> str:
+    """Write ``entry``; its ``query_id``, or ``""`` when the log index is missing or the write
+    failed."""
     try:
-        if not _log_exists(client, index):
+        if not _log_exists(client, entry.index):
             return ""
-        client.index(index=index, id=query_id, body=body)
+        client.index(index=entry.index, id=entry.query_id, body=entry.body)
     except opensearchpy.exceptions.OpenSearchException as exc:
-        log.warning("query log: the search was not logged (%s); run `loader apply`", exc)
-        return ""
-    return query_id
+        return _not_logged(exc)
+    return entry.query_id
 
 
-async def record_search_async(
-    client: AsyncOpenSearch,
-    settings: Settings,
-    request: SearchRequest,
-    result: SearchResult,
-    client_id: str = "",
-) -> str:
+async def record_search_async(client: AsyncOpenSearch, entry: LogEntry) -> str:
     """``record_search`` with the async client (``asearch``'s own)."""
-    entry = _log_entry(settings, request, result, client_id)
-    if entry is None:
-        return ""
-    index, query_id, body = entry
     try:
-        exists = _known_to_exist(index)
+        exists = _known_to_exist(entry.index)
         if exists is None:
-            exists = _seen(index, await client.indices.exists(index=index))
+            exists = _seen(entry.index, await client.indices.exists(index=entry.index))
         if not exists:
             return ""
-        await client.index(index=index, id=query_id, body=body)
+        await client.index(index=entry.index, id=entry.query_id, body=entry.body)
     except opensearchpy.exceptions.OpenSearchException as exc:
-        log.warning("query log: the search was not logged (%s); run `loader apply`", exc)
-        return ""
-    return query_id
+        return _not_logged(exc)
+    return entry.query_id
+
+
+def _not_logged(exc: Exception) -> str:
+    """A failed log write never fails the search: a warning, and no query id."""
+    log.warning("query log: the search was not logged (%s); run `loader apply`", exc)
+    return ""
 
 
 # Log indices seen to exist, so each search costs one write, not an existence check as well; and

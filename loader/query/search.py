@@ -327,9 +327,10 @@ def search(
             looked_up = send_lookup(client, settings, lines)
     result = run.finish(hits, reranker, query, looked_up)
     if settings.query_log != "off":  # the opt-in query log (loader.query.query_log)
-        from loader.query.query_log import record_search
+        from loader.query.query_log import log_entry, record_search
 
-        result.query_id = record_search(client, settings, request, result)
+        entry = log_entry(settings, request, result)
+        result.query_id = record_search(client, entry) if entry else ""
     return result
 
 
@@ -377,9 +378,10 @@ async def asearch(
                 looked_up = await send_lookup_async(client, settings, lines)
         result = await asyncio.to_thread(run.finish, hits, reranker, query, looked_up)
         if settings.query_log != "off":
-            from loader.query.query_log import record_search_async
+            from loader.query.query_log import log_entry, record_search_async
 
-            result.query_id = await record_search_async(client, settings, request, result)
+            entry = log_entry(settings, request, result)
+            result.query_id = await record_search_async(client, entry) if entry else ""
         return result
     finally:
         if owned:
