@@ -378,10 +378,11 @@ def test_serve_starts_without_a_cross_encoder_and_serves_rerank_false(settings, 
             "POST", "/search", {"question": "E1043", "tenant": "A", "rerank": True}
         )
         assert status == 422, body
+        # The settings' names, never the server's folders.
         assert body["error"] == (
-            "rerank: reranker_model '/nonexistent/cross-encoder' is not available on this "
-            'server; send "rerank": false, or leave rerank out (the server then reranks when it '
-            "can)"
+            "rerank: no reranker the server's settings name (reranker_model, learned_reranker) is "
+            'available on this server; send "rerank": false, or leave rerank out (the server then '
+            "reranks when it can)"
         )
         # bad input is still a 4xx, checked before the missing model is
         for request, message in (
