@@ -233,6 +233,10 @@ def variants(
             pick(*current), {"prior_scale": 0.0, "rounds": 300, **fixed,
                              "params": {"learning_rate": 0.05, "num_leaves": 15,
                                         "min_data_in_leaf": 20}}),
+        "current, 300 rounds, lr 0.05, leaves 15, min leaf 20, prior 2": (
+            pick(*current),
+            {"prior_scale": 2.0, "rounds": 300, **fixed,
+             "params": {"learning_rate": 0.05, "num_leaves": 15, "min_data_in_leaf": 20}}),
         "+ runs raw + aggregates, 300 rounds, lr 0.05, leaves 15, min leaf 20, no prior": (
             pick(*current, *run_normalised, *run_raw, *aggregates),
             {"prior_scale": 0.0, "rounds": 300, **fixed,
