@@ -69,6 +69,7 @@ from loader.train.learn import (  # noqa: E402
     _sample,
     _split,
     learn,
+    residual_weight,
     train_booster,
 )
 from loader.train.sources import read_source  # noqa: E402
@@ -135,9 +136,12 @@ def oracle_scores(example: Example, depth: int | None = None) -> np.ndarray:
     return labels * len(labels) + fused_scores(example)
 
 
-def model_scores(booster: Any, prior_scale: float, example: Example) -> np.ndarray:
-    """The learned reranker's score, as ``LearnedReranker.score`` computes it."""
-    return prior_scale * example.prior + booster.predict(example.features, num_threads=1)
+def model_scores(
+    booster: Any, prior_scale: float, example: Example, weight: float = 1.0
+) -> np.ndarray:
+    """The learned reranker's score, as ``LearnedReranker.score`` computes it (``weight``: its
+    ``residual_weight``)."""
+    return prior_scale * example.prior + weight * booster.predict(example.features, num_threads=1)
 
 
 def per_claim(test: Mapping[str, Example], scorer: Callable[[Example], np.ndarray]) -> np.ndarray:
@@ -211,7 +215,9 @@ def _replica(request: LearnRequest, pairs: list, train: Mapping[str, Example]) -
     source = pairs[0][0]
     sampled = _sample([source], request)
     kept, _held = _split(sampled, request.held_out, request.seed)
-    return train_booster([train[q.id] for _s, q in kept if q.id in train], request)
+    fitted = [train[q.id] for _s, q in kept if q.id in train]
+    useful = sum(bool(example.labels.max() > 0) for example in fitted)
+    return train_booster(fitted, request), residual_weight(useful)
 
 
 def one_run(
@@ -231,11 +237,14 @@ def one_run(
     result = learn(request, settings)
     if result.adopted:
         model = LearnedReranker(out)
-        booster, scale = model.booster, model.prior_scale
+        booster, scale, weight = model.booster, model.prior_scale, model.residual_weight
     else:
-        booster, scale = _replica(request, context["pairs"], context["train"]), PRIOR_SCALE
+        (booster, weight), scale = (
+            _replica(request, context["pairs"], context["train"]),
+            PRIOR_SCALE,
+        )
     test, base, best = context["test"], context["base"], context["best"]
-    scores = per_claim(test, lambda example: model_scores(booster, scale, example))
+    scores = per_claim(test, lambda example: model_scores(booster, scale, example, weight))
     gain, low, high = gain_interval(base, scores)
     return {
         "size": size,

@@ -61,7 +61,7 @@ from loader.terminal import printable, show_progress
     show_default=True,
     help='Sample weight of click-derived questions ("implicit": true); explicit grades weigh 1.',
 )
-@click.option("--rounds", type=int, default=100, show_default=True, help="Boosting rounds at most.")
+@click.option("--rounds", type=int, default=300, show_default=True, help="Boosting rounds.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Sampling, split, model.")
 @quiet_option()
 @json_option("Print the result as JSON.")

@@ -29,7 +29,7 @@ TOPICS = 24
 DOCS_PER_TOPIC = 3
 SECTIONS = 3
 PLANTED = SECTIONS - 1  # the relevant chunk of each document: its last section
-FAST = ["--mode", "bm25", "--rounds", "40", "--held-out", "0.3", "--json"]
+FAST = ["--mode", "bm25", "--rounds", "160", "--held-out", "0.3", "--json"]
 _SYLLABLES = ["ka", "lo", "mi", "ne", "su", "ta", "vo", "ri", "pe", "du", "go", "zi"]
 
 

@@ -100,3 +100,12 @@ def test_a_model_of_another_feature_version_is_refused(model, tmp_path):
     (other / PROVENANCE_FILE).unlink()
     with pytest.raises(ModelError, match="provenance.json is missing or unreadable"):
         LearnedReranker(other)
+
+
+def test_every_round_is_trained_even_when_an_inner_split_would_have_stopped_early():
+    # 200 questions: the old recipe held out an inner fifth (40 >= 30) and stopped once its
+    # nDCG@10 stalled for 15 rounds -- on this easy signal after a few trees, and on SciFact
+    # after ~23 (+0.006 in cross-validation where all 300 rounds gave +0.029).
+    request = LearnRequest(sources=("synthetic",), out=Path("unused"), rounds=80)
+    booster = train_booster(synthetic(200, seed=3), request)
+    assert booster.num_trees() == 80
