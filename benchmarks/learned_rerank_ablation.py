@@ -35,8 +35,8 @@ import learned_rerank_scifact as harness  # noqa: E402
 
 from loader.eval.indexes import EVAL_TENANT  # noqa: E402
 from loader.models.rerank.features import FEATURE_NAMES  # noqa: E402
+from loader.train.booster import BOOSTER_PARAMS  # noqa: E402
 from loader.train.examples import Example  # noqa: E402
-from loader.train.learn import BOOSTER_PARAMS  # noqa: E402
 
 DEPTH = 300  # chunks per retriever: about 100 documents at their best chunk, as eval's runs
 RUN_DOCUMENTS = 100  # a document beyond a run's 100th is absent from it

@@ -61,17 +61,10 @@ from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.search import search  # noqa: E402
 from loader.resolve import resolve_settings  # noqa: E402
 from loader.settings import Settings  # noqa: E402
+from loader.train.booster import PRIOR_SCALE, residual_weight, train_booster  # noqa: E402
 from loader.train.examples import Example, collect_examples  # noqa: E402
 from loader.train.guard import gain_lower_bound  # noqa: E402
-from loader.train.learn import (  # noqa: E402
-    PRIOR_SCALE,
-    LearnRequest,
-    _sample,
-    _split,
-    learn,
-    residual_weight,
-    train_booster,
-)
+from loader.train.learn import LearnRequest, _sample, _split, learn  # noqa: E402
 from loader.train.sources import read_source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

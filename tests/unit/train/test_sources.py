@@ -10,8 +10,9 @@ import numpy as np
 
 from loader.models.rerank.features import FEATURE_NAMES
 from loader.settings import Settings
+from loader.train.booster import lightgbm_dataset
 from loader.train.examples import Example
-from loader.train.learn import LearnRequest, _dataset
+from loader.train.learn import LearnRequest
 from loader.train.sources import BY_CHUNK, BY_DOCUMENT, read_source
 from tests.paths import FIXTURES
 
@@ -61,7 +62,9 @@ def test_click_derived_questions_weigh_the_implicit_weight():
         )
 
     request = LearnRequest(sources=("x",), out=FIXTURES, implicit_weight=0.25)
-    dataset = _dataset([example(False), example(True)], 4.0, request.implicit_weight).construct()
+    dataset = lightgbm_dataset(
+        [example(False), example(True)], 4.0, request.implicit_weight
+    ).construct()
     assert dataset.get_weight().tolist() == [1.0] * 3 + [0.25] * 3
     assert dataset.get_group().tolist() == [3, 3]
     assert dataset.get_init_score().tolist() == [4.0] * 6

@@ -17,8 +17,9 @@ from loader.models.rerank.check import LEARNED_MODEL_FILE
 from loader.models.rerank.features import FEATURE_NAMES
 from loader.models.rerank.learned import PRIOR, PROVENANCE_FILE, LearnedReranker, load_learned
 from loader.query.result import SearchHit
+from loader.train.booster import PRIOR_SCALE, guard, train_booster
 from loader.train.examples import Example
-from loader.train.learn import PRIOR_SCALE, LearnRequest, _write, guard, train_booster
+from loader.train.learn import LearnRequest, _write
 
 CANDIDATES = 10
 SIGNAL = FEATURE_NAMES.index("heading_overlap")
