@@ -110,15 +110,17 @@ class SearchService:
                     self._reranker_failure = exc
                 except (ModelError, ConfigError) as exc:
                     log.warning(
-                        "no cross-encoder available, rerank requests answer 503: %s",
+                        "no reranker available, rerank requests answer 503: %s",
                         scrub_secrets(str(exc), self.secrets),
                     )
+                    # The cross-encoder or the learned model the settings choose: name both
+                    # settings, never the server's folders.
                     self._reranker_failure = ModelError(
-                        f"no cross-encoder available: {exc}",
-                        public_reason="no cross-encoder available: reranker_model "
-                        f"{self.settings.reranker_model!r} cannot be loaded (the server's log "
-                        'has the reason); send "rerank": false, or set rerank=off or '
-                        "reranker_model on the server",
+                        f"no reranker available: {exc}",
+                        public_reason="no reranker available: the one the server's settings "
+                        "name (reranker_model, learned_reranker) cannot be loaded (the server's "
+                        'log has the reason); send "rerank": false, or set rerank=off or those '
+                        "settings on the server",
                     )
             return self.reranker
 

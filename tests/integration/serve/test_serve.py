@@ -411,7 +411,7 @@ def test_a_cross_encoder_that_fails_to_load(settings, embedder, tmp_path):
         assert body["warnings"][0].startswith("no rerank: rerank is auto and reranker_model")
         request = {"question": "E1043", "tenant": "A", "rerank": True}
         status, body = on.request("POST", "/search", request)
-        assert status == 503 and body["error"].startswith("no cross-encoder available: "), body
+        assert status == 503 and body["error"].startswith("no reranker available: "), body
 
 
 def test_the_rerank_setting_is_the_default_of_requests(settings, embedder):
