@@ -11,11 +11,12 @@ final``, measured once).
     # the candidates cached by learned_rerank_scifact.py (curve, headroom) first, then:
     python3 benchmarks/learned_rerank_why.py all --out benchmarks/results/learned_rerank_why.json
 
-- ``features``: the current features; the same plus a second reader of the passage, the
-  bge-small-en-v1.5 cosine of each candidate chunk against the claim (the chunk with the same id
-  in ``sfb-scifact-structure``, used only when its text is the MiniLM index's; the claim embedded
-  as ``loader`` embeds bge questions, with its instruction), in the four per-question forms of
-  the MiniLM cosine; that cosine alone as a ranker, and its RRF with the fused order;
+- ``features``: the current features; the same plus a second reader of the passage, the other
+  model's cosine of each candidate chunk against the claim (for the MiniLM index ``sfa``,
+  bge-small-en-v1.5's: the chunk with the same id in ``sfb-scifact-structure``, used only when its
+  text is the same; for ``sfb``, MiniLM's from ``sfa``; the claim embedded as ``loader`` embeds
+  that model's questions), in the four per-question forms of the cosine features; that cosine
+  alone as a ranker, and its RRF with the fused order;
 - ``data-size``: the gain at 50 ... 647 training claims (seeded subsets of the fitting folds),
   its fit against log2(claims), and the claims the 0.770 target would need by that fit;
 - ``headroom``: on test, the oracle over all the candidates, the first 50 and the first 10;
@@ -25,8 +26,12 @@ final``, measured once).
   lost most, the features whose contributions (``pred_contrib``) lifted the candidates the model
   put above the relevant document.
 
-The bge cosines are one ``_msearch`` per claim (the MiniLM index's chunk texts, and the bge
-index's ``knn_score`` restricted to the candidates and the tenant), pickled in ``--bge-cache-dir``.
+The second reader's cosines are one ``_msearch`` per claim (the candidates' texts, and the other
+index's ``knn_score`` restricted to the candidates and the tenant), pickled in ``--why-cache-dir``
+beside the bge index's candidates, which ``sfb-candidates`` searches and pickles as
+``learned_rerank_scifact.py`` does (``LOADER_EMBEDDING_MODEL=bge-small-en-v1.5 python3
+benchmarks/learned_rerank_why.py sfb-candidates``); ``features`` and ``headroom`` add ``sfb``'s
+figures where its candidates are cached.
 Not a test. Requests go only to the settings' cluster (a loopback URL).
 """
 
@@ -62,20 +67,23 @@ from loader.train.learn import LearnRequest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "learned_rerank_why.json"
-BGE = "bge-small-en-v1.5"
 RRF_K = 60  # the rank constant of OpenSearch's RRF (the hybrid-rrf pipeline's default)
 SIZES = (50, 100, 200, 400, 647)  # 647: all the fitting folds (4/5 of 809)
 SEEDS = 3
-# The issue's target, 0.770, over hybrid-rrf's 0.7334 on test.
-TARGET_GAIN = 0.770 - 0.7334
 WORST = 10
 
 
-# --- the bge cosine of each candidate ------------------------------------------------------------
+# --- the second reader: the other model's cosine of each candidate -------------------------------
+
+# Candidates of an index -> the index whose model reads them a second time, and that model.
+SECOND_READER = {"sfa": ("sfb", "bge-small-en-v1.5"), "sfb": ("sfa", "all-MiniLM-L6-v2")}
+# The issue's targets over each index's hybrid-rrf on test (0.7334 and 0.7311).
+TARGETS = {"sfa": 0.770 - 0.7334, "sfb": 0.775 - 0.7311}
 
 
-def _lookup_lines(ids: list[str], vector: list[float]) -> list[dict[str, Any]]:
-    """The MiniLM index's texts of the candidates, and the bge index's cosine of the same ids."""
+def _lookup_lines(prefix: str, ids: list[str], vector: list[float]) -> list[dict[str, Any]]:
+    """The candidates' texts in their own index, and the second reader's index's cosine of the
+    same chunk ids (``knn_score``: (1 + cosine) / 2), both restricted to the tenant."""
     restrict = [{"terms": {"chunk_id": ids}}, {"term": {"tenant": EVAL_TENANT}}]
     texts = {"bool": {"filter": restrict}}
     cosine = {
@@ -93,15 +101,15 @@ def _lookup_lines(ids: list[str], vector: list[float]) -> list[dict[str, Any]]:
         }
     }
     lines: list[dict[str, Any]] = []
-    for prefix, query in (("sfa", texts), ("sfb", cosine)):
+    for index, query in ((prefix, texts), (SECOND_READER[prefix][0], cosine)):
         body = {"size": len(ids), "_source": ["chunk_id", "content"], "query": query}
-        lines.extend(({"index": index_alias(prefix, "scifact", "structure")}, body))
+        lines.extend(({"index": index_alias(index, "scifact", "structure")}, body))
     return lines
 
 
 def _matched_scores(answers: list[dict[str, Any]], ids: list[str]) -> np.ndarray:
-    """Each candidate's bge ``knn_score`` ((1 + cosine) / 2), NaN where the bge index holds no
-    chunk of that id with the same text."""
+    """Each candidate's second ``knn_score``, NaN where the second index holds no chunk of that
+    id with the same text."""
     texts = {h["_source"]["chunk_id"]: h["_source"]["content"] for h in answers[0]["hits"]["hits"]}
     scores = {
         h["_source"]["chunk_id"]: float(h["_score"])
@@ -111,10 +119,12 @@ def _matched_scores(answers: list[dict[str, Any]], ids: list[str]) -> np.ndarray
     return np.array([scores.get(i, np.nan) for i in ids])
 
 
-def bge_scores(args: argparse.Namespace, train: Mapping[str, Example]) -> dict[str, np.ndarray]:
-    """Claim id -> each candidate's bge score (NaN: no same-text chunk), searched once and
-    pickled."""
-    cache = Path(args.bge_cache_dir) / "learned-rerank-sfa-train-bge-scores.pickle"
+def second_scores(
+    args: argparse.Namespace, prefix: str, train: Mapping[str, Example]
+) -> dict[str, np.ndarray]:
+    """Claim id -> each candidate's second-reader score (NaN: no same-text chunk), the claim
+    embedded as ``loader`` embeds the second model's questions; searched once, pickled."""
+    cache = Path(args.why_cache_dir) / f"learned-rerank-{prefix}-train-second-reader.pickle"
     if cache.is_file():
         with cache.open("rb") as file:
             return pickle.load(file)
@@ -128,24 +138,23 @@ def bge_scores(args: argparse.Namespace, train: Mapping[str, Example]) -> dict[s
             row = json.loads(line)
             queries[str(row["_id"])] = row["text"]
     claims = sorted(train)
-    vectors = embedder_for(settings.replace(embedding_model=BGE)).embed_queries(
-        [queries[q] for q in claims]
-    )
+    reader = embedder_for(settings.replace(embedding_model=SECOND_READER[prefix][1]))
+    vectors = reader.embed_queries([queries[q] for q in claims])
     client = connect(settings)
     found = {}
     for claim, vector in zip(claims, vectors, strict=True):
         ids = [chunk for _tenant, chunk in train[claim].chunks]
-        answers = client.msearch(body=_lookup_lines(ids, [float(x) for x in vector]))["responses"]
-        found[claim] = _matched_scores(answers, ids)
+        lines = _lookup_lines(prefix, ids, [float(x) for x in vector])
+        found[claim] = _matched_scores(client.msearch(body=lines)["responses"], ids)
     cache.parent.mkdir(parents=True, exist_ok=True)
     with cache.open("wb") as file:
         pickle.dump(found, file)
     return found
 
 
-def bge_columns(scores: np.ndarray) -> np.ndarray:
-    """The four per-question forms of the MiniLM cosine (``features._score_forms``: min-max,
-    ratio to the best, z-score, 1 / rank) over the candidates with a bge score; NaN elsewhere
+def reader_columns(scores: np.ndarray) -> np.ndarray:
+    """The four per-question forms of the cosine features (``features._score_forms``: min-max,
+    ratio to the best, z-score, 1 / rank) over the candidates with a score; NaN elsewhere
     (LightGBM's missing value)."""
     matched = ~np.isnan(scores)
     columns = np.full((len(scores), 4), np.nan)
@@ -199,39 +208,46 @@ def _rrf(*orders: np.ndarray) -> np.ndarray:
     return total
 
 
-def features(args: argparse.Namespace, train: Mapping[str, Example]) -> dict[str, Any]:
-    """The current features, the same plus bge's reading, and bge's cosine as a ranker."""
-    bge = bge_scores(args, train)
-    matched = np.concatenate(list(bge.values()))
-    extra = {q: bge_columns(s) for q, s in bge.items()}
+def features(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
+    """The current features, the same plus the second reader's, and the cosines as rankers, on
+    ``prefix``'s train candidates."""
+    train = _load(_pickle(args, prefix, "train"))
+    second = second_scores(args, prefix, train)
+    matched = np.concatenate(list(second.values()))
+    extra = {q: reader_columns(s) for q, s in second.items()}
     base, current = cv_per_claim(train, lambda e: e.features)
-    print(f"current: {base.mean():.4f} -> {current.mean():.4f}", file=sys.stderr, flush=True)
-    _, with_bge = cv_per_claim(train, lambda e: np.hstack([e.features, extra[e.question_id]]))
-    print(f"+ bge: {with_bge.mean():.4f}", file=sys.stderr, flush=True)
+    print(f"{prefix}: {base.mean():.4f} -> {current.mean():.4f}", file=sys.stderr, flush=True)
+    _, both = cv_per_claim(train, lambda e: np.hstack([e.features, extra[e.question_id]]))
+    print(f"{prefix} + second reader: {both.mean():.4f}", file=sys.stderr, flush=True)
     vector = FEATURE_NAMES.index("vector_ratio")
     return {
         "claims": len(train),
+        "second_reader": f"{SECOND_READER[prefix][1]} ({SECOND_READER[prefix][0]})",
         "candidates": int(matched.size),
-        "bge_text_matched_share": round(float(np.mean(~np.isnan(matched))), 4),
+        "text_matched_share": round(float(np.mean(~np.isnan(matched))), 4),
         "hybrid_rrf": round(float(base.mean()), 4),
         "current": round(float(current.mean()), 4),
         "current_gain": _rounded(harness.gain_interval(base, current)),
-        "current_plus_bge": round(float(with_bge.mean()), 4),
-        "current_plus_bge_gain": _rounded(harness.gain_interval(base, with_bge)),
-        "bge_adds": _rounded(harness.gain_interval(current, with_bge)),
+        "target_gain": round(TARGETS[prefix], 4),
+        "current_plus_second_reader": round(float(both.mean()), 4),
+        "current_plus_second_reader_gain": _rounded(harness.gain_interval(base, both)),
+        "second_reader_adds": _rounded(harness.gain_interval(current, both)),
         "rankers_over_the_candidates": {
-            "minilm_cosine_alone": round(_ranker(train, lambda e: e.features[:, vector]), 4),
-            "bge_cosine_alone": round(
-                _ranker(train, lambda e: np.nan_to_num(bge[e.question_id], nan=-1.0)), 4
+            "own_cosine_alone": round(_ranker(train, lambda e: e.features[:, vector]), 4),
+            "second_cosine_alone": round(
+                _ranker(train, lambda e: np.nan_to_num(second[e.question_id], nan=-1.0)), 4
             ),
-            "rrf_hybrid_and_bge": round(
-                _ranker(train, lambda e: _rrf(harness.fused_scores(e), bge[e.question_id])), 4
+            "rrf_hybrid_and_second_cosine": round(
+                _ranker(train, lambda e: _rrf(harness.fused_scores(e), second[e.question_id])), 4
             ),
         },
-        "independent_runs_cited": "learned_rerank_ablation.py: current + runs (raw too), "
-        "15 leaves of 20+, rate 0.05, 300 rounds, no prior: 0.7663 (+0.0337) vs 0.7620 "
-        "without the runs (+0.0294)",
     }
+
+
+INDEPENDENT_RUNS = (
+    "learned_rerank_ablation.py (sfa): current + independent runs (raw too), 15 leaves of 20+, "
+    "rate 0.05, 300 rounds, no prior: 0.7663 (+0.0337) vs 0.7620 (+0.0294) without the runs"
+)
 
 
 # --- data size -----------------------------------------------------------------------------------
@@ -268,7 +284,7 @@ def size_gain(train: Mapping[str, Example], size: int, seed: int) -> dict[str, f
 def data_size(args: argparse.Namespace, train: Mapping[str, Example]) -> dict[str, Any]:
     """``size_gain`` at ``SIZES`` (``SEEDS`` draws each; one at 647, all the fitting folds),
     the least-squares fit gain = a + b log2(claims), and the claims it needs for
-    ``TARGET_GAIN``."""
+    ``TARGETS["sfa"]``."""
     runs = []
     for size in SIZES:
         for seed in range(1 if size == SIZES[-1] else SEEDS):
@@ -290,8 +306,8 @@ def data_size(args: argparse.Namespace, train: Mapping[str, Example]) -> dict[st
             "slope_per_doubling": round(float(slope), 4),
             "r2": round(float(1 - residuals.var() / y.var()), 3),
         },
-        "target_gain": round(TARGET_GAIN, 4),
-        "claims_for_target_by_fit": int(round(2 ** ((TARGET_GAIN - intercept) / slope)))
+        "target_gain": round(TARGETS["sfa"], 4),
+        "claims_for_target_by_fit": int(round(2 ** ((TARGETS["sfa"] - intercept) / slope)))
         if slope > 0
         else None,
     }
@@ -439,20 +455,38 @@ def _load(path: Path) -> dict[str, Example]:
 
 
 def _pickle(args: argparse.Namespace, prefix: str, split: str) -> Path:
-    folder = args.cache_dir if prefix == "sfa" else args.bge_cache_dir
+    folder = args.cache_dir if prefix == "sfa" else args.why_cache_dir
     return harness._cache(argparse.Namespace(index_prefix=prefix, cache_dir=folder), split)
+
+
+def sfb_candidates(args: argparse.Namespace) -> dict[str, Any]:
+    """The bge index's train and test candidates, searched and pickled in ``--why-cache-dir``
+    (``harness.examples``), with bge embedding the claims (``LOADER_EMBEDDING_MODEL``)."""
+    settings = harness._settings(args)
+    if settings.embedding_model != SECOND_READER["sfa"][1]:
+        raise SystemExit("sfb-candidates: set LOADER_EMBEDDING_MODEL=bge-small-en-v1.5")
+    counts = {}
+    for split in ("train", "test"):
+        pairs = harness.judged(args.dataset, split, settings, "sfb")
+        counts[split] = len(harness.examples(pairs, settings, _pickle(args, "sfb", split)))
+    return counts
 
 
 def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
     """One section's figures."""
+    if command == "sfb-candidates":
+        return sfb_candidates(args)
     if command == "headroom":
         found = {"sfa": headroom(_load(_pickle(args, "sfa", "test")))}
         if _pickle(args, "sfb", "test").is_file():
             found["sfb"] = headroom(_load(_pickle(args, "sfb", "test")))
         return found
-    train = _load(_pickle(args, "sfa", "train"))
     if command == "features":
-        return features(args, train)
+        found = {"sfa": features(args, "sfa"), "independent_runs_cited": INDEPENDENT_RUNS}
+        if _pickle(args, "sfb", "train").is_file():
+            found["sfb"] = features(args, "sfb")
+        return found
+    train = _load(_pickle(args, "sfa", "train"))
     if command == "data-size":
         return data_size(args, train)
     return per_claim(train, _load(_pickle(args, "sfa", "test")))
@@ -461,9 +495,11 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sections = ["features", "data-size", "headroom", "per-claim"]
-    parser.add_argument("command", choices=[*sections, "all"])
+    parser.add_argument("command", choices=[*sections, "all", "sfb-candidates"])
     parser.add_argument("--cache-dir", default="/tmp", help="The MiniLM (sfa) candidates.")
-    parser.add_argument("--bge-cache-dir", default="/tmp/why-cache", help="sfb's, bge's scores.")
+    parser.add_argument(
+        "--why-cache-dir", default="/tmp/why-cache", help="sfb's candidates, the readers' scores."
+    )
     parser.add_argument("--dataset", default=str(harness.DEFAULT_DATASET), help="SciFact folder.")
     parser.add_argument("--url", default=None, help="OpenSearch URL (default: the settings').")
     parser.add_argument("--out", default=None, help="Merge the figures into this JSON file.")
