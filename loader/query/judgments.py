@@ -203,8 +203,8 @@ def create_query_set(
         raise ConfigError(f"name: 1 to {MAX_SET_NAME_CHARS} characters")
     index = _check_index(client, settings)
     if questions is None:
-        logged = tenant_queries(client, settings, tenant)
-        events = tenant_events(client, settings, tenant)
+        logged = tenant_queries(client, settings.index_name, tenant)
+        events = tenant_events(client, settings.index_name, tenant)
         questions = sample_questions(logged, events, size, strategy, seed)
         if not questions:
             raise InputError(f"tenant {tenant!r} has no logged questions to sample")

@@ -75,7 +75,7 @@ def test_a_follow_up_is_logged_without_the_conversation(client, logged):
     assert result.queries == [f"{EARLIER} and for UPI?"]  # the rewrite did use the history
     assert result.query_id
     stored = client.get(index=queries_index(logged.index_name), id=result.query_id)["_source"]
-    (listed,) = tenant_queries(client, logged, "A")  # what GET /log answers
+    (listed,) = tenant_queries(client, logged.index_name, "A")  # what GET /log answers
     for source in (stored, listed):
         assert "late deliveries" not in json.dumps(source) and "7 days" not in json.dumps(source)
         assert source["user_query"] == "and for UPI?"
