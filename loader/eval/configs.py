@@ -271,41 +271,39 @@ def rerank_options(choice: str | None, settings: Settings) -> tuple[tuple[bool, 
 
 def rerank_caption(
     choice: str | None,
+    settings: Settings,
     reranks: Sequence[bool],
     swept: str | None = None,
-    *,
-    rerank: str,
-    rerank_backend: str,
-    reranker_model: str,
 ) -> str:
     """What the results table's caption says of the rerank: which reranker ran, or why none did.
 
     Args:
         choice: the ``--rerank`` asked for (``None``: the rerank setting decided).
+        settings: the settings the rows ran with (``rerank``, ``rerank_backend``,
+            ``reranker_model``).
         reranks: the rerank flags run (``rerank_options``).
         swept: the swept setting, if any (a swept reranker is named in each row instead).
-        rerank, rerank_backend, reranker_model: the settings the rows ran with.
 
     Example::
 
-        rerank_caption(None, (False,), rerank="auto", rerank_backend="torch", reranker_model=m)
+        rerank_caption(None, Settings(), (False,))
         # 'rerank: off (auto: no cross-encoder on this machine)'
     """
     if True not in reranks:
         if choice is not None:
             return "rerank: off (asked for)"
-        if rerank == "auto":
+        if settings.rerank == "auto":
             return "rerank: off (auto: no cross-encoder on this machine)"
-        return f"rerank: off (rerank = {rerank})"
+        return f"rerank: off (rerank = {settings.rerank})"
     if swept in ("reranker_model", "rerank_backend"):
         reranker = f"as each row's {swept}"
-    elif rerank_backend == KEYWORD_RERANK:
+    elif settings.rerank_backend == KEYWORD_RERANK:
         reranker = "keyword overlap, no model"
     else:
-        reranker = f"cross-encoder {reranker_model} on {rerank_backend}"
+        reranker = f"cross-encoder {settings.reranker_model} on {settings.rerank_backend}"
     if False in reranks:
         return f"rerank: {reranker} in the +rerank rows, off in the others"
-    return f"rerank: {reranker}" + ("" if choice else f" (rerank = {rerank})")
+    return f"rerank: {reranker}" + ("" if choice else f" (rerank = {settings.rerank})")
 
 
 def config_settings(settings: Settings, config: EvalConfig, alias: str) -> Settings:

@@ -437,12 +437,7 @@ def run_eval(
     if rerank_warning:  # in the results file too: its figures are without rerank
         report.warnings.append(rerank_warning)
     report.rerank = rerank_caption(
-        request.rerank,
-        reranks,
-        sweep.setting if sweep else None,
-        rerank=settings.rerank,
-        rerank_backend=settings.rerank_backend,
-        reranker_model=settings.reranker_model,
+        request.rerank, settings, reranks, sweep.setting if sweep else None
     )
     outputs = write_outputs(report, request.out_dir, request.output, chart=request.chart)
     comparison = None

@@ -22,6 +22,7 @@ ALLOWED = {
     "loader.eval.configs:check_values": "validates by building Settings (replace)",
     "loader.eval.configs:config_settings": "resolves settings: returns a derived Settings",
     "loader.eval.configs:parse_sweep": "not narrowed yet (reads no field directly)",
+    "loader.eval.configs:rerank_caption": "not narrowed: its caller runner.py is at the line limit",
     "loader.eval.judgments:export": "not narrowed yet (reads index_name)",
     "loader.eval.judgments:store_imported": "not narrowed yet (reads index_name)",
     "loader.eval.runner:_new_report": "the report records every public setting",
