@@ -187,7 +187,12 @@ class World:
         client.indices.refresh(index=settings.index_name)
         for tenant, question in questions.items():
             self.sets[tenant] = create_query_set(
-                client, settings, tenant, SET_NAME, strategy="imported", questions=[question]
+                client,
+                settings.index_name,
+                tenant,
+                SET_NAME,
+                strategy="imported",
+                questions=[question],
             ).set_id
             body = {"query": {"term": {"tenant": tenant}}, "size": 100, "_source": ["chunk_id"]}
             hits = client.search(index=settings.index_name, body=body)["hits"]["hits"]

@@ -59,7 +59,7 @@ def down(settings: Settings, as_json: bool) -> None:
     """Stop and remove the local OpenSearch started by `loader up` (idempotent)."""
     from loader.cluster.local import stop_local
 
-    stopped = stop_local(settings)
+    stopped = stop_local()
     if as_json:
         echo_json({"stopped": stopped})
     else:

@@ -71,7 +71,13 @@ def sample(
     from loader.query.judgments import create_query_set
 
     query_set = create_query_set(
-        _client(settings), settings, tenant, name, strategy=strategy, size=size, seed=seed
+        _client(settings),
+        settings.index_name,
+        tenant,
+        name,
+        strategy=strategy,
+        size=size,
+        seed=seed,
     )
     if as_json:
         echo_json({"set_id": query_set.set_id, "name": name, "questions": query_set.questions})

@@ -185,7 +185,7 @@ def require_cluster(client: OpenSearch, settings: Settings) -> tuple[int, int] |
         if _may_search(exc):
             return None
         raise
-    _require_banner(answer, settings)
+    _require_banner(answer, settings.opensearch_url)
     return version_of(answer)
 
 
@@ -225,7 +225,7 @@ async def require_cluster_async(client: AsyncOpenSearch, settings: Settings) -> 
         if _may_search(exc):
             return
         raise
-    _require_banner(answer, settings)
+    _require_banner(answer, settings.opensearch_url)
 
 
 CLUSTER_CHECK = "checking that OpenSearch answers"
@@ -237,10 +237,10 @@ def _may_search(exc: AuthenticationError) -> bool:
     return isinstance(exc.__cause__, opensearchpy.AuthorizationException)
 
 
-def _require_banner(answer: dict[str, Any], settings: Settings) -> None:
+def _require_banner(answer: dict[str, Any], opensearch_url: str) -> None:
     if not isinstance(answer.get("version"), dict):
         raise ClusterError(
-            f"{safe_url(settings.opensearch_url)} answered without a version, so it is not an "
+            f"{safe_url(opensearch_url)} answered without a version, so it is not an "
             "OpenSearch cluster; check that OPENSEARCH_URL points at one",
             public_reason="OpenSearch's address answered something that is not OpenSearch",
         )
@@ -272,7 +272,7 @@ def translate_error(exc: Exception, settings: Settings, doing: str) -> ClusterEr
             f"{where} refused {doing}: the user lacks permission ({_reason(exc, secrets)})"
         )
     if isinstance(exc, opensearchpy.ConnectionError):
-        return _connection_error(exc, settings, where, doing)
+        return _connection_error(exc, settings.request_timeout, where, doing)
     if isinstance(exc, opensearchpy.SerializationError):
         # A 2xx answer that is not JSON: a web server or proxy page, not OpenSearch.
         return ClusterError(
@@ -285,12 +285,12 @@ def translate_error(exc: Exception, settings: Settings, doing: str) -> ClusterEr
 
 
 def _connection_error(
-    exc: opensearchpy.ConnectionError, settings: Settings, where: str, doing: str
+    exc: opensearchpy.ConnectionError, request_timeout: float, where: str, doing: str
 ) -> ClusterError:
     """No answer at all: a timeout, a failed TLS handshake, or no connection."""
     if isinstance(exc, opensearchpy.ConnectionTimeout):
         return ClusterUnavailableError(
-            f"{where} did not answer within {settings.request_timeout:g} s while {doing}; "
+            f"{where} did not answer within {request_timeout:g} s while {doing}; "
             "raise request_timeout or check the cluster's health",
             public_reason="OpenSearch did not answer in time; try again later",
         )

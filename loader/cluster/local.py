@@ -46,8 +46,8 @@ def _container_state() -> str | None:
     return result.stdout.strip()
 
 
-def local_url(settings: Settings) -> str:
-    return f"http://127.0.0.1:{settings.local_port}"
+def local_url(local_port: int) -> str:
+    return f"http://127.0.0.1:{local_port}"
 
 
 def start_local(settings: Settings) -> str:
@@ -72,7 +72,7 @@ def start_local(settings: Settings) -> str:
         _require_published_port(settings.local_port)
         if state != "running":
             _docker("start", CONTAINER_NAME)
-    url = local_url(settings)
+    url = local_url(settings.local_port)
     _wait_until_healthy(url)
     return url
 
@@ -106,7 +106,7 @@ def _require_published_port(local_port: int) -> None:
     )
 
 
-def stop_local(settings: Settings) -> bool:
+def stop_local() -> bool:
     """Stop and remove the local node's container (the data volume stays). False if none ran."""
     if _container_state() is None:
         return False

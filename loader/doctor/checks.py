@@ -118,7 +118,11 @@ def _plugins(client: OpenSearch, settings: Settings, report: DoctorReport) -> No
     with cluster_errors(settings, "listing the plugins"):
         rows = client.cat.plugins(format="json")
     versions = {row.get("component"): row.get("version") for row in rows}
-    wanted = [*REQUIRED_PLUGINS, *([ML_PLUGIN] if model_on_cluster(settings) else [])]
+    on_cluster = model_on_cluster(
+        server_side_embedding=settings.server_side_embedding,
+        embedding_location=settings.embedding_location,
+    )
+    wanted = [*REQUIRED_PLUGINS, *([ML_PLUGIN] if on_cluster else [])]
     missing = [name for name in wanted if name not in versions]
     shown = ", ".join(f"{name} {versions[name]}" for name in wanted if name in versions)
     if missing:
@@ -323,7 +327,7 @@ def _int8_check(settings: Settings) -> Check:
     from loader.models.embedding import cpu_features, int8_agreement, int8_cpu_warning
 
     try:
-        lowest = int8_agreement(settings)
+        lowest = int8_agreement(settings.embedding_model)
     except ModelError as exc:
         return Check("int8 vectors", "fail", str(exc), "fix embedding_model", ModelError)
     warning = int8_cpu_warning(settings, lowest)

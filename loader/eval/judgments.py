@@ -126,12 +126,12 @@ def export(
     (or of judged questions) written."""
     if format not in FORMATS:
         raise ConfigError(f"format: {format!r} is not one of {', '.join(FORMATS)}")
-    query_set = find_query_set(client, settings, tenant, name)
+    query_set = find_query_set(client, settings.index_name, tenant, name)
     path = Path(path)
     if format == "srw-query-set":
         path.write_text(json.dumps(srw_query_set(query_set), ensure_ascii=False, indent=2) + "\n")
         return len(query_set.questions)
-    state = judging_state(client, settings, tenant, query_set.set_id)
+    state = judging_state(client, settings.index_name, tenant, query_set.set_id)
     if format == "srw-judgments":
         body = srw_judgments(query_set, state)
         path.write_text(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
@@ -300,14 +300,16 @@ def store_imported(
     bad file is refused without a cluster)."""
     for grades in imported.grades.values():  # every chunk checked before anything is written
         for chunk_id in grades:
-            find_chunk(client, settings, tenant, chunk_id)
+            find_chunk(client, settings.index_name, tenant, chunk_id)
     query_set = create_query_set(
-        client, settings, tenant, name, strategy="imported", questions=imported.questions
+        client, settings.index_name, tenant, name, strategy="imported", questions=imported.questions
     )
     stored = 0
     for number, grades in imported.grades.items():
         for chunk_id, grade in grades.items():
-            save_grade(client, settings, tenant, query_set.set_id, number, chunk_id, grade)
+            save_grade(
+                client, settings.index_name, tenant, query_set.set_id, number, chunk_id, grade
+            )
             stored += 1
     return query_set, stored
 

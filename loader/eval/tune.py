@@ -124,11 +124,11 @@ class TuneResult:
         }
 
 
-def keyword_reranks(settings: Settings) -> bool:
+def keyword_reranks(*, rerank: str, rerank_backend: str) -> bool:
     """Whether the settings' searches rerank by keyword: then tuning measures with that rerank
     (it costs no model) and tries ``keyword_rerank_weight``; a cross-encoder's rerank is left
     out of tuning, as it always was (minutes per configuration)."""
-    return settings.rerank_backend == KEYWORD_RERANK and settings.rerank != "off"
+    return rerank_backend == KEYWORD_RERANK and rerank != "off"
 
 
 def parse_space(texts: Sequence[str], settings: Settings) -> dict[str, tuple[Any, ...]]:
@@ -145,7 +145,7 @@ def parse_space(texts: Sequence[str], settings: Settings) -> dict[str, tuple[Any
         space = dict(TUNE_SPACE)
         if not effective_prefixes(settings.replace(query_instruction=True))[0]:
             del space["query_instruction"]  # the model has none to leave out
-        if keyword_reranks(settings):
+        if keyword_reranks(rerank=settings.rerank, rerank_backend=settings.rerank_backend):
             names = list(space)
             cut = names.index("candidates")
             space = {
@@ -167,7 +167,9 @@ def parse_space(texts: Sequence[str], settings: Settings) -> dict[str, tuple[Any
             check_values(name, values, settings, "--space")
         else:
             values = parse_sweep(text, settings, option="--space").values
-        if name == "keyword_rerank_weight" and not keyword_reranks(settings):
+        if name == "keyword_rerank_weight" and not keyword_reranks(
+            rerank=settings.rerank, rerank_backend=settings.rerank_backend
+        ):
             raise ConfigError(
                 f"--space {text!r}: keyword_rerank_weight changes nothing unless "
                 'rerank_backend = "keyword" and rerank is not off'
@@ -213,7 +215,9 @@ class _Measurer:
             )
             self.pushed[alias] = None
         config = EvalConfig(
-            settings.chunk_strategy, settings.search_mode, keyword_reranks(settings)
+            settings.chunk_strategy,
+            settings.search_mode,
+            keyword_reranks(rerank=settings.rerank, rerank_backend=settings.rerank_backend),
         )
         result = run_configuration(
             self.task, config, settings, candidates=settings.candidates, client=self.client

@@ -124,7 +124,10 @@ def plan_apply(
     ml_model_id = None
     # embedding_location = cluster needs the model too (the ingest pipeline's text_embedding
     # processor names it), and with the model there the text-only templates come with it.
-    if ml.model_on_cluster(settings):
+    if ml.model_on_cluster(
+        server_side_embedding=settings.server_side_embedding,
+        embedding_location=settings.embedding_location,
+    ):
         model_change = _ml_model_change(client, settings)
         ml_model_id = model_change.detail_id or PENDING_ML_MODEL_ID
     desired = render_config(

@@ -310,10 +310,10 @@ VECTOR_FIELD = "embedding"
 SERVING_STATES = frozenset({DEPLOYED, "PARTIALLY_DEPLOYED"})
 
 
-def model_on_cluster(settings: Settings) -> bool:
+def model_on_cluster(*, server_side_embedding: bool, embedding_location: str) -> bool:
     """Whether ``loader apply`` puts the embedding model on the cluster: for the text-only search
     templates (``server_side_embedding``) or to embed pushed chunks (``embedding_location``)."""
-    return settings.server_side_embedding or settings.embedding_location == "cluster"
+    return server_side_embedding or embedding_location == "cluster"
 
 
 def check_cluster_embedding(settings: Settings) -> None:

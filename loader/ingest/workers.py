@@ -66,7 +66,7 @@ def embed_passages(
         ConfigError: ``push_workers`` is below 1.
         ModelError: a worker could not load the model, failed on a batch, or died.
     """
-    workers = require_workers(settings)
+    workers = require_workers(settings.push_workers)
     tasks = plan_tasks(texts, settings.embedding_batch_size * BATCHES_PER_TASK)
     processes = min(workers, len(tasks))
     if processes <= 1:
@@ -104,17 +104,15 @@ def embed_passages(
     return vectors
 
 
-def require_workers(settings: Settings) -> int:
-    """``settings.push_workers``, refused below 1 (a push checks it before reading any file).
+def require_workers(push_workers: int) -> int:
+    """The ``push_workers`` setting, refused below 1 (a push checks it before reading any file).
 
     Raises:
         ConfigError: naming the setting and its flag.
     """
-    if settings.push_workers < 1:
-        raise ConfigError(
-            f"push_workers (--workers) must be at least 1, got {settings.push_workers}"
-        )
-    return settings.push_workers
+    if push_workers < 1:
+        raise ConfigError(f"push_workers (--workers) must be at least 1, got {push_workers}")
+    return push_workers
 
 
 def plan_tasks(texts: list[str], size: int) -> list[list[int]]:

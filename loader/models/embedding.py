@@ -323,7 +323,7 @@ def cpu_features() -> str:
     return "+".join(feature for feature in _CPU_FEATURES if feature in flags) or "none"
 
 
-def int8_agreement(settings: Settings) -> float:
+def int8_agreement(embedding_model: str) -> float:
     """The lowest cosine between int8 and fp32 vectors of ``INT8_PROBE_TEXTS`` on this CPU.
 
     Measured once per int8 file and CPU feature set, and kept beside the int8 file: an int8
@@ -331,7 +331,7 @@ def int8_agreement(settings: Settings) -> float:
     push on one CPU would not match searches on another."""
     import json
 
-    name = settings.embedding_model
+    name = embedding_model
     int8_file = onnx_model_file(name, resolve_model_path(name), "onnx-int8")
     record = int8_file.with_name(int8_file.name + ".cpu-agreement.json")
     features = cpu_features()
@@ -357,7 +357,7 @@ def int8_cpu_warning(settings: Settings, lowest: float | None = None) -> str | N
     (``lowest``: the measured cosine, default ``int8_agreement``), else None."""
     spec = known_spec(settings.embedding_model)
     bound = INT8_LOWEST_COSINE.get(spec.name if spec else "", min(INT8_LOWEST_COSINE.values()))
-    lowest = int8_agreement(settings) if lowest is None else lowest
+    lowest = int8_agreement(settings.embedding_model) if lowest is None else lowest
     if lowest >= bound:
         return None
     return (

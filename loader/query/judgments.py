@@ -14,9 +14,9 @@ lowest top score first), deduplicated after ``normalize_question``.
 
 Example::
 
-    qs = create_query_set(client, settings, "acme", "week-49", strategy="worst", size=50)
-    save_grade(client, settings, "acme", qs.set_id, 0, chunk_id, 2)
-    judging_state(client, settings, "acme", qs.set_id).grades
+    qs = create_query_set(client, index_name, "acme", "week-49", strategy="worst", size=50)
+    save_grade(client, index_name, "acme", qs.set_id, 0, chunk_id, 2)
+    judging_state(client, index_name, "acme", qs.set_id).grades
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ import opensearchpy
 from loader.documents import PATH_SEPARATOR, joined_parts
 from loader.errors import ConfigError, InputError, NotFoundError
 from loader.query.query_log import normalize_question, now_iso, tenant_events, tenant_queries
-from loader.settings import Settings
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -177,8 +176,8 @@ def _worst_first(ordered: list[dict[str, Any]], events: list[dict[str, Any]]) ->
 # --- storage ------------------------------------------------------------------------------------
 
 
-def _check_index(client: OpenSearch, settings: Settings) -> str:
-    index = judgments_index(settings.index_name)
+def _check_index(client: OpenSearch, index_name: str) -> str:
+    index = judgments_index(index_name)
     if not client.indices.exists(index=index):
         raise ConfigError(
             f'index {index!r} does not exist: set query_log = "ubi" and run `loader apply`'
@@ -188,7 +187,7 @@ def _check_index(client: OpenSearch, settings: Settings) -> str:
 
 def create_query_set(
     client: OpenSearch,
-    settings: Settings,
+    index_name: str,
     tenant: str,
     name: str,
     *,
@@ -201,10 +200,10 @@ def create_query_set(
     named ``name`` (replacing one of that name, grades kept)."""
     if not name.strip() or len(name) > MAX_SET_NAME_CHARS:
         raise ConfigError(f"name: 1 to {MAX_SET_NAME_CHARS} characters")
-    index = _check_index(client, settings)
+    index = _check_index(client, index_name)
     if questions is None:
-        logged = tenant_queries(client, settings, tenant)
-        events = tenant_events(client, settings, tenant)
+        logged = tenant_queries(client, index_name, tenant)
+        events = tenant_events(client, index_name, tenant)
         questions = sample_questions(logged, events, size, strategy, seed)
         if not questions:
             raise InputError(f"tenant {tenant!r} has no logged questions to sample")
@@ -219,14 +218,14 @@ def create_query_set(
     return query_set
 
 
-def get_query_set(client: OpenSearch, settings: Settings, tenant: str, set_id: str) -> QuerySet:
+def get_query_set(client: OpenSearch, index_name: str, tenant: str, set_id: str) -> QuerySet:
     """The query set ``set_id`` of ``tenant``.
 
     Raises:
         NotFoundError: no such set, or another tenant's: the same message for both, after the
             same one request, so that the answer tells nothing of other tenants' sets.
     """
-    index = _check_index(client, settings)
+    index = _check_index(client, index_name)
     try:
         source = client.get(index=index, id=f"set-{set_id}")["_source"]
     except opensearchpy.NotFoundError:
@@ -243,13 +242,13 @@ def get_query_set(client: OpenSearch, settings: Settings, tenant: str, set_id: s
     )
 
 
-def find_query_set(client: OpenSearch, settings: Settings, tenant: str, name: str) -> QuerySet:
+def find_query_set(client: OpenSearch, index_name: str, tenant: str, name: str) -> QuerySet:
     """The query set named ``name`` of ``tenant``."""
-    return get_query_set(client, settings, tenant, set_id_for(tenant, name))
+    return get_query_set(client, index_name, tenant, set_id_for(tenant, name))
 
 
-def list_query_sets(client: OpenSearch, settings: Settings, tenant: str) -> list[QuerySet]:
-    index = _check_index(client, settings)
+def list_query_sets(client: OpenSearch, index_name: str, tenant: str) -> list[QuerySet]:
+    index = _check_index(client, index_name)
     client.indices.refresh(index=index)
     query = {"bool": {"filter": [{"term": {"kind": "query_set"}}, {"term": {"tenant": tenant}}]}}
     answer = client.search(index=index, body={"query": query, "size": 1000})
@@ -260,13 +259,11 @@ def list_query_sets(client: OpenSearch, settings: Settings, tenant: str) -> list
     return sorted(sets, key=lambda s: s.created, reverse=True)
 
 
-def find_chunk(
-    client: OpenSearch, settings: Settings, tenant: str, chunk_id: str
-) -> dict[str, Any]:
+def find_chunk(client: OpenSearch, index_name: str, tenant: str, chunk_id: str) -> dict[str, Any]:
     """The chunk ``chunk_id`` of ``tenant`` (its source, heading path)."""
     query = {"bool": {"filter": [{"term": {"chunk_id": chunk_id}}, {"term": {"tenant": tenant}}]}}
     answer = client.search(
-        index=settings.index_name,
+        index=index_name,
         body={"query": query, "size": 1, "_source": ["source", "heading_path", "title"]},
     )
     hits = answer["hits"]["hits"]
@@ -277,7 +274,7 @@ def find_chunk(
 
 def save_grade(
     client: OpenSearch,
-    settings: Settings,
+    index_name: str,
     tenant: str,
     set_id: str,
     question_index: int,
@@ -290,12 +287,12 @@ def save_grade(
         NotFoundError: no such set, question or chunk of this tenant (another tenant's set is
         no set of this one; nothing is written). ConfigError: a grade other than 0, 1, 2.
     """
-    query_set = get_query_set(client, settings, tenant, set_id)
+    query_set = get_query_set(client, index_name, tenant, set_id)
     if grade not in GRADES:
         raise ConfigError("grade: must be 0, 1 or 2")
     if not 0 <= question_index < len(query_set.questions):
         raise NotFoundError(f"question {question_index} is not in query set {set_id!r}")
-    chunk = find_chunk(client, settings, tenant, chunk_id)
+    chunk = find_chunk(client, index_name, tenant, chunk_id)
     heading = [p for p in str(chunk.get("heading_path") or "").split(PATH_SEPARATOR) if p]
     body = {
         "kind": "grade",
@@ -310,7 +307,7 @@ def save_grade(
         "timestamp": now_iso(),
     }
     client.index(
-        index=judgments_index(settings.index_name),
+        index=judgments_index(index_name),
         id=_doc_id(set_id, question_index, chunk_id),
         body=body,
         params={"refresh": "true"},
@@ -319,14 +316,14 @@ def save_grade(
 
 
 def save_skip(
-    client: OpenSearch, settings: Settings, tenant: str, set_id: str, question_index: int
+    client: OpenSearch, index_name: str, tenant: str, set_id: str, question_index: int
 ) -> None:
     """Mark question ``question_index`` skipped: resuming passes it by."""
-    query_set = get_query_set(client, settings, tenant, set_id)
+    query_set = get_query_set(client, index_name, tenant, set_id)
     if not 0 <= question_index < len(query_set.questions):
         raise NotFoundError(f"question {question_index} is not in query set {set_id!r}")
     client.index(
-        index=judgments_index(settings.index_name),
+        index=judgments_index(index_name),
         id=_doc_id(set_id, question_index, "\x00skip"),
         body={
             "kind": "skip",
@@ -354,8 +351,8 @@ class JudgingState:
         return count
 
 
-def judging_state(client: OpenSearch, settings: Settings, tenant: str, set_id: str) -> JudgingState:
-    get_query_set(client, settings, tenant, set_id)  # the tenant check
+def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str) -> JudgingState:
+    get_query_set(client, index_name, tenant, set_id)  # the tenant check
     query = {
         "bool": {
             "filter": [
@@ -365,9 +362,7 @@ def judging_state(client: OpenSearch, settings: Settings, tenant: str, set_id: s
             ]
         }
     }
-    answer = client.search(
-        index=judgments_index(settings.index_name), body={"query": query, "size": 10_000}
-    )
+    answer = client.search(index=judgments_index(index_name), body={"query": query, "size": 10_000})
     state = JudgingState()
     for hit in answer["hits"]["hits"]:
         s = hit["_source"]

@@ -15,8 +15,9 @@ A log write that fails never fails the search: it is a warning on the server's l
 
 Example::
 
-    query_id = record_search(client, log_entry(settings, request, result))
-    record_event(client, settings, tenant, EventBody(query_id=query_id, action_name="click"))
+    query_id = record_search(client, log_entry(request, result, query_log="ubi", index_name=alias))
+    event = EventBody(query_id=query_id, action_name="click")
+    record_event(client, alias, tenant, event, query_log="ubi")
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 import opensearchpy
 
 from loader.errors import ClusterError, ForbiddenError, NotFoundError
-from loader.settings import Settings
 
 if TYPE_CHECKING:
     from opensearchpy import AsyncOpenSearch, OpenSearch
@@ -116,14 +116,19 @@ class LogEntry:
 
 
 def log_entry(
-    settings: Settings, request: SearchRequest, result: SearchResult, client_id: str = ""
+    request: SearchRequest,
+    result: SearchResult,
+    client_id: str = "",
+    *,
+    query_log: str,
+    index_name: str,
 ) -> LogEntry | None:
-    """What logging this search writes; ``None`` when the log is off."""
-    if settings.query_log != "ubi":
+    """What logging this search writes; ``None`` when the log (``query_log``) is off."""
+    if query_log != "ubi":
         return None
     query_id = str(uuid.uuid4())
     return LogEntry(
-        queries_index(settings.index_name),
+        queries_index(index_name),
         query_id,
         query_document(request, result, query_id, client_id),
     )
@@ -216,25 +221,27 @@ class Event:
     message: str = ""
 
 
-def find_query(client: OpenSearch, settings: Settings, query_id: str) -> dict[str, Any] | None:
-    """The logged query ``query_id`` (its ``_source``), or ``None``."""
+def find_query(client: OpenSearch, index_name: str, query_id: str) -> dict[str, Any] | None:
+    """The logged query ``query_id`` of the index ``index_name`` (its ``_source``), or ``None``."""
     try:
-        answer = client.get(index=queries_index(settings.index_name), id=query_id)
+        answer = client.get(index=queries_index(index_name), id=query_id)
     except opensearchpy.NotFoundError:
         return None
     return answer.get("_source")
 
 
-def record_event(client: OpenSearch, settings: Settings, tenant: str, event: Event) -> str:
+def record_event(
+    client: OpenSearch, index_name: str, tenant: str, event: Event, *, query_log: str
+) -> str:
     """Store ``event`` for ``tenant``; its id.
 
     Raises:
         NotFoundError: the log is off, or no query ``event.query_id`` was logged.
         ForbiddenError: the query is another tenant's (nothing is written).
     """
-    if settings.query_log != "ubi":
+    if query_log != "ubi":
         raise NotFoundError("the query log is off on this server (query_log)")
-    logged = find_query(client, settings, event.query_id)
+    logged = find_query(client, index_name, event.query_id)
     if logged is None:
         raise NotFoundError(f"query_id: no logged query {event.query_id!r}")
     if (logged.get("query_attributes") or {}).get("tenant") != tenant:
@@ -255,7 +262,7 @@ def record_event(client: OpenSearch, settings: Settings, tenant: str, event: Eve
         "event_attributes": attributes,
     }
     event_id = str(uuid.uuid4())
-    index = events_index(settings.index_name)
+    index = events_index(index_name)
     try:
         if not _log_exists(client, index):
             raise NotFoundError(f"the query log's index {index!r} does not exist (loader apply)")
@@ -278,16 +285,16 @@ def _all(client: OpenSearch, index: str, query: dict[str, Any], limit: int) -> l
 
 
 def tenant_queries(
-    client: OpenSearch, settings: Settings, tenant: str, limit: int = 10_000
+    client: OpenSearch, index_name: str, tenant: str, limit: int = 10_000
 ) -> list[dict[str, Any]]:
     """The tenant's logged queries, newest first."""
     query = {"term": {"query_attributes.tenant": tenant}}
-    return _all(client, queries_index(settings.index_name), query, limit)
+    return _all(client, queries_index(index_name), query, limit)
 
 
 def tenant_events(
-    client: OpenSearch, settings: Settings, tenant: str, limit: int = 10_000
+    client: OpenSearch, index_name: str, tenant: str, limit: int = 10_000
 ) -> list[dict[str, Any]]:
     """The tenant's events, newest first."""
     query = {"term": {"event_attributes.tenant": tenant}}
-    return _all(client, events_index(settings.index_name), query, limit)
+    return _all(client, events_index(index_name), query, limit)

@@ -329,7 +329,9 @@ def search(
     if settings.query_log != "off":  # the opt-in query log (loader.query.query_log)
         from loader.query.query_log import log_entry, record_search
 
-        entry = log_entry(settings, request, result)
+        entry = log_entry(
+            request, result, query_log=settings.query_log, index_name=settings.index_name
+        )
         result.query_id = record_search(client, entry) if entry else ""
     return result
 
@@ -380,7 +382,9 @@ async def asearch(
         if settings.query_log != "off":
             from loader.query.query_log import log_entry, record_search_async
 
-            entry = log_entry(settings, request, result)
+            entry = log_entry(
+                request, result, query_log=settings.query_log, index_name=settings.index_name
+            )
             result.query_id = await record_search_async(client, entry) if entry else ""
         return result
     finally:

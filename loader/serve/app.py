@@ -170,7 +170,13 @@ def _add_log_routes(app: FastAPI, service: SearchService, keyed: bool) -> None:
         )
         try:
             with cluster_errors(service.settings, "recording an event"):
-                event_id = record_event(service.client, service.settings, tenant, event)
+                event_id = record_event(
+                    service.client,
+                    service.settings.index_name,
+                    tenant,
+                    event,
+                    query_log=service.settings.query_log,
+                )
         except LoaderError as exc:
             return loader_error(exc, service.secrets, action="event")
         return JSONResponse({"event_id": event_id}, status_code=201)
@@ -190,7 +196,7 @@ def _add_log_routes(app: FastAPI, service: SearchService, keyed: bool) -> None:
             return error_response(404, "the query log is off on this server (query_log)")
         try:
             with cluster_errors(service.settings, "reading the query log"):
-                queries = tenant_queries(service.client, service.settings, tenant, limit)
+                queries = tenant_queries(service.client, service.settings.index_name, tenant, limit)
         except LoaderError as exc:
             return loader_error(exc, service.secrets, action="log")
         return JSONResponse({"queries": queries})

@@ -134,7 +134,9 @@ class JudgePages:
     def query_set(self, tenant: str, set_id: str) -> Any:
         """The tenant's query set ``set_id`` (``_check_set_id`` first)."""
         _check_set_id(set_id)
-        return judgments.get_query_set(self.service.client, self.service.settings, tenant, set_id)
+        return judgments.get_query_set(
+            self.service.client, self.service.settings.index_name, tenant, set_id
+        )
 
     def ranked(self, tenant: str, question: str, mode: str, depth: int) -> list[Any]:
         request = SearchRequest.from_settings(
@@ -191,9 +193,11 @@ class JudgePages:
             client = self.service.client
             items = []
             with self.cluster("listing the query sets"):
-                for query_set in judgments.list_query_sets(client, self.service.settings, tenant):
+                for query_set in judgments.list_query_sets(
+                    client, self.service.settings.index_name, tenant
+                ):
                     state = judgments.judging_state(
-                        client, self.service.settings, tenant, query_set.set_id
+                        client, self.service.settings.index_name, tenant, query_set.set_id
                     )
                     items.append({"set": query_set, "judged": len(state.grades)})
         except LoaderError as exc:
@@ -208,7 +212,7 @@ class JudgePages:
             with self.cluster("reading a query set"):
                 query_set = self.query_set(tenant, set_id)
                 state = judgments.judging_state(
-                    self.service.client, self.service.settings, tenant, set_id
+                    self.service.client, self.service.settings.index_name, tenant, set_id
                 )
         except LoaderError as exc:
             return self.error_page(exc, "reading a query set")
@@ -229,7 +233,7 @@ class JudgePages:
                 if not 0 <= number < len(query_set.questions):
                     raise NotFoundError(f"question {number} is not in this query set")
                 state = judgments.judging_state(
-                    self.service.client, self.service.settings, tenant, set_id
+                    self.service.client, self.service.settings.index_name, tenant, set_id
                 )
                 question = query_set.questions[number]
                 rows = pool({m: self.ranked(tenant, question, m, POOL_DEPTH) for m in POOL_MODES})
@@ -272,7 +276,7 @@ class JudgePages:
                 _check_set_id(set_id)
                 saved = judgments.save_grade(
                     self.service.client,
-                    self.service.settings,
+                    self.service.settings.index_name,
                     tenant,
                     set_id,
                     number,
@@ -292,7 +296,7 @@ class JudgePages:
             with self.cluster("saving a skip"):
                 _check_set_id(set_id)
                 judgments.save_skip(
-                    self.service.client, self.service.settings, tenant, set_id, number
+                    self.service.client, self.service.settings.index_name, tenant, set_id, number
                 )
         except LoaderError as exc:
             return self.error_json(exc, "saving a skip")
@@ -313,7 +317,7 @@ class JudgePages:
                     raise NotFoundError(f"question {number} is not in this query set")
                 question = query_set.questions[number]
                 state = judgments.judging_state(
-                    self.service.client, self.service.settings, tenant, set_id
+                    self.service.client, self.service.settings.index_name, tenant, set_id
                 )
                 hits_a = self.ranked(tenant, question, a, COMPARE_DEPTH)
                 hits_b = self.ranked(tenant, question, b, COMPARE_DEPTH)

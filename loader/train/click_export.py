@@ -169,8 +169,8 @@ def export_click_judgments(
 
     grading = grading or ClickGrading()
     with cluster_errors(settings, f"reading the query log of tenant {tenant!r}"):
-        queries = tenant_queries(client, settings, tenant)
-        events = tenant_events(client, settings, tenant)
+        queries = tenant_queries(client, settings.index_name, tenant)
+        events = tenant_events(client, settings.index_name, tenant)
     impressions = impressions_from_log(queries, events, tenant)
     clicks = sum(len(impression.clicked) for impression in impressions)
     if not clicks:

@@ -48,7 +48,7 @@ def test_apply_creates_the_log_indices_and_keeps_them_within_retention(
     assert client.count(index=index)["count"] == 2
     logged = client.get(index=index, id=result.query_id)["_source"]
     assert logged["query_attributes"]["tenant"] == "A" and "vector" not in str(logged)
-    assert [q["query_id"] for q in tenant_queries(client, settings, "B")] == []
+    assert [q["query_id"] for q in tenant_queries(client, settings.index_name, "B")] == []
 
     plan = apply_config(settings, dimension=embedder.dimension, client=client)
     assert f"- delete query log retention {index} (1 entries older than 30 days)" in plan.lines()

@@ -32,17 +32,17 @@ def logged(client, base_settings, embedder, unique_name):
 def test_another_tenants_set_is_answered_as_a_missing_one(client, logged):
     """Set ids hash tenant and name, so B can compute the id of A's `week-49`: the answer must
     not tell B that A has one (it once was 403 against 404)."""
-    create_query_set(client, logged, "A", "week-49", questions=["refund?"])
+    create_query_set(client, logged.index_name, "A", "week-49", questions=["refund?"])
     ids = {"A's": set_id_for("A", "week-49"), "none's": set_id_for("A", "week-50")}
     errors = {}
     for whose, set_id in ids.items():
         with pytest.raises(NotFoundError) as caught:
-            get_query_set(client, logged, "B", set_id)
+            get_query_set(client, logged.index_name, "B", set_id)
         errors[whose] = (type(caught.value), caught.value.http_status, caught.value.exit_code)
         errors[whose] += (str(caught.value).replace(set_id, "<id>"),)
     assert errors["A's"] == errors["none's"]
     assert errors["A's"][1:3] == (404, 12)
-    assert get_query_set(client, logged, "A", ids["A's"]).questions == ["refund?"]
+    assert get_query_set(client, logged.index_name, "A", ids["A's"]).questions == ["refund?"]
 
 
 def test_a_separator_in_tenant_or_name_never_overwrites_another_tenants_set(
@@ -50,9 +50,13 @@ def test_a_separator_in_tenant_or_name_never_overwrites_another_tenants_set(
 ):
     """Tenant 'px', name 'py\\x1fkb' was one id with tenant 'px\\x1fpy', name 'kb': the second
     import replaced the first tenant's set, whose export then failed (exit 13)."""
-    create_query_set(client, logged, "px\x1fpy", "kb", questions=["the victim's question"])
-    create_query_set(client, logged, "px", "py\x1fkb", questions=["the intruder's question"])
-    victims = list_query_sets(client, logged, "px\x1fpy")
+    create_query_set(
+        client, logged.index_name, "px\x1fpy", "kb", questions=["the victim's question"]
+    )
+    create_query_set(
+        client, logged.index_name, "px", "py\x1fkb", questions=["the intruder's question"]
+    )
+    victims = list_query_sets(client, logged.index_name, "px\x1fpy")
     assert [(s.name, s.questions) for s in victims] == [("kb", ["the victim's question"])]
     path = tmp_path / "kb.json"
     assert export(client, logged, "px\x1fpy", "kb", "srw-query-set", path) == 1
@@ -75,7 +79,7 @@ def test_a_follow_up_is_logged_without_the_conversation(client, logged):
     assert result.queries == [f"{EARLIER} and for UPI?"]  # the rewrite did use the history
     assert result.query_id
     stored = client.get(index=queries_index(logged.index_name), id=result.query_id)["_source"]
-    (listed,) = tenant_queries(client, logged, "A")  # what GET /log answers
+    (listed,) = tenant_queries(client, logged.index_name, "A")  # what GET /log answers
     for source in (stored, listed):
         assert "late deliveries" not in json.dumps(source) and "7 days" not in json.dumps(source)
         assert source["user_query"] == "and for UPI?"

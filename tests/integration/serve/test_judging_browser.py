@@ -365,7 +365,7 @@ def test_log_sample_judge_export_eval(judged, server, browser, client, tmp_path)
     # Skipping resumes where the judge stopped: the first question neither judged nor skipped.
     _wait(browser, ec.url_contains(f"/judge/sets/{set_id}/4"))
 
-    state = judging_state(client, settings, "A", set_id)
+    state = judging_state(client, settings.index_name, "A", set_id)
     assert {
         n: {c: g.grade for c, g in grades.items()} for n, grades in state.grades.items()
     } == expected
@@ -482,7 +482,7 @@ def test_log_sample_judge_export_eval(judged, server, browser, client, tmp_path)
         chunk_id: f"{grade:.3f}" for chunk_id, grade in expected[0].items()
     }
     _cli(settings, "judgments", "import", str(srw), "--tenant", "A", "--name", "roundtrip")
-    again = judging_state(client, settings, "A", set_id_for("A", "roundtrip"))
+    again = judging_state(client, settings.index_name, "A", set_id_for("A", "roundtrip"))
     assert {
         n: {c: g.grade for c, g in grades.items()} for n, grades in again.grades.items()
     } == expected
@@ -548,7 +548,7 @@ def _import_set(settings, tmp_path: Path, name: str, questions: list[str]) -> st
 
 def _stored(client, settings, set_id: str) -> dict[str, int]:
     """What the judgments index holds for question 0 of ``set_id``: chunk id -> grade."""
-    state = judging_state(client, settings, "A", set_id)
+    state = judging_state(client, settings.index_name, "A", set_id)
     return {chunk_id: grade.grade for chunk_id, grade in state.grades.get(0, {}).items()}
 
 

@@ -41,9 +41,10 @@ def _search_and_click(client, settings, tenant: str, question: str, answer: str)
     rank, hit = next((n, h) for n, h in enumerate(result.hits, 1) if h.source == answer)
     record_event(
         client,
-        settings,
+        settings.index_name,
         tenant,
         Event(result.query_id, "click", object_id=hit.chunk_id, position=rank),
+        query_log=settings.query_log,
     )
     return result.query_id
 

@@ -76,9 +76,13 @@ def test_switching_to_cluster_updates_the_pipeline_in_place(tmp_path):
 
 
 def test_ml_model_is_wanted_for_either_use():
-    assert not ml.model_on_cluster(Settings())
-    assert ml.model_on_cluster(Settings(server_side_embedding=True))
-    assert ml.model_on_cluster(Settings(embedding_location="cluster"))
+    defaults = Settings()
+    assert not ml.model_on_cluster(
+        server_side_embedding=defaults.server_side_embedding,
+        embedding_location=defaults.embedding_location,
+    )
+    assert ml.model_on_cluster(server_side_embedding=True, embedding_location="client")
+    assert ml.model_on_cluster(server_side_embedding=False, embedding_location="cluster")
 
 
 def test_cluster_refuses_a_passage_instruction():

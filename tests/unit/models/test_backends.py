@@ -193,7 +193,7 @@ def test_int8_agreement_is_measured_once_per_cpu_and_within_the_bound(monkeypatc
     from loader.models import embedding
 
     settings = Settings(embedding_model="bge-small-en-v1.5", embedding_backend="onnx-int8")
-    lowest = embedding.int8_agreement(settings)
+    lowest = embedding.int8_agreement(settings.embedding_model)
     assert lowest >= embedding.INT8_LOWEST_COSINE["bge-small-en-v1.5"], lowest
     assert embedding.int8_cpu_warning(settings, lowest) is None
 
@@ -201,7 +201,9 @@ def test_int8_agreement_is_measured_once_per_cpu_and_within_the_bound(monkeypatc
         raise AssertionError("measured a second time on the same CPU")
 
     monkeypatch.setattr(embedding, "get_embedder", refuse)
-    assert embedding.int8_agreement(settings) == lowest  # read back from beside the int8 file
+    assert (
+        embedding.int8_agreement(settings.embedding_model) == lowest
+    )  # read back from beside the int8 file
 
 
 def test_a_cpu_whose_int8_vectors_stray_is_warned_about():
