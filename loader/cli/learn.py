@@ -42,12 +42,11 @@ from loader.terminal import printable, show_progress
     "--candidates", type=int, default=50, show_default=True, help="Candidates per question."
 )
 @click.option(
-    "--folds",
-    type=int,
-    default=5,
+    "--held-out",
+    type=float,
+    default=0.2,
     show_default=True,
-    help="Cross-validation folds (whole questions) that judge the model against the current "
-    "search.",
+    help="Share of the questions held out to judge the model against the current search.",
 )
 @click.option(
     "--max-questions",
@@ -63,7 +62,7 @@ from loader.terminal import printable, show_progress
     help='Sample weight of click-derived questions ("implicit": true); explicit grades weigh 1.',
 )
 @click.option("--rounds", type=int, default=300, show_default=True, help="Boosting rounds.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampling, folds, model.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling, split, model.")
 @quiet_option()
 @json_option("Print the result as JSON.")
 @settings_options
@@ -80,7 +79,7 @@ def learn(
     index_prefix: str,
     mode: str | None,
     candidates: int,
-    folds: int,
+    held_out: float,
     max_questions: int | None,
     implicit_weight: float,
     rounds: int,
@@ -95,10 +94,8 @@ def learn(
 
     Each question is searched as `loader search` would, and the model learns from its
     candidates' features, close to the fused order. It is written to --out only when its
-    cross-validated nDCG@10 (each question scored by a model trained without it) beats the
-    current search's, with the lower end of a 95 % paired-bootstrap interval of the gain above
-    zero; the model written is trained on every question. Otherwise nothing is written and the
-    exit code is 14.
+    held-out nDCG@10 beats the current search's, with the lower end of a 95 % paired-bootstrap
+    interval of the gain above zero; otherwise nothing is written and the exit code is 14.
     Then set learned_reranker = "<out>" (guide/rerank.md).
     """
     from loader.train.learn import LearnRequest
@@ -112,7 +109,7 @@ def learn(
         index_prefix=index_prefix,
         mode=mode or HYBRID_MODES[0],
         candidates=candidates,
-        folds=folds,
+        held_out=held_out,
         max_questions=max_questions,
         implicit_weight=implicit_weight,
         seed=seed,
