@@ -88,11 +88,7 @@ def independent_runs(args: argparse.Namespace, train: Mapping[str, Example]) -> 
     from loader.models.embedding import embedder_for
 
     settings = harness._settings(args)
-    queries = {}
-    with (Path(args.dataset) / "queries.jsonl").open(encoding="utf-8") as file:
-        for line in file:
-            row = json.loads(line)
-            queries[str(row["_id"])] = row["text"]
+    queries = harness.claim_texts(args.dataset)
     ids = sorted(train)
     vectors = embedder_for(settings).embed_queries([queries[q] for q in ids])
     index = index_alias(args.index_prefix, "scifact", "structure")

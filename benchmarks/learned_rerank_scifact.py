@@ -83,6 +83,16 @@ def judged(dataset: str, split: str, settings: Settings, prefix: str) -> list[tu
     return [(source, question) for question in source.questions]
 
 
+def claim_texts(dataset: str) -> dict[str, str]:
+    """Claim id -> claim text, from the BEIR folder's ``queries.jsonl``."""
+    texts = {}
+    with (Path(dataset) / "queries.jsonl").open(encoding="utf-8") as file:
+        for line in file:
+            row = json.loads(line)
+            texts[str(row["_id"])] = row["text"]
+    return texts
+
+
 def examples(
     pairs: Sequence[tuple[Any, Any]], settings: Settings, cache: Path | None
 ) -> dict[str, Example]:

@@ -132,11 +132,7 @@ def second_scores(
     from loader.models.embedding import embedder_for
 
     settings = harness._settings(args)
-    queries = {}
-    with (Path(args.dataset) / "queries.jsonl").open(encoding="utf-8") as file:
-        for line in file:
-            row = json.loads(line)
-            queries[str(row["_id"])] = row["text"]
+    queries = harness.claim_texts(args.dataset)
     claims = sorted(train)
     reader = embedder_for(settings.replace(embedding_model=SECOND_READER[prefix][1]))
     vectors = reader.embed_queries([queries[q] for q in claims])
