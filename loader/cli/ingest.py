@@ -83,9 +83,8 @@ def push(
         settings = settings.replace(chunk_strategy=chunk_strategy)
     if workers:
         settings = settings.replace(push_workers=workers)
-    require_workers(
-        settings.push_workers
-    )  # from loader.toml or the environment: refused before any work
+    # From loader.toml or the environment: refused before any work.
+    require_workers(settings.push_workers)
     if bulk_load:
         settings = settings.replace(bulk_load=True)
     interactive = sys.stderr.isatty() and not (quiet or as_json)

@@ -244,7 +244,7 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
                 copying.enter_context(_write_blocked(client, settings, source, dest, takes_over))
             with cluster_errors(settings, f"{change.action} {change.kind} {change.name}"):
                 try:
-                    _execute(client, settings, plan.alias, change)
+                    _execute(client, plan.alias, change)
                 except opensearchpy.RequestError as exc:
                     if change.kind not in RENDERED_KINDS:
                         raise
@@ -314,7 +314,7 @@ def _with_model_id(change: Change, model_id: str) -> Change:
     return dataclasses.replace(change, payload=json.loads(body))
 
 
-def _execute(client: OpenSearch, settings: Settings, alias: str, change: Change) -> None:
+def _execute(client: OpenSearch, alias: str, change: Change) -> None:
     kind, name, payload = change.kind, change.name, change.payload
     if kind == "ingest pipeline":
         client.ingest.put_pipeline(id=name, body=payload)
@@ -335,7 +335,7 @@ def _execute(client: OpenSearch, settings: Settings, alias: str, change: Change)
     elif kind == reindex_block.PLAN_KIND:
         reindex_block.lift_index(client, payload)
     elif kind == "reindex":
-        _reindex(client, settings, payload["source"], payload["dest"])
+        _reindex(client, payload["source"], payload["dest"])
 
     elif kind == "alias":
         _move_alias(client, alias, payload)
@@ -368,7 +368,7 @@ def _move_alias(client: OpenSearch, alias: str, payload: Mapping[str, str]) -> N
         ) from exc
 
 
-def _reindex(client: OpenSearch, settings: Settings, source: str, dest: str) -> None:
+def _reindex(client: OpenSearch, source: str, dest: str) -> None:
     """Copy every document as a server-side task, wait for it, make the copy searchable, and
     check it holds every chunk of ``source`` (``_check_copy``) before the alias may move.
     Interrupted (Ctrl-C), the task is cancelled: left running, it would go on filling an index

@@ -244,7 +244,6 @@ def _explain_target(
     lists: _Lists,
     matches: Callable[[SearchHit], bool],
     request: SearchRequest,
-    settings: Settings,
 ) -> None:
     """Fill the stages of one target from the lists; set ``cut`` to ``k`` or ``fusion``."""
     depth = request.depth
@@ -418,13 +417,11 @@ def explain(
         for hit in lists.final:
             explanation = Explanation(f"{hit.source}#{PATH_SEPARATOR.join(hit.heading_path)}")
             chunk = hit.chunk_id
-            _explain_target(
-                explanation, lists, lambda h, c=chunk: h.chunk_id == c, request, settings
-            )
+            _explain_target(explanation, lists, lambda h, c=chunk: h.chunk_id == c, request)
             report.explanations.append(explanation)
         return report
     explanation = Explanation(target.label())
-    _explain_target(explanation, lists, _hit_matcher(target), request, settings)
+    _explain_target(explanation, lists, _hit_matcher(target), request)
     if not any(stage.rank for stage in explanation.stages):
         _why_missing(explanation, target, request, settings, searcher, client, chunks)
     report.explanations.append(explanation)

@@ -205,7 +205,7 @@ class RerankChoice:
             )
 
 
-def _learned(settings: Settings, folder: str, setting: str, why: str) -> RerankChoice:
+def _learned(folder: str, setting: str, why: str) -> RerankChoice:
     problem = learned_problem(folder, setting)
     if problem:
         return RerankChoice("", problem=problem)
@@ -228,9 +228,7 @@ def choose_reranker(settings: Settings) -> RerankChoice:
     if settings.rerank_backend == KEYWORD_RERANK:
         return RerankChoice(KEYWORD, KEYWORD, line="rerank: the keyword reranker")
     if is_learned_folder(settings.reranker_model):
-        return _learned(
-            settings, settings.reranker_model, "reranker_model", "reranker_model names it"
-        )
+        return _learned(settings.reranker_model, "reranker_model", "reranker_model names it")
     if settings.rerank_backend == LEARNED_RERANK:
         if not settings.learned_reranker:
             return RerankChoice(
@@ -238,7 +236,7 @@ def choose_reranker(settings: Settings) -> RerankChoice:
                 problem="rerank_backend = learned needs learned_reranker (LOADER_LEARNED_RERANKER)"
                 " to name a folder `loader learn` wrote",
             )
-        return _learned(settings, settings.learned_reranker, "learned_reranker", "rerank_backend")
+        return _learned(settings.learned_reranker, "learned_reranker", "rerank_backend")
     problem = reranker_problem(settings.reranker_model)
     if problem is None:
         return RerankChoice(
@@ -248,7 +246,7 @@ def choose_reranker(settings: Settings) -> RerankChoice:
         )
     if settings.learned_reranker:
         learned = _learned(
-            settings, settings.learned_reranker, "learned_reranker", f"no cross-encoder: {problem}"
+            settings.learned_reranker, "learned_reranker", f"no cross-encoder: {problem}"
         )
         if learned.kind:
             return learned

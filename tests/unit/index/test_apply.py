@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from loader.index import apply
-from loader.settings import Settings
 
 
 class ReindexingClient:
@@ -38,5 +37,5 @@ def test_an_interrupted_reindex_cancels_its_task(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(apply, "REINDEX_POLL_SECONDS", 0)
     client = ReindexingClient()
     with pytest.raises(KeyboardInterrupt):
-        apply._reindex(client, Settings(), "kb-v1", "kb-v2")  # type: ignore[arg-type]
+        apply._reindex(client, "kb-v1", "kb-v2")  # type: ignore[arg-type]
     assert client.cancelled == ["node:42"]  # else it goes on filling kb-v2, which nothing uses
