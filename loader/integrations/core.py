@@ -235,16 +235,11 @@ class TenantSearch:
         return result
 
 
-def hit_score(hit: SearchHit) -> float:
-    """The score the hit was ranked by: the cross-encoder's when reranked, else retrieval's."""
-    return float(hit.scores.get("rerank", hit.scores.get("retrieval", 0.0)))
-
-
 def hit_metadata(hit: SearchHit, result: SearchResult) -> dict[str, Any]:
     """What a framework document carries besides the text: the chunk's identity and place
     (``chunk_id``, ``doc_id``, ``source``, ``title``, ``heading_path`` as a list and ``heading``
     as ``Title > Section > ...``), its fields (tenant, collection, lang, tags, published, page),
-    ``score`` (``hit_score``) and every stage's ``scores`` and ``ranks``, and the search
+    ``score`` (``SearchHit.final_score``) and every stage's ``scores`` and ``ranks``, and the search
     ``mode``."""
     return {
         "chunk_id": hit.chunk_id,
@@ -259,7 +254,7 @@ def hit_metadata(hit: SearchHit, result: SearchResult) -> dict[str, Any]:
         "tags": list(hit.tags),
         "published": hit.published,
         "page": hit.page,
-        "score": hit_score(hit),
+        "score": hit.final_score,
         "scores": dict(hit.scores),
         "ranks": dict(hit.ranks),
         "mode": result.mode,

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from haystack import Document, component, default_from_dict, default_to_dict
 
 from loader.errors import ConfigError
-from loader.integrations.core import TenantSearch, hit_metadata, hit_score, hit_text
+from loader.integrations.core import TenantSearch, hit_metadata, hit_text
 from loader.query.result import SearchResult
 from loader.settings import Settings
 
@@ -142,7 +142,7 @@ def _documents(result: SearchResult) -> list[Document]:
             id=hit.chunk_id,
             content=hit_text(hit),
             meta=hit_metadata(hit, result),
-            score=hit_score(hit),
+            score=hit.final_score,
         )
         for hit in result.hits
     ]

@@ -32,7 +32,7 @@ from llama_index.core.schema import (
     TextNode,
 )
 
-from loader.integrations.core import TenantSearch, hit_metadata, hit_score, hit_text
+from loader.integrations.core import TenantSearch, hit_metadata, hit_text
 from loader.query.result import SearchResult
 
 if TYPE_CHECKING:
@@ -92,5 +92,5 @@ def _nodes(result: SearchResult) -> list[NodeWithScore]:
             excluded_llm_metadata_keys=[key for key in metadata if key not in LLM_METADATA],
             excluded_embed_metadata_keys=list(metadata),
         )
-        nodes.append(NodeWithScore(node=node, score=hit_score(hit)))
+        nodes.append(NodeWithScore(node=node, score=hit.final_score))
     return nodes

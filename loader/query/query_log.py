@@ -80,7 +80,7 @@ def query_document(
         {
             "chunk_id": hit.chunk_id,
             "rank": rank,
-            "score": float(hit.scores.get("rerank", hit.scores.get("retrieval", 0.0))),
+            "score": hit.final_score,
             "source": hit.source,
         }
         for rank, hit in enumerate(result.hits, start=1)

@@ -68,6 +68,11 @@ class SearchHit(Hit):
         )
 
     @property
+    def final_score(self) -> float:
+        """The score the hit was ranked by: the reranker's when reranked, else retrieval's."""
+        return float(self.scores.get("rerank", self.scores.get("retrieval", 0.0)))
+
+    @property
     def heading(self) -> str:
         """``title > heading > subheading``, for display."""
         return PATH_SEPARATOR.join(part for part in (self.title, *self.heading_path) if part)
