@@ -45,7 +45,7 @@ def up(settings: Settings, as_json: bool) -> None:
     """Start a local single-node OpenSearch in Docker (idempotent) and print its URL."""
     from loader.cluster.local import start_local
 
-    url = start_local(settings)
+    url = start_local(settings.opensearch_image, settings.local_port)
     if as_json:
         echo_json({"url": url})
     else:

@@ -115,7 +115,7 @@ def export_command(
     """Export query set NAME with its grades."""
     from loader.eval.judgments import export
 
-    count = export(_client(settings), settings, tenant, name, file_format, output)
+    count = export(_client(settings), settings.index_name, tenant, name, file_format, output)
     if as_json:
         echo_json({"output": output, "format": file_format, "questions": count})
         return
@@ -133,7 +133,8 @@ def import_command(settings: Settings, path: str, tenant: str, name: str, as_jso
     from loader.eval.judgments import read_judgment_file, store_imported
 
     imported = read_judgment_file(path)  # a bad file is refused before any request
-    query_set, grades = store_imported(_client(settings), settings, tenant, name, imported)
+    client = _client(settings)
+    query_set, grades = store_imported(client, settings.index_name, tenant, name, imported)
     if as_json:
         echo_json({"set_id": query_set.set_id, "questions": query_set.questions, "grades": grades})
         return

@@ -16,7 +16,6 @@ import urllib.error
 import urllib.request
 
 from loader.errors import DockerError
-from loader.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -50,29 +49,30 @@ def local_url(local_port: int) -> str:
     return f"http://127.0.0.1:{local_port}"
 
 
-def start_local(settings: Settings) -> str:
-    """Start the local node unless it runs already; wait until it answers; return its URL."""
+def start_local(opensearch_image: str, local_port: int) -> str:
+    """Start the local node from ``opensearch_image`` on 127.0.0.1:``local_port`` unless it runs
+    already; wait until it answers; return its URL."""
     state = _container_state()
     if state is None:
-        if _docker("image", "inspect", settings.opensearch_image, check=False).returncode != 0:
+        if _docker("image", "inspect", opensearch_image, check=False).returncode != 0:
             raise DockerError(
-                f"image {settings.opensearch_image} not found: build it with "
+                f"image {opensearch_image} not found: build it with "
                 "opensearch/build-image.sh, or set OPENSEARCH_IMAGE to an image you can pull"
             )
         _docker(
             "run", "--detach", "--name", CONTAINER_NAME,
-            "--publish", f"127.0.0.1:{settings.local_port}:9200",
+            "--publish", f"127.0.0.1:{local_port}:9200",
             "--volume", f"{DATA_VOLUME}:/usr/share/opensearch/data",
             # The first is read by this project's image, the second by the official one.
             "--env", "discovery.type=single-node",
             "--env", "DISABLE_SECURITY_PLUGIN=true",
-            settings.opensearch_image,
+            opensearch_image,
         )  # fmt: skip
     else:
-        _require_published_port(settings.local_port)
+        _require_published_port(local_port)
         if state != "running":
             _docker("start", CONTAINER_NAME)
-    url = local_url(settings.local_port)
+    url = local_url(local_port)
     _wait_until_healthy(url)
     return url
 

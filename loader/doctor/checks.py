@@ -330,7 +330,7 @@ def _int8_check(settings: Settings) -> Check:
         lowest = int8_agreement(settings.embedding_model)
     except ModelError as exc:
         return Check("int8 vectors", "fail", str(exc), "fix embedding_model", ModelError)
-    warning = int8_cpu_warning(settings, lowest)
+    warning = int8_cpu_warning(settings.embedding_model, lowest)
     if warning:
         return Check("int8 vectors", "warn", warning, "set embedding_backend=onnx")
     return Check(

@@ -163,7 +163,7 @@ def check_values(name: str, values: Sequence[Any], base: Settings, option: str =
         try:
             settings = base.replace(**{name: value})
             if name in CHUNKING_SETTINGS:
-                chunking_config(settings, _model_text_tokens(settings))
+                chunking_config(settings, _model_text_tokens(settings.embedding_model))
         except ConfigError as exc:
             raise ConfigError(f"{option} {name}={value}: {exc}") from None
 
@@ -174,13 +174,13 @@ CHUNKING_SETTINGS = frozenset(settings_in_scope("chunking"))
 _UNKNOWN_MODEL_TOKENS = 1_000_000
 
 
-def _model_text_tokens(settings: Settings) -> int:
+def _model_text_tokens(embedding_model: str) -> int:
     """The most text tokens the embedding model reads, as far as the registry knows without
     loading it: its positions less [CLS] and [SEP] (the passage instruction, when there is one,
     takes a few more: the push's own check is exact)."""
     from loader.models.registry import known_spec
 
-    spec = known_spec(settings.embedding_model)
+    spec = known_spec(embedding_model)
     return spec.max_tokens - 2 if spec else _UNKNOWN_MODEL_TOKENS
 
 
@@ -271,39 +271,42 @@ def rerank_options(choice: str | None, settings: Settings) -> tuple[tuple[bool, 
 
 def rerank_caption(
     choice: str | None,
-    settings: Settings,
     reranks: Sequence[bool],
+    *,
+    rerank: str,
+    backend: str,
+    model: str,
     swept: str | None = None,
 ) -> str:
     """What the results table's caption says of the rerank: which reranker ran, or why none did.
 
     Args:
         choice: the ``--rerank`` asked for (``None``: the rerank setting decided).
-        settings: the settings the rows ran with (``rerank``, ``rerank_backend``,
-            ``reranker_model``).
         reranks: the rerank flags run (``rerank_options``).
+        rerank, backend, model: the rows' ``rerank``, ``rerank_backend`` and ``reranker_model``
+            settings.
         swept: the swept setting, if any (a swept reranker is named in each row instead).
 
     Example::
 
-        rerank_caption(None, Settings(), (False,))
+        rerank_caption(None, (False,), rerank="auto", backend="torch", model="...")
         # 'rerank: off (auto: no cross-encoder on this machine)'
     """
     if True not in reranks:
         if choice is not None:
             return "rerank: off (asked for)"
-        if settings.rerank == "auto":
+        if rerank == "auto":
             return "rerank: off (auto: no cross-encoder on this machine)"
-        return f"rerank: off (rerank = {settings.rerank})"
+        return f"rerank: off (rerank = {rerank})"
     if swept in ("reranker_model", "rerank_backend"):
         reranker = f"as each row's {swept}"
-    elif settings.rerank_backend == KEYWORD_RERANK:
+    elif backend == KEYWORD_RERANK:
         reranker = "keyword overlap, no model"
     else:
-        reranker = f"cross-encoder {settings.reranker_model} on {settings.rerank_backend}"
+        reranker = f"cross-encoder {model} on {backend}"
     if False in reranks:
         return f"rerank: {reranker} in the +rerank rows, off in the others"
-    return f"rerank: {reranker}" + ("" if choice else f" (rerank = {settings.rerank})")
+    return f"rerank: {reranker}" + ("" if choice else f" (rerank = {rerank})")
 
 
 def config_settings(settings: Settings, config: EvalConfig, alias: str) -> Settings:

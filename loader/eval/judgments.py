@@ -16,8 +16,8 @@ Formats:
 
 Example::
 
-    export(client, settings, "acme", "week-49", "questions", "week-49.jsonl")
-    import_file(client, settings, "acme", "week-49-again", "week-49.jsonl")
+    export(client, "loader-chunks", "acme", "week-49", "questions", "week-49.jsonl")
+    import_file(client, "loader-chunks", "acme", "week-49-again", "week-49.jsonl")
 """
 
 from __future__ import annotations
@@ -40,7 +40,6 @@ from loader.query.judgments import (
     judging_state,
     save_grade,
 )
-from loader.settings import Settings
 from loader.text import first_surrogate
 from loader.userfile import parse_failure, read_user_text
 
@@ -116,22 +115,22 @@ def srw_judgments(query_set: QuerySet, state: JudgingState) -> dict[str, Any]:
 
 def export(
     client: OpenSearch,
-    settings: Settings,
+    index_name: str,
     tenant: str,
     name: str,
     format: str,
     path: str | Path,
 ) -> int:
-    """Write query set ``name`` of ``tenant`` in ``format`` to ``path``; the number of questions
-    (or of judged questions) written."""
+    """Write query set ``name`` of ``tenant`` (of the index ``index_name`` serves) in ``format``
+    to ``path``; the number of questions (or of judged questions) written."""
     if format not in FORMATS:
         raise ConfigError(f"format: {format!r} is not one of {', '.join(FORMATS)}")
-    query_set = find_query_set(client, settings.index_name, tenant, name)
+    query_set = find_query_set(client, index_name, tenant, name)
     path = Path(path)
     if format == "srw-query-set":
         path.write_text(json.dumps(srw_query_set(query_set), ensure_ascii=False, indent=2) + "\n")
         return len(query_set.questions)
-    state = judging_state(client, settings.index_name, tenant, query_set.set_id)
+    state = judging_state(client, index_name, tenant, query_set.set_id)
     if format == "srw-judgments":
         body = srw_judgments(query_set, state)
         path.write_text(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
@@ -281,7 +280,7 @@ def _kind(value: object) -> str:
 
 
 def import_file(
-    client: OpenSearch, settings: Settings, tenant: str, name: str, path: str | Path
+    client: OpenSearch, index_name: str, tenant: str, name: str, path: str | Path
 ) -> tuple[QuerySet, int]:
     """Read ``path`` into query set ``name`` of ``tenant``, with its grades; the set and the
     number of grades stored.
@@ -290,26 +289,24 @@ def import_file(
         ConfigError: the file is no judgments file (``read_judgment_file``).
         NotFoundError: a graded chunk is no chunk of ``tenant`` (nothing is written).
     """
-    return store_imported(client, settings, tenant, name, read_judgment_file(path))
+    return store_imported(client, index_name, tenant, name, read_judgment_file(path))
 
 
 def store_imported(
-    client: OpenSearch, settings: Settings, tenant: str, name: str, imported: Imported
+    client: OpenSearch, index_name: str, tenant: str, name: str, imported: Imported
 ) -> tuple[QuerySet, int]:
     """``import_file`` of a file already read (the CLI reads it before it connects, so that a
     bad file is refused without a cluster)."""
     for grades in imported.grades.values():  # every chunk checked before anything is written
         for chunk_id in grades:
-            find_chunk(client, settings.index_name, tenant, chunk_id)
+            find_chunk(client, index_name, tenant, chunk_id)
     query_set = create_query_set(
-        client, settings.index_name, tenant, name, strategy="imported", questions=imported.questions
+        client, index_name, tenant, name, strategy="imported", questions=imported.questions
     )
     stored = 0
     for number, grades in imported.grades.items():
         for chunk_id, grade in grades.items():
-            save_grade(
-                client, settings.index_name, tenant, query_set.set_id, number, chunk_id, grade
-            )
+            save_grade(client, index_name, tenant, query_set.set_id, number, chunk_id, grade)
             stored += 1
     return query_set, stored
 

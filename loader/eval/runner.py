@@ -93,10 +93,6 @@ DEFAULT_INDEX_PREFIX = "eval"
 DEFAULT_OUT_DIR = "eval-results"
 
 
-def _hit_score(hit: SearchHit) -> float:
-    return float(hit.scores.get("rerank", hit.scores.get("retrieval", 0.0)))
-
-
 def _progress(iterable: Any, enabled: bool, description: str, total: int) -> Any:
     if not enabled:
         return iterable
@@ -143,7 +139,7 @@ def run_configuration(
             query, task.tenant, config, settings, candidates, client
         )
         latencies.append(total_ms)
-        run[query.id] = document_ranking([(h.chunk_id, h.source, _hit_score(h)) for h in hits])
+        run[query.id] = document_ranking([(h.chunk_id, h.source, h.final_score) for h in hits])
         if query.answer:
             top = [hit.text or hit.body for hit in chunk_hits[: settings.top_k]]
             recalls[query.id] = context_recall(query.answer, top)
@@ -437,7 +433,12 @@ def run_eval(
     if rerank_warning:  # in the results file too: its figures are without rerank
         report.warnings.append(rerank_warning)
     report.rerank = rerank_caption(
-        request.rerank, settings, reranks, sweep.setting if sweep else None
+        request.rerank,
+        reranks,
+        rerank=settings.rerank,
+        backend=settings.rerank_backend,
+        model=settings.reranker_model,
+        swept=sweep.setting if sweep else None,
     )
     outputs = write_outputs(report, request.out_dir, request.output, chart=request.chart)
     comparison = None

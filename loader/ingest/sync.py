@@ -155,7 +155,7 @@ def sync_documents(
     if settings.embedding_backend == "onnx-int8" and not dry_run:
         from loader.models.embedding import int8_cpu_warning
 
-        cpu_warning = int8_cpu_warning(settings)
+        cpu_warning = int8_cpu_warning(settings.embedding_model)
         if cpu_warning:
             notify(f"warning: {cpu_warning}")
     plan = plan_push(

@@ -352,16 +352,16 @@ def int8_agreement(embedding_model: str) -> float:
     return known[features]
 
 
-def int8_cpu_warning(settings: Settings, lowest: float | None = None) -> str | None:
-    """A one-line warning when int8 vectors on this CPU stray from fp32 past the recipe's bound
-    (``lowest``: the measured cosine, default ``int8_agreement``), else None."""
-    spec = known_spec(settings.embedding_model)
+def int8_cpu_warning(embedding_model: str, lowest: float | None = None) -> str | None:
+    """A one-line warning when ``embedding_model``'s int8 vectors on this CPU stray from fp32 past
+    the recipe's bound (``lowest``: the measured cosine, default ``int8_agreement``), else None."""
+    spec = known_spec(embedding_model)
     bound = INT8_LOWEST_COSINE.get(spec.name if spec else "", min(INT8_LOWEST_COSINE.values()))
-    lowest = int8_agreement(settings.embedding_model) if lowest is None else lowest
+    lowest = int8_agreement(embedding_model) if lowest is None else lowest
     if lowest >= bound:
         return None
     return (
-        f"onnx-int8 vectors of {settings.embedding_model} on this CPU ({cpu_features()}) agree "
+        f"onnx-int8 vectors of {embedding_model} on this CPU ({cpu_features()}) agree "
         f"with fp32 only to a cosine of {lowest:.4f}, below the {bound} they hold elsewhere: "
         "vectors pushed here and searched on another machine may not match; "
         "set embedding_backend=onnx"

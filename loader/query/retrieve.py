@@ -54,18 +54,16 @@ class TemplateCall:
 
 def template_calls(
     request: SearchRequest,
-    settings: Settings,
+    index_name: str,
     texts: Sequence[str],
     vectors: Sequence[list[float] | None],
 ) -> list[TemplateCall]:
-    """One call per query, through the mode's stored template (and fusion pipeline): its text
-    (bounded for BM25: ``loader.query.search.bm25_text``) and its vector (``None`` in bm25
-    mode)."""
-    template_id, pipeline = config_names(settings.index_name).for_search_mode(request.mode)
+    """One call per query to the index ``index_name`` serves, through the mode's stored template
+    (and fusion pipeline): its text (bounded for BM25: ``loader.query.search.bm25_text``) and its
+    vector (``None`` in bm25 mode)."""
+    template_id, pipeline = config_names(index_name).for_search_mode(request.mode)
     return [
-        TemplateCall(
-            settings.index_name, template_id, pipeline, request.template_params(text, vector)
-        )
+        TemplateCall(index_name, template_id, pipeline, request.template_params(text, vector))
         for text, vector in zip(texts, vectors, strict=True)
     ]
 
@@ -101,7 +99,7 @@ def send_lookup(
     """
     with cluster_errors(settings, "looking up the candidates' features for the rerank"):
         answer = client.msearch(body=lines)
-    return _lookup_answers(settings, answer)
+    return _lookup_answers(settings.opensearch_url, answer)
 
 
 async def send_lookup_async(
@@ -110,15 +108,15 @@ async def send_lookup_async(
     """``send_lookup`` with the asyncio client."""
     with cluster_errors(settings, "looking up the candidates' features for the rerank"):
         answer = await client.msearch(body=lines)
-    return _lookup_answers(settings, answer)
+    return _lookup_answers(settings.opensearch_url, answer)
 
 
-def _lookup_answers(settings: Settings, answer: dict[str, Any]) -> list[dict[str, Any]]:
+def _lookup_answers(opensearch_url: str, answer: dict[str, Any]) -> list[dict[str, Any]]:
     responses = list(answer.get("responses") or [])
     for response in responses:
         if "error" in response:  # _msearch answers 200 with each search's own failure
             raise ClusterError(
-                f"the rerank's feature lookup failed on {safe_url(settings.opensearch_url)}: "
+                f"the rerank's feature lookup failed on {safe_url(opensearch_url)}: "
                 f"{response['error']}",
                 public_reason="the rerank's feature lookup failed on OpenSearch",
             )
@@ -127,9 +125,9 @@ def _lookup_answers(settings: Settings, answer: dict[str, Any]) -> list[dict[str
 
 def ranked_hits(
     request: SearchRequest,
-    settings: Settings,
     calls: Sequence[TemplateCall],
     answers: Sequence[dict[str, Any]],
+    rrf_rank_constant: int,
 ) -> list[SearchHit]:
     """The hits of the calls' answers, each with its retrieval score and rank; several queries'
     fused by RRF (``rrf_rank_constant``), then kept one per document if asked."""
@@ -139,7 +137,7 @@ def ranked_hits(
     ]
     if len(rankings) == 1:
         return rankings[0]
-    fused = _fuse(rankings, settings.rrf_rank_constant)
+    fused = _fuse(rankings, rrf_rank_constant)
     return _best_per_document(fused) if request.one_per_document else fused
 
 

@@ -234,14 +234,14 @@ class _Run:
             with self.timings.stage("embed_ms"):
                 vectors = _embed(embedder, self.rewrite.vector_texts or queries)
         texts = [bm25_text(query) for query in queries]
-        return template_calls(self.request, self.settings, texts, vectors)
+        return template_calls(self.request, self.settings.index_name, texts, vectors)
 
     def candidates(
         self, calls: list[TemplateCall], answers: list[dict[str, Any]], reranker: Reranker | None
     ) -> tuple[list[SearchHit], RerankQuery | None, list[dict[str, Any]] | None]:
         """The answers' hits, the query to rerank them against (``None`` without rerank), and
         the one request the reranker asks of the index first (its ``lookup``), if any."""
-        hits = ranked_hits(self.request, self.settings, calls, answers)
+        hits = ranked_hits(self.request, calls, answers, self.settings.rrf_rank_constant)
         self.retrieved = len(hits)
         if reranker is None or not hits or not self.rewrite.standalone:
             return hits, None, None

@@ -181,7 +181,8 @@ def adapt_embedder(
             mined.trained_kinds, guard.measured_on, verdict.kinds, mined.warnings,
         )  # fmt: skip
         if verdict.adopted:
-            keep(request, settings, result, staging, trained.instructions)
+            base, index = settings.embedding_model, settings.index_name
+            keep(request, result, staging, trained.instructions, base_model=base, index_name=index)
         return result
     finally:
         shutil.rmtree(staging, ignore_errors=True)
@@ -308,15 +309,18 @@ def train(
 
 def keep(
     request: AdaptRequest,
-    settings: Settings,
     result: AdaptResult,
     folder: Path,
     instructions: ModelInstructions,
+    *,
+    base_model: str,
+    index_name: str,
 ) -> None:
-    """Write the provenance into ``folder`` and move it to ``request.out``."""
+    """Write the provenance (the model adapted, the index its pairs were mined from) into
+    ``folder`` and move it to ``request.out``."""
     provenance = {
-        "base_model": settings.embedding_model,
-        "index": settings.index_name,
+        "base_model": base_model,
+        "index": index_name,
         "tenant": request.tenant,
         **result.to_dict(),
         "out": str(request.out),

@@ -166,14 +166,15 @@ def _split(questions: list[Any], share: float, seed: int) -> tuple[list[Any], li
     return shuffled[held:], shuffled[:held]
 
 
-def _read_sources(request: LearnRequest, settings: Settings) -> list[Source]:
+def _read_sources(request: LearnRequest, index_name: str, chunk_strategy: str) -> list[Source]:
     return [
         read_source(
             path,
-            settings,
             split=request.split,
             tenant=request.tenant,
             index_prefix=request.index_prefix,
+            index_name=index_name,
+            chunk_strategy=chunk_strategy,
         )
         for path in request.sources
     ]
@@ -208,7 +209,7 @@ def learn(
     started = time.perf_counter()
     notify = on_event or (lambda line: None)
     request.check()
-    sources = _read_sources(request, settings)
+    sources = _read_sources(request, settings.index_name, settings.chunk_strategy)
     sampled = _sample(sources, request)
     if len(sampled) < 10:
         raise ConfigError(f"{len(sampled)} judged questions; loader learn needs at least 10")
@@ -233,7 +234,11 @@ def learn(
     adopted = metrics["gain"] > 0 and metrics["gain_lower_bound"] > 0
     counts = _counts(sources, sampled, train_examples, held_examples)
     result = LearnResult(adopted, _verdict(metrics, adopted), str(request.out), metrics, counts)
-    result.provenance = _provenance(request, settings, sources, booster, metrics, counts, result)
+    index_setup = {  # what made the index it learned from: the model fits those chunks
+        "embedding_model": settings.embedding_model,
+        "chunk_strategy": settings.chunk_strategy,
+    }
+    result.provenance = _provenance(request, index_setup, sources, booster, metrics, counts, result)
     result.provenance["model"]["residual_weight"] = weight
     if adopted:
         _write(request.out, booster, result.provenance)
@@ -293,7 +298,7 @@ def _verdict(metrics: dict[str, float], adopted: bool) -> str:
 
 def _provenance(
     request: LearnRequest,
-    settings: Settings,
+    index_setup: dict[str, str],
     sources: list[Source],
     booster: Any,
     metrics: dict[str, float],
@@ -325,8 +330,7 @@ def _provenance(
             "implicit_weight": request.implicit_weight,
             "seed": request.seed,
             "rounds": request.rounds,
-            "embedding_model": settings.embedding_model,
-            "chunk_strategy": settings.chunk_strategy,
+            **index_setup,
         },
         "metrics": metrics,
         "guard": {"adopted": result.adopted, "verdict": result.reason},

@@ -16,8 +16,8 @@ Nothing is copied: the folders and files are read where they are.
 
 Example::
 
-    source = read_source("datasets/scifact", settings, split="train", tenant="acme",
-                         index_prefix="eval")
+    source = read_source("datasets/scifact", split="train", tenant="acme", index_prefix="eval",
+                         index_name="loader-chunks", chunk_strategy="structure")
     source.index, source.tenant, len(source.questions)   # ('eval-scifact-structure', 'eval', 809)
 """
 
@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from loader.errors import ConfigError, InputError
-from loader.settings import Settings
 
 # How a question is graded: by chunk (its judged chunk ids) or by document (its source).
 BY_CHUNK, BY_DOCUMENT = "chunk", "document"
@@ -84,9 +83,17 @@ class Source:
 
 
 def read_source(
-    path: str | Path, settings: Settings, *, split: str, tenant: str, index_prefix: str
+    path: str | Path,
+    *,
+    split: str,
+    tenant: str,
+    index_prefix: str,
+    index_name: str,
+    chunk_strategy: str,
 ) -> Source:
-    """The judged questions of a BEIR folder or a questions file (see the module).
+    """The judged questions of a BEIR folder or a questions file (see the module): a BEIR folder
+    is searched in the index eval built for it (``index_prefix``, its name, ``chunk_strategy``),
+    a questions file in the index ``index_name`` serves.
 
     Raises:
         ConfigError: there is no such folder or file, it is not one of the two, or it holds no
@@ -94,15 +101,15 @@ def read_source(
     """
     path = Path(path)
     if path.is_dir():
-        return _beir_source(path, settings, split, index_prefix)
+        return _beir_source(path, split, index_prefix, chunk_strategy)
     if path.is_file():
-        return _questions_source(path, settings, tenant)
+        return _questions_source(path, index_name, tenant)
     raise ConfigError(
         f"source {path}: there is no such folder or file (give a BEIR folder or a questions file)"
     )
 
 
-def _beir_source(folder: Path, settings: Settings, split: str, index_prefix: str) -> Source:
+def _beir_source(folder: Path, split: str, index_prefix: str, chunk_strategy: str) -> Source:
     from loader.eval.configs import index_alias
     from loader.eval.datasets import load_beir
     from loader.eval.indexes import EVAL_TENANT
@@ -119,11 +126,11 @@ def _beir_source(folder: Path, settings: Settings, split: str, index_prefix: str
     ]
     if not questions:
         raise ConfigError(f"source {folder}: no question of qrels/{split}.tsv is judged relevant")
-    alias = index_alias(index_prefix, name, settings.chunk_strategy)
+    alias = index_alias(index_prefix, name, chunk_strategy)
     return Source(folder, "beir", alias, EVAL_TENANT, questions, one_per_document=True)
 
 
-def _questions_source(path: Path, settings: Settings, tenant: str) -> Source:
+def _questions_source(path: Path, index_name: str, tenant: str) -> Source:
     from loader.eval.judgments import read_judgment_file
 
     try:
@@ -148,4 +155,4 @@ def _questions_source(path: Path, settings: Settings, tenant: str) -> Source:
             questions.append(JudgedQuestion(line.id, line.question, grades, by, implicit))
     if not questions:
         raise ConfigError(f"source {path}: no question has a chunk graded above 0")
-    return Source(path, "questions", settings.index_name, tenant, questions)
+    return Source(path, "questions", index_name, tenant, questions)

@@ -40,7 +40,7 @@ def test_up_refuses_at_once_a_container_published_on_another_port(container_on_a
     wanted = port + 1 if port < 65535 else port - 1
     started = time.monotonic()
     with pytest.raises(DockerError) as refused:
-        local.start_local(Settings(local_port=wanted))
+        local.start_local(Settings().opensearch_image, wanted)
     assert time.monotonic() - started < 30  # not the 180 s start timeout
     message = str(refused.value)
     assert f"publishes port {port}, not {wanted}" in message

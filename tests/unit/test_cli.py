@@ -5,6 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
+from loader.settings import Settings
 
 
 def command_names() -> list[str]:
@@ -79,10 +80,12 @@ def test_up_prints_its_url_as_json(monkeypatch):
 
     import loader.cluster.local
 
-    started = lambda settings: settings.opensearch_url  # noqa: E731 - what a started node prints
+    started = lambda image, port: f"http://127.0.0.1:{port}/{image}"  # noqa: E731 - a node's URL
     monkeypatch.setattr(loader.cluster.local, "start_local", started)
-    result = CliRunner().invoke(cli, ["up", "--json", "--url", "http://127.0.0.1:9"])
-    assert (result.exit_code, json.loads(result.stdout)) == (0, {"url": "http://127.0.0.1:9"})
+    result = CliRunner().invoke(cli, ["up", "--json"])
+    settings = Settings()
+    url = f"http://127.0.0.1:{settings.local_port}/{settings.opensearch_image}"
+    assert (result.exit_code, json.loads(result.stdout)) == (0, {"url": url})
 
 
 @pytest.mark.parametrize("name", command_names())

@@ -16,32 +16,19 @@ MOST_FIELDS = 3
 
 # "module:function" -> why it takes the whole Settings.
 ALLOWED = {
-    "loader.cluster.local:start_local": "not narrowed yet (reads local_port, opensearch_image)",
+    "loader.doctor.checks:_int8_check": "a doctor check: all are called alike",
     "loader.doctor.checks:_vector_checks": "a doctor check: all are called alike",
-    "loader.eval.configs:_model_text_tokens": "not narrowed yet (reads embedding_model)",
     "loader.eval.configs:check_values": "validates by building Settings (replace)",
     "loader.eval.configs:config_settings": "resolves settings: returns a derived Settings",
     "loader.eval.configs:parse_sweep": "passes it on as `base or Settings()` to check_values",
-    "loader.eval.configs:rerank_caption": "not narrowed: its caller runner.py is at the line limit",
-    "loader.eval.judgments:export": "not narrowed yet (reads index_name)",
-    "loader.eval.judgments:store_imported": "not narrowed yet (reads index_name)",
     "loader.eval.runner:_new_report": "the report records every public setting",
-    "loader.index.render:render_file": "not narrowed yet (reads index_name)",
-    "loader.ingest.plan:__init__": "not narrowed yet (reads tenant)",
-    "loader.integrations.core:__init__": "documented entry point: the retrievers' core",
+    "loader.integrations.core:__init__": "keeps it for every search (`self.settings = "
+    "settings if settings is not None else ...`)",
     "loader.models.rerank.check:choose_reranker": "the documented rerank choice, given the "
     "settings by search, eval, explain, serve and the retrievers",
-    "loader.models.embedding:int8_cpu_warning": "not narrowed yet (reads embedding_model)",
-    "loader.query.retrieve:_lookup_answers": "not narrowed yet (reads opensearch_url)",
-    "loader.query.retrieve:ranked_hits": "not narrowed yet (reads rrf_rank_constant)",
-    "loader.query.retrieve:template_calls": "not narrowed yet (reads index_name)",
     "loader.resolve:resolve_tenant": "resolves the tenant default: the one place",
     "loader.settings:_basic_auth_tokens": "the settings registry's own credentials",
     "loader.settings:rewrite_api_key": "the registry resolves the key: value or file",
-    "loader.train.adapt:keep": "not narrowed yet (reads embedding_model, index_name)",
-    "loader.train.learn:_provenance": "not narrowed yet (reads chunk_strategy, embedding_model)",
-    "loader.train.sources:_beir_source": "not narrowed yet (reads chunk_strategy)",
-    "loader.train.sources:_questions_source": "not narrowed yet (reads index_name)",
 }
 
 
@@ -56,7 +43,9 @@ def _settings_params(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
 
 
 def _use(node: ast.AST, name: str) -> tuple[set[str], bool]:
-    """The fields read as ``name.field``, and whether ``name`` itself goes into a call."""
+    """The fields read as ``name.field``, and whether ``name`` itself goes into a call, a dict
+    (a template's context: the template reads what fields it likes) or an attribute (an object
+    keeping it for its methods)."""
     fields, passed = set(), False
     for sub in ast.walk(node):
         if isinstance(sub, ast.Attribute) and isinstance(sub.value, ast.Name):
@@ -66,6 +55,10 @@ def _use(node: ast.AST, name: str) -> tuple[set[str], bool]:
             values = [*sub.args, *(keyword.value for keyword in sub.keywords)]
             values += [v.value for v in values if isinstance(v, ast.Starred)]
             passed |= any(isinstance(v, ast.Name) and v.id == name for v in values)
+        elif isinstance(sub, ast.Dict):
+            passed |= any(isinstance(v, ast.Name) and v.id == name for v in sub.values)
+        elif isinstance(sub, ast.Assign) and isinstance(sub.value, ast.Name):
+            passed |= sub.value.id == name and isinstance(sub.targets[0], ast.Attribute)
     return fields, passed
 
 
@@ -106,7 +99,13 @@ def narrow(settings: Settings) -> str:
     return settings.index_name
 def passes(settings: "Settings") -> None:
     helper(x=settings)
+def renders(settings: Settings | None) -> str:
+    return template.render(**{"settings": settings})
+def keeps(self, settings: Settings) -> None:
+    self.settings = settings
 """
-    narrow, passes = ast.parse(source).body
+    narrow, passes, renders, keeps = ast.parse(source).body
     assert _use(narrow, *_settings_params(narrow)) == ({"index_name"}, False)
     assert _use(passes, *_settings_params(passes)) == (set(), True)
+    assert _use(renders, *_settings_params(renders)) == (set(), True)
+    assert _use(keeps, *_settings_params(keeps)) == (set(), True)

@@ -59,7 +59,7 @@ def test_a_separator_in_tenant_or_name_never_overwrites_another_tenants_set(
     victims = list_query_sets(client, logged.index_name, "px\x1fpy")
     assert [(s.name, s.questions) for s in victims] == [("kb", ["the victim's question"])]
     path = tmp_path / "kb.json"
-    assert export(client, logged, "px\x1fpy", "kb", "srw-query-set", path) == 1
+    assert export(client, logged.index_name, "px\x1fpy", "kb", "srw-query-set", path) == 1
     assert json.loads(path.read_text())["querySetQueries"] == [
         {"queryText": "the victim's question"}
     ]

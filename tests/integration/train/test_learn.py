@@ -181,10 +181,11 @@ def test_examples_hold_only_the_asked_tenants_chunks(corpus, client, tmp_path):
     assert {s for s, _ in ids_a} == {s for s, _ in chunk_ids(client, corpus, "B")}  # same files
     source = read_source(
         questions_file(tmp_path / "planted.jsonl", ids_a, shuffled=False),
-        corpus,
         split="train",
         tenant="A",
         index_prefix="eval",
+        index_name=corpus.index_name,
+        chunk_strategy=corpus.chunk_strategy,
     )
     request = LearnRequest(sources=(source.path,), out=tmp_path / "unused", mode="bm25")
     examples = collect_examples(

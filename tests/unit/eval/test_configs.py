@@ -177,7 +177,15 @@ def test_the_rerank_caption_says_which_reranker_ran_or_why_none_did(tmp_path):
     missing = Settings(reranker_model=str(tmp_path / "none"))
 
     def caption(choice, settings, swept=None):
-        return rerank_caption(choice, settings, rerank_options(choice, settings)[0], swept)
+        reranks = rerank_options(choice, settings)[0]
+        return rerank_caption(
+            choice,
+            reranks,
+            rerank=settings.rerank,
+            backend=settings.rerank_backend,
+            model=settings.reranker_model,
+            swept=swept,
+        )
 
     assert caption(None, missing) == "rerank: off (auto: no cross-encoder on this machine)"
     assert caption(None, missing.replace(rerank="off")) == "rerank: off (rerank = off)"

@@ -195,7 +195,7 @@ def test_int8_agreement_is_measured_once_per_cpu_and_within_the_bound(monkeypatc
     settings = Settings(embedding_model="bge-small-en-v1.5", embedding_backend="onnx-int8")
     lowest = embedding.int8_agreement(settings.embedding_model)
     assert lowest >= embedding.INT8_LOWEST_COSINE["bge-small-en-v1.5"], lowest
-    assert embedding.int8_cpu_warning(settings, lowest) is None
+    assert embedding.int8_cpu_warning(settings.embedding_model, lowest) is None
 
     def refuse(*args, **kwargs):
         raise AssertionError("measured a second time on the same CPU")
@@ -209,10 +209,9 @@ def test_int8_agreement_is_measured_once_per_cpu_and_within_the_bound(monkeypatc
 def test_a_cpu_whose_int8_vectors_stray_is_warned_about():
     from loader.models.embedding import int8_cpu_warning
 
-    settings = Settings(embedding_model="bge-small-en-v1.5", embedding_backend="onnx-int8")
     # The full-range recipe's lowest cosine on an AVX2-only CPU (qemu -cpu Haswell).
-    warning = int8_cpu_warning(settings, 0.9765)
+    warning = int8_cpu_warning("bge-small-en-v1.5", 0.9765)
     assert warning is not None
     assert "agree with fp32 only to a cosine of 0.9765, below the 0.99" in warning
     assert warning.endswith("set embedding_backend=onnx")
-    assert int8_cpu_warning(settings, 0.9933) is None
+    assert int8_cpu_warning("bge-small-en-v1.5", 0.9933) is None

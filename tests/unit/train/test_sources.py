@@ -32,7 +32,14 @@ def test_a_questions_file_keeps_chunk_grades_and_marks_click_derived_lines(tmp_p
     ]  # fmt: skip
     path = tmp_path / "q.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    source = read_source(path, SETTINGS, split="train", tenant="acme", index_prefix="eval")
+    source = read_source(
+        path,
+        split="train",
+        tenant="acme",
+        index_prefix="eval",
+        index_name=SETTINGS.index_name,
+        chunk_strategy=SETTINGS.chunk_strategy,
+    )
     assert (source.kind, source.index, source.tenant, source.one_per_document) == (
         "questions", "docs", "acme", False,
     )  # fmt: skip
@@ -46,7 +53,12 @@ def test_a_questions_file_keeps_chunk_grades_and_marks_click_derived_lines(tmp_p
 
 def test_a_beir_folder_is_searched_in_the_index_eval_built_for_it():
     source = read_source(
-        FIXTURES / "eval" / "tiny-beir", SETTINGS, split="train", tenant="acme", index_prefix="sfa"
+        FIXTURES / "eval" / "tiny-beir",
+        split="train",
+        tenant="acme",
+        index_prefix="sfa",
+        index_name=SETTINGS.index_name,
+        chunk_strategy=SETTINGS.chunk_strategy,
     )
     assert (source.kind, source.tenant, source.one_per_document) == ("beir", "eval", True)
     assert source.index == f"sfa-tiny-beir-{SETTINGS.chunk_strategy}"
