@@ -29,6 +29,9 @@ from loader.models.registry import DEFAULT_TRAINING_SCALE, PASSAGE_PROMPT, QUERY
 from loader.train import defaults
 
 if TYPE_CHECKING:
+    import torch
+    from sentence_transformers import SentenceTransformer
+
     from loader.models.embedding import Embedder
 
 
@@ -134,12 +137,7 @@ def fine_tune(
     limit = model.max_seq_length
     model.max_seq_length = min(limit, options.max_tokens)
     steps = options.epochs * math.ceil(len(examples) / options.batch_size)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=options.learning_rate, weight_decay=0.01)
-    warmup = max(1, steps // 10)
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer,
-        lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup))),
-    )
+    optimizer, schedule = _optimizer(model, options.learning_rate, steps)
 
     # sentence-transformers 6 renamed tokenize to preprocess (the old name warns).
     preprocess = getattr(model, "preprocess", None) or model.tokenize
@@ -174,6 +172,31 @@ def fine_tune(
         result.epoch_losses.append(sum(epoch) / len(epoch))
     model.eval()
     model.max_seq_length = limit
+    _save(model, out, instructions)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+def _optimizer(
+    model: SentenceTransformer, learning_rate: float, steps: int
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+    """AdamW, and a schedule that warms up over the first tenth of ``steps``, then decays
+    linearly to 0."""
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.01)
+    warmup = max(1, steps // 10)
+    schedule = torch.optim.lr_scheduler.LambdaLR(
+        optimizer,
+        lambda step: min((step + 1) / warmup, max(0.0, (steps - step) / max(1, steps - warmup))),
+    )
+    return optimizer, schedule
+
+
+def _save(model: SentenceTransformer, out: Path, instructions: ModelInstructions) -> None:
+    """Save ``model`` to ``out`` with its instructions as sentence-transformers prompts."""
+    from transformers.utils import logging as transformers_logging
+
     model.prompts = {
         name: prefix
         for name, prefix in (
@@ -185,8 +208,6 @@ def fine_tune(
     # Loading re-enables transformers' bars; saving would draw "Writing model shards".
     transformers_logging.disable_progress_bar()
     model.save(str(out))
-    result.seconds = time.perf_counter() - started
-    return result
 
 
 def mix_with_base(base_path: str, folder: Path, share: float) -> None:
