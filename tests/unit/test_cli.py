@@ -5,7 +5,6 @@ import pytest
 from click.testing import CliRunner
 
 from loader.cli import cli
-from loader.settings import Settings
 
 
 def command_names() -> list[str]:
@@ -82,9 +81,10 @@ def test_up_prints_its_url_as_json(monkeypatch):
 
     started = lambda image, port: f"http://127.0.0.1:{port}/{image}"  # noqa: E731 - a node's URL
     monkeypatch.setattr(loader.cluster.local, "start_local", started)
-    result = CliRunner().invoke(cli, ["up", "--json"])
-    settings = Settings()
-    url = f"http://127.0.0.1:{settings.local_port}/{settings.opensearch_image}"
+    # The image and the port reach start_local from the settings (set here, not the user's own).
+    env = {"OPENSEARCH_IMAGE": "made-here:1", "LOADER_LOCAL_PORT": "9333"}
+    result = CliRunner().invoke(cli, ["up", "--json"], env=env)
+    url = "http://127.0.0.1:9333/made-here:1"
     assert (result.exit_code, json.loads(result.stdout)) == (0, {"url": url})
 
 
