@@ -234,7 +234,7 @@ def questions_lines_of(text: str, name: str) -> Iterator[QuestionsLine]:
     Raises:
         ConfigError: ``"<name>: line 3: not valid JSON (...)"``, a field of the wrong type.
     """
-    for line_number, line in enumerate(text.split("\n"), start=1):
+    for line_number, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         where = f"line {line_number}"
@@ -254,6 +254,16 @@ def questions_lines_of(text: str, name: str) -> Iterator[QuestionsLine]:
             entry = _object(entry, name, at)
             grades[checked_text(entry, "chunk_id", name, at)] = _grade(entry.get("grade"), name, at)
         yield QuestionsLine(line_number, record, question, grades)
+
+
+def _lines(text: str) -> Iterator[str]:
+    """``text.split("\\n")``, one line at a time: a 20 MB file of short lines is 600,000 of them."""
+    start = 0
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
 
 
 def _some(questions: list[str], name: str) -> list[str]:

@@ -183,31 +183,36 @@ class DistinctQuestions:
         self.tenant = tenant
         self.lines = 0
         self.merged = 0
-        self._by_content: dict[tuple[Any, ...], JudgedQuestion] = {}
-        self._by_id: dict[str, tuple[int, tuple[Any, ...]]] = {}
+        self._questions: list[JudgedQuestion] = []
+        self._places: dict[tuple[Any, ...], int] = {}  # a question's content -> its place
+        # An id a line gives -> its first line and its question's place: numbers, not the
+        # content, so 600,000 lines of one question hold its text once. A default id (q<line>)
+        # is another line's only if that line gives it.
+        self._by_id: dict[str, tuple[int, int]] = {}
 
     def add(self, line: QuestionsLine) -> None:
         """Raises ConfigError naming the file, the line and the field."""
         self.lines += 1
         question = self._question(line)
         content = (question.text, question.by, tuple(sorted(question.grades.items())))
-        first = self._by_id.get(question.id)
-        if first is not None and first[1] != content:
-            raise ConfigError(
-                f"{self.name}: line {line.number}: question id {question.id!r} is also line "
-                f"{first[0]}'s, with another question or other grades; give each its own id"
-            )
-        self._by_id.setdefault(question.id, (line.number, content))
-        earlier = self._by_content.get(content)
-        if earlier is None:
-            self._by_content[content] = question
+        place = self._places.setdefault(content, len(self._questions))
+        if line.record.get("id") is not None:
+            first, first_place = self._by_id.setdefault(question.id, (line.number, place))
+            if first_place != place:
+                raise ConfigError(
+                    f"{self.name}: line {line.number}: question id {question.id!r} is also line "
+                    f"{first}'s, with another question or other grades; give each its own id"
+                )
+        if place == len(self._questions):
+            self._questions.append(question)
             return
         self.merged += 1
+        earlier = self._questions[place]
         if earlier.implicit and not question.implicit:  # a person's grade outweighs a click's
-            self._by_content[content] = replace(earlier, implicit=False)
+            self._questions[place] = replace(earlier, implicit=False)
 
     def questions(self) -> list[JudgedQuestion]:
-        return list(self._by_content.values())
+        return list(self._questions)
 
     def _question(self, line: QuestionsLine) -> JudgedQuestion:
         from loader.eval.judgments import checked_text
