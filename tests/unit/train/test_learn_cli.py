@@ -64,7 +64,7 @@ def test_options_out_of_range_are_named(tmp_path):
         in learn(str(source), *out, "--implicit-weight", "2").stderr
     )
     assert (
-        "--max-questions must be at least 10"
+        "--max-questions must be between 10 and 10,000"
         in learn(str(source), *out, "--max-questions", "3").stderr
     )
     other = tmp_path / "other"
