@@ -75,6 +75,7 @@ from loader.eval.metrics import (
 )
 from loader.eval.report import ConfigResult, EvalReport, write_outputs
 from loader.eval.tasks import EvalQuery, EvalTask, load_task
+from loader.models.rerank.check import choose_reranker
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -435,9 +436,9 @@ def run_eval(
     report.rerank = rerank_caption(
         request.rerank,
         reranks,
+        choose_reranker(settings),  # what the rows ran: cross-encoder, keyword or learned
         rerank=settings.rerank,
         backend=settings.rerank_backend,
-        model=settings.reranker_model,
         swept=sweep.setting if sweep else None,
     )
     outputs = write_outputs(report, request.out_dir, request.output, chart=request.chart)
