@@ -19,11 +19,13 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from loader.errors import ConfigError
-from loader.models.rerank.check import CROSS_ENCODER, RerankChoice
 from loader.settings import SEARCH_MODES, Settings, settings_in_scope
+
+if TYPE_CHECKING:
+    from loader.models.rerank.check import RerankChoice
 
 DEFAULT_MODES = SEARCH_MODES
 # --rerank on / off / both: the rerank flags each mode is run with.
@@ -305,7 +307,7 @@ def rerank_caption(
         return f"rerank: off (rerank = {rerank})"
     if swept in RERANKER_SETTINGS:
         reranker = f"as each row's {swept}"
-    elif chosen.kind == CROSS_ENCODER:
+    elif chosen.kind == "cross-encoder":  # check.CROSS_ENCODER: `loader --help` imports no model
         reranker = f"{chosen.label} on {backend}"
     else:
         reranker = chosen.label
