@@ -65,7 +65,14 @@ from loader.models.rerank import RerankQuery
 from loader.modes import search_mode
 from loader.query import context
 from loader.query.request import SearchRequest
-from loader.query.result import TIMINGS, SearchHit, SearchResult
+from loader.query.result import (
+    NOTHING_TO_RERANK,
+    RERANK_OFF,
+    RERANK_UNAVAILABLE,
+    TIMINGS,
+    SearchHit,
+    SearchResult,
+)
 from loader.query.retrieve import (
     TemplateCall,
     ranked_hits,
@@ -263,6 +270,7 @@ class _Run:
             with self.timings.stage("rerank_ms"):
                 hits = _rerank(reranker, query, hits, looked_up)
         rerank_query = query.question if query is not None else ""
+        ran = reranker if reranker is not None and query is not None else None
         with self.timings.stage("context_ms"):
             hits = _assemble(request, hits)
         finished = self.timings.finish()
@@ -282,7 +290,16 @@ class _Run:
             truncated=request.truncated,
             hypothetical=rewrite.hypothetical,
             warnings=[*request.warnings, *rewrite.warnings],
+            reranker={"kind": ran.kind, "model": ran.name} if ran is not None else None,
+            rerank_skipped="" if ran is not None else _why_no_rerank(request),
         )
+
+
+def _why_no_rerank(request: SearchRequest) -> str:
+    """Why a search ran no reranker (``SearchResult.rerank_skipped``)."""
+    if request.rerank:
+        return NOTHING_TO_RERANK
+    return RERANK_UNAVAILABLE if request.rerank_unavailable else RERANK_OFF
 
 
 def search(
