@@ -31,7 +31,8 @@ result types are in ``loader.query.result``. Stages, in order, one function each
 4. **rerank** (optional) every candidate with the reranker (``loader.models.rerank``: a
    cross-encoder, the keyword reranker, or a learned model, which first asks the index for each
    candidate's sub-query scores in one ``_msearch``: its ``lookup``) against the *rewritten
-   standalone question* (``Rewrite.standalone``), then order by that score (``_rerank``). Not the
+   standalone question* (``Rewrite.standalone``), then order by that score (``_rerank``); the
+   result names the reranker that ran, or why none did (``SearchResult.reranker``). Not the
    latest message: it may be a follow-up ("what about for UPI?") that a cross-encoder cannot judge
    passages against; nor one sub-query of a decomposition, which would push the other parts'
    passages down;
