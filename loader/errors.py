@@ -154,3 +154,14 @@ class ModelRejectedError(LoaderError):
     exit_code = 14
     http_status = 422
     public_reason = None
+
+
+class NotEnoughEvidenceError(LoaderError):
+    """The log holds too little to produce anything (``loader judgments clicks``: no click, or no
+    question with a chunk shown ``--min-impressions`` times and clicked enough): nothing was
+    written, and the message says how far short it fell. Not a document's fault, so not an
+    ``InputError``: a script waits for more traffic, or lowers the bar."""
+
+    exit_code = 15
+    http_status = 422
+    public_reason = None

@@ -8,7 +8,7 @@ from typing import Any, NamedTuple, TextIO
 import click
 
 from loader.cli.common import check_index_prefix_option, echo_json, settings_options
-from loader.cli.options import json_option, mode_option, quiet_option, tenant_option
+from loader.cli.options import RERANKERS, json_option, mode_option, quiet_option, tenant_option
 from loader.eval.configs import RERANK_CHOICES
 from loader.settings import (
     CHUNK_STRATEGIES,
@@ -47,9 +47,9 @@ from loader.terminal import show_progress as terminal_progress
     is_flag=False,
     flag_value="on",
     default=None,
-    help="Rerank (rerank_backend: the cross-encoder, or keyword): --rerank, --rerank both (each "
-    "mode with and without). Default: the rerank setting (auto: when reranker_model is on this "
-    "machine, or the backend is keyword).",
+    help=f"Rerank with the reranker the settings choose ({RERANKERS}): --rerank, --rerank both "
+    "(each mode with and without). Default: the rerank setting (auto: when one is on this "
+    "machine). results.md names the one that ran, or why none did.",
 )
 @click.option("--no-rerank", is_flag=True, help="No rerank.")
 @click.option(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from loader.cli.common import echo_json, settings_options
-from loader.cli.options import json_option, k_option, mode_option, tenant_option
+from loader.cli.options import RERANKERS, json_option, k_option, mode_option, tenant_option
 from loader.settings import Settings
 from loader.terminal import printable
 
@@ -33,8 +33,9 @@ from loader.terminal import printable
 @click.option(
     "--rerank/--no-rerank",
     default=None,
-    help="Explain the rerank stage too (default: the rerank setting; auto: when reranker_model "
-    "is on this machine, else a note says why not). --rerank without one is an error.",
+    help=f"Explain the rerank stage too, by the reranker the settings choose: {RERANKERS} "
+    "(default: the rerank setting; auto: when one is on this machine, else a note says why "
+    "not). --rerank without one is an error.",
 )
 @click.option("--lang", default=None, help="Only chunks in this language.")
 @click.option("--tag", "tags", multiple=True, help="Only chunks with this tag (repeat: any).")

@@ -192,7 +192,9 @@ def clicks_command(
     """Fit a position-based click model (PBM, by EM) to one tenant's logged searches and click
     events, and write graded judgments in the questions format `loader eval` reads, each line
     marked "implicit": true. Clicks are corrected for the rank they were shown at; chunks shown
-    fewer than --min-impressions times are not graded.
+    fewer than --min-impressions times are not graded, and the output says how many questions
+    fell short of it, and by how much. A log with no click, or with no question left to grade,
+    writes nothing and exits with code 15 (not enough evidence), saying how far short it fell.
 
     \b
     Example:
@@ -220,6 +222,8 @@ def clicks_command(
         f"{e:.2f}{'' if tied else '*'}"
         for e, tied in zip(summary.examination[:10], summary.identified, strict=False)
     )
+    if summary.shortfall.short:
+        click.echo(printable(summary.shortfall.line()))
     click.echo(f"examination by rank: {examination}")
     if not all(summary.identified):
         click.echo("  * not told apart from relevance by this log: kept at the guess, 1/rank")

@@ -30,6 +30,13 @@ from loader.settings import SEARCH_MODES
 
 Decorator = Callable[[Callable], Callable]
 
+# The three rerankers, as every command that reranks names them in its help (the choice:
+# ``loader.models.rerank.check.choose_reranker``).
+RERANKERS = (
+    "the cross-encoder reranker_model, else the learned model learned_reranker names (`loader "
+    "learn`), or keyword overlap with rerank_backend = keyword"
+)
+
 
 def tenant_option(  # noqa: A002 - click's name
     help: str, *, resolve: bool = True, check: bool = True

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from loader.cli.common import echo_json, handle_errors, settings_options
-from loader.cli.options import json_option, k_option, mode_option, tenant_option
+from loader.cli.options import RERANKERS, json_option, k_option, mode_option, tenant_option
 from loader.settings import (
     EXPANSIONS,
     REWRITE_CHOICES,
@@ -56,10 +56,9 @@ FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale
 @click.option(
     "--rerank/--no-rerank",
     default=None,
-    help="Rerank the candidates with the cross-encoder reranker_model, or by keyword overlap "
-    "with rerank_backend = keyword (default: the rerank setting; auto: when that model is on "
-    "this machine or the backend is keyword, else a warning). --rerank without one is an error "
-    "(exit code 6).",
+    help=f"Rerank the candidates with the reranker the settings choose: {RERANKERS} (default: "
+    "the rerank setting; auto: when one is on this machine, else a warning). --rerank without "
+    "one is an error (exit code 6).",
 )
 @k_option("Results to show (default: top_k).")
 @click.option(
@@ -121,10 +120,13 @@ def search(
     """Search the index for QUESTION: ranked chunks with heading path, source and the score and
     rank of each stage (retrieval, rerank), then the latency of each stage.
 
-    The rerank needs reranker_model to be a CrossEncoder on this machine (there is no model
-    hub): with the rerank setting auto (the default) the search reranks when it is, and says on
-    stderr (and in --json's warnings) when it is not. With --history, the rewrite setting
-    decides how the follow-up is searched (concat by default; queries: shows what was).
+    The rerank is a cross-encoder (reranker_model: a CrossEncoder on this machine, there is no
+    model hub), the learned model learned_reranker names (`loader learn`), or the keyword
+    reranker (rerank_backend = keyword): with the rerank setting auto (the default) the search
+    reranks when one is here, and says on stderr (and in --json's warnings) when none is.
+    --json's reranker names the one that ran (kind and model), or is null with rerank_skipped
+    saying why. With --history, the rewrite setting decides how the follow-up is searched
+    (concat by default; queries: shows what was).
     """
     from loader.query.conversation import load_history
     from loader.query.request import SearchFilters, SearchRequest
@@ -167,7 +169,12 @@ def search(
 @settings_options
 def serve(settings: Settings, host: str, port: int) -> None:
     """Serve the search (retrieve, rerank, context) as an HTTP API: POST /search, GET /health,
-    GET /openapi.json. Needs `pip install 'loader[serve]'`."""
+    GET /openapi.json. Needs `pip install 'loader[serve]'`.
+
+    The rerank is the one the settings choose: a cross-encoder (reranker_model), the learned
+    model learned_reranker names (`loader learn`), or the keyword reranker (rerank_backend =
+    keyword). Each /search answer's reranker names the one that ran
+    (kind and model), or is null with rerank_skipped saying why."""
     try:
         from loader.serve.app import run_server
     except ImportError as exc:

@@ -19,14 +19,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, get_type_hints
+from typing import TYPE_CHECKING, Any, get_type_hints
 
 from loader.errors import ConfigError
-from loader.settings import KEYWORD_RERANK, SEARCH_MODES, Settings, settings_in_scope
+from loader.settings import SEARCH_MODES, Settings, settings_in_scope
+
+if TYPE_CHECKING:
+    from loader.models.rerank.check import RerankChoice
 
 DEFAULT_MODES = SEARCH_MODES
 # --rerank on / off / both: the rerank flags each mode is run with.
 RERANK_CHOICES = {"on": (True,), "off": (False,), "both": (False, True)}
+# Settings that choose the reranker: swept, each row names its own.
+RERANKER_SETTINGS = ("reranker_model", "rerank_backend", "learned_reranker")
 
 # Settings the eval command sets through options of its own.
 OWN_OPTIONS = frozenset(
@@ -272,10 +277,10 @@ def rerank_options(choice: str | None, settings: Settings) -> tuple[tuple[bool, 
 def rerank_caption(
     choice: str | None,
     reranks: Sequence[bool],
+    chosen: RerankChoice,
     *,
     rerank: str,
     backend: str,
-    model: str,
     swept: str | None = None,
 ) -> str:
     """What the results table's caption says of the rerank: which reranker ran, or why none did.
@@ -283,27 +288,29 @@ def rerank_caption(
     Args:
         choice: the ``--rerank`` asked for (``None``: the rerank setting decided).
         reranks: the rerank flags run (``rerank_options``).
-        rerank, backend, model: the rows' ``rerank``, ``rerank_backend`` and ``reranker_model``
-            settings.
+        chosen: the reranker the rows' settings choose
+            (``loader.models.rerank.check.choose_reranker``): a cross-encoder, the keyword
+            reranker, a learned model, or none and why.
+        rerank, backend: the rows' ``rerank`` and ``rerank_backend`` settings.
         swept: the swept setting, if any (a swept reranker is named in each row instead).
 
     Example::
 
-        rerank_caption(None, (False,), rerank="auto", backend="torch", model="...")
+        rerank_caption(None, (False,), choose_reranker(settings), rerank="auto", backend="torch")
         # 'rerank: off (auto: no cross-encoder on this machine)'
     """
     if True not in reranks:
         if choice is not None:
             return "rerank: off (asked for)"
         if rerank == "auto":
-            return "rerank: off (auto: no cross-encoder on this machine)"
+            return f"rerank: off (auto: {chosen.absent or 'no reranker on this machine'})"
         return f"rerank: off (rerank = {rerank})"
-    if swept in ("reranker_model", "rerank_backend"):
+    if swept in RERANKER_SETTINGS:
         reranker = f"as each row's {swept}"
-    elif backend == KEYWORD_RERANK:
-        reranker = "keyword overlap, no model"
+    elif chosen.kind == "cross-encoder":  # check.CROSS_ENCODER: `loader --help` imports no model
+        reranker = f"{chosen.label} on {backend}"
     else:
-        reranker = f"cross-encoder {model} on {backend}"
+        reranker = chosen.label
     if False in reranks:
         return f"rerank: {reranker} in the +rerank rows, off in the others"
     return f"rerank: {reranker}" + ("" if choice else f" (rerank = {rerank})")

@@ -47,6 +47,15 @@ REPORT_METRICS = (
     "ndcg@10",
 )
 
+# What results.md and results.json say when every question's candidates came from one source:
+# a document ranking of one document scores the same whatever the order.
+SINGLE_SOURCE = (
+    "every question's candidates came from one source (document), so recall, MRR and nDCG "
+    "score by source and are the same whatever the order: they cannot tell these rankings "
+    "apart. For chunk-level metrics give the questions a heading_path (section_recall, "
+    "section_mrr) or an answer (context_recall), or evaluate over more documents"
+)
+
 # Metrics drawn in the chart, one bar each per configuration.
 CHART_METRICS = ("ndcg@10", "mrr@10", "recall@10", "recall@100")
 # Section-level metrics added to the table when the questions name headings.
@@ -76,6 +85,12 @@ class ConfigResult:
     queries: int
     run: dict[str, list[tuple[str, float]]] = field(default_factory=dict, repr=False)
     run_file: str | None = None
+
+    @property
+    def single_source(self) -> bool:
+        """Whether every query's ranking holds at most one document: then the document metrics
+        are 1 or 0 whatever the order (a tenant with one document scores 1.0)."""
+        return bool(self.run) and all(len(ranked) <= 1 for ranked in self.run.values())
 
     def summary(self) -> str:
         """One line, e.g. ``structure:bm25: ndcg@10 0.6650, recall@100 0.9000, p50 12.0 ms``."""
@@ -132,6 +147,16 @@ class EvalReport:
     # The table's caption on the rerank: which reranker ran, or why none did
     # (``loader.eval.configs.rerank_caption``).
     rerank: str = ""
+    # Every question's candidates came from one source: the document metrics cannot
+    # discriminate (``note_single_source``).
+    single_source: bool = False
+
+    def note_single_source(self) -> None:
+        """Say so (``single_source``, a warning) when a configuration's every question found
+        candidates of one source only."""
+        self.single_source = any(result.single_source for result in self.configurations)
+        if self.single_source:
+            self.warnings.append(SINGLE_SOURCE)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -150,6 +175,7 @@ class EvalReport:
             "configurations": [result.to_dict() for result in self.configurations],
             "warnings": list(self.warnings),
             "rerank": self.rerank,
+            "single_source": self.single_source,
         }
 
 
@@ -197,7 +223,9 @@ def render_table(report: Mapping[str, Any]) -> str:
 
     Returns:
         A title line, the rerank's caption line (when the report has one: results files from
-        before it have none), then the table (metrics to 4 decimals, latencies in ms).
+        before it have none), a line saying the metrics scored by source when every question's
+        candidates came from one (``single_source``), then the table (metrics to 4 decimals,
+        latencies in ms).
 
     Example output::
 
@@ -228,6 +256,8 @@ def render_table(report: Mapping[str, Any]) -> str:
         f"{report.get('documents', 0)} documents, {report.get('candidates', 0)} candidates"
     )
     caption = f"\n{report['rerank']}" if report.get("rerank") else ""
+    if report.get("single_source"):
+        caption += f"\nscored by source: {SINGLE_SOURCE}"
     return f"{title}{caption}\n\n{markdown_table(header, rows, numeric=range(1, len(header)))}"
 
 

@@ -75,6 +75,7 @@ from loader.eval.metrics import (
 )
 from loader.eval.report import ConfigResult, EvalReport, write_outputs
 from loader.eval.tasks import EvalQuery, EvalTask, load_task
+from loader.models.rerank.check import choose_reranker
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -163,9 +164,8 @@ def run_configuration(
 def _search_query(
     query, tenant: str, config: EvalConfig, settings: Settings, candidates: int, client
 ):
-    """One query's document hits (collapsed on doc_id), its chunk hits when it is judged on
-    sections or an answer (chunks as the prompt gets them: a second search without the
-    collapse), and the first search's latency."""
+    """One query's document hits (collapsed on doc_id), its chunk hits when judged on sections or
+    an answer (a second search, without the collapse), and the first search's latency."""
     from loader.query.request import MAX_CANDIDATES, SearchRequest
     from loader.query.search import search
 
@@ -246,6 +246,7 @@ def evaluate(
         notify(result.summary())
     indexes.restore()
     report.indexes = indexes.pushed
+    report.note_single_source()  # a tenant of one document scores 1.0 whatever the order
     # Reading the documents is part of the run: a folder of PDFs takes minutes before the push.
     report.seconds = task.read_seconds + time.perf_counter() - started
     return report
@@ -435,9 +436,9 @@ def run_eval(
     report.rerank = rerank_caption(
         request.rerank,
         reranks,
+        choose_reranker(settings),  # what the rows ran: cross-encoder, keyword or learned
         rerank=settings.rerank,
         backend=settings.rerank_backend,
-        model=settings.reranker_model,
         swept=sweep.setting if sweep else None,
     )
     outputs = write_outputs(report, request.out_dir, request.output, chart=request.chart)

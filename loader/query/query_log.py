@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 import opensearchpy
 
 from loader.errors import ClusterError, ForbiddenError, NotFoundError
+from loader.query.request import MAX_CLIENT_ID_CHARS
 
 if TYPE_CHECKING:
     from opensearchpy import AsyncOpenSearch, OpenSearch
@@ -45,7 +46,6 @@ log = logging.getLogger(__name__)
 APPLICATION = "loader"
 # UBI's action names are free text; these are the ones the judging loop reads.
 ACTIONS = ("click", "answered", "not_answered", "copy")
-MAX_CLIENT_ID_CHARS = 128
 MAX_LOGGED_QUESTION_CHARS = 4096
 _SPACES = re.compile(r"\s+")
 _EDGE_PUNCTUATION = re.compile(r"^[\W_]+|[\W_]+$")
@@ -70,11 +70,12 @@ def now_iso() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def query_document(
-    request: SearchRequest, result: SearchResult, query_id: str, client_id: str = ""
-) -> dict[str, Any]:
+def query_document(request: SearchRequest, result: SearchResult, query_id: str) -> dict[str, Any]:
     """The ``ubi_queries`` document of one search: the question of this turn only, never
-    ``result.queries`` (a rewrite of a follow-up carries the earlier turns). Pure."""
+    ``result.queries`` (a rewrite of a follow-up carries the earlier turns); the request's
+    ``client_id`` (its client's session name: the ``worst`` sampler tells one user's follow-ups
+    by it); the reranker that ran (``result.reranker``, kept in ``_source`` without a mapping:
+    ``dynamic`` is false), or why none did. Pure."""
     question = request.question[:MAX_LOGGED_QUESTION_CHARS]
     hits = [
         {
@@ -92,13 +93,15 @@ def query_document(
         "query_response_hit_ids": [hit.chunk_id for hit in result.hits],
         "timestamp": now_iso(),
         "application": APPLICATION,
-        "client_id": client_id[:MAX_CLIENT_ID_CHARS],
+        "client_id": request.client_id[:MAX_CLIENT_ID_CHARS],
         "query_attributes": {
             "tenant": result.tenant,
             "mode": result.mode,
             "searched": result.question[:MAX_LOGGED_QUESTION_CHARS],
             "normalized": normalize_question(question),
             "reranked": result.reranked,
+            "reranker": result.reranker,
+            "rerank_skipped": result.rerank_skipped,
             "top_score": hits[0]["score"] if hits else 0.0,
             "results": hits,
             "latency_ms": float(result.timings.get("total_ms", 0.0)),
@@ -116,12 +119,7 @@ class LogEntry:
 
 
 def log_entry(
-    request: SearchRequest,
-    result: SearchResult,
-    client_id: str = "",
-    *,
-    query_log: str,
-    index_name: str,
+    request: SearchRequest, result: SearchResult, *, query_log: str, index_name: str
 ) -> LogEntry | None:
     """What logging this search writes; ``None`` when the log (``query_log``) is off."""
     if query_log != "ubi":
@@ -130,7 +128,7 @@ def log_entry(
     return LogEntry(
         queries_index(index_name),
         query_id,
-        query_document(request, result, query_id, client_id),
+        query_document(request, result, query_id),
     )
 
 

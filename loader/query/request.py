@@ -39,6 +39,10 @@ from loader.text import first_surrogate, require_unicode
 # Characters of a question that are searched; the rest is cut off (the embedder sees at most
 # 256 tokens anyway, about 1,000 characters of English).
 MAX_QUESTION_CHARS = 2000
+# A client's own name for its user's session (the query log's ``client_id``): visible ASCII, no
+# spaces, at most this long. Logged only; never a tenant, a key or anything trusted.
+MAX_CLIENT_ID_CHARS = 128
+CLIENT_ID_PATTERN = rf"^[\x21-\x7e]{{0,{MAX_CLIENT_ID_CHARS}}}$"
 # Fields of a request whose default is a setting: field -> setting (and ``rerank``, whose default
 # the rerank setting decides: ``default_rerank``).
 FROM_SETTINGS = {
@@ -231,6 +235,11 @@ class SearchRequest:
             (``loader.query.conversation.check_history``).
         warnings: what the result's ``warnings`` start with: why a default left something out
             (``rerank = auto`` without a cross-encoder).
+        rerank_unavailable: ``rerank = auto`` left the rerank off because no reranker is
+            available here (``default_rerank``); the result says so (``rerank_skipped``).
+        client_id: the client's name for its user's session, written to the query log (its
+            ``client_id``: the ``worst`` sampler tells one user's follow-ups by it). Visible
+            ASCII, at most ``MAX_CLIENT_ID_CHARS``; never used for the tenant or access.
 
     Build one with ``from_settings``, which takes the settings' defaults for ``mode``,
     ``rerank``, ``k``, ``candidates`` and ``exact_match``.
@@ -255,6 +264,8 @@ class SearchRequest:
     exact_match: bool = True
     one_per_document: bool = False
     warnings: tuple[str, ...] = ()
+    rerank_unavailable: bool = False
+    client_id: str = ""
 
     @classmethod
     def from_settings(cls, settings: Settings, question: str, **fields: Any) -> SearchRequest:
@@ -278,6 +289,7 @@ class SearchRequest:
             defaults["rerank"], warning = default_rerank(settings)
             if warning:
                 defaults["warnings"] = (*given.pop("warnings", ()), warning)
+                defaults["rerank_unavailable"] = True
         return cls(question=question, **(defaults | given))
 
     def __post_init__(self) -> None:
@@ -310,6 +322,13 @@ class SearchRequest:
             )
         if problem := tenant_problem(self.tenant):  # padded: no push files chunks under it
             raise ConfigError(f"tenant {_shown(self.tenant)} {problem}")
+        if not isinstance(self.client_id, str) or not re.fullmatch(
+            CLIENT_ID_PATTERN, self.client_id
+        ):
+            raise ConfigError(
+                f"client_id {_shown(self.client_id)}: at most {MAX_CLIENT_ID_CHARS} visible "
+                "ASCII characters, no spaces (a session name, e.g. a UUID)"
+            )
         if self.mode not in SEARCH_MODES:
             raise ConfigError(f"mode {self.mode!r} is not one of {', '.join(SEARCH_MODES)}")
 
@@ -322,7 +341,8 @@ class SearchRequest:
             raise ConfigError(
                 f"expand must be one of {', '.join(EXPANSIONS)} or none, got {self.expand!r}"
             )
-        for name in ("rerank", "merge_adjacent", "prompt_order", "exact_match", "one_per_document"):
+        flags = ("merge_adjacent", "prompt_order", "exact_match", "one_per_document")
+        for name in ("rerank", *flags, "rerank_unavailable"):
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ConfigError(f"{name} must be true or false, got {_shown(value)}")

@@ -21,6 +21,8 @@ from loader.query.context import Hit
 from loader.query.request import MAX_QUESTION_CHARS
 
 TIMINGS = ("rewrite_ms", "embed_ms", "retrieve_ms", "rerank_ms", "context_ms", "total_ms")
+# Why a search ran no reranker (``SearchResult.rerank_skipped``).
+RERANK_OFF, RERANK_UNAVAILABLE, NOTHING_TO_RERANK = "off", "unavailable", "nothing to rerank"
 SNIPPET_CHARS = 300
 _WHITESPACE = re.compile(r"\s+")
 
@@ -115,6 +117,11 @@ class SearchResult:
         hypothetical: HyDE: the made-up answer whose embedding the vector side searched.
         warnings: what went wrong without failing the search (a query rewriter that failed or
             timed out: the message was searched as it is).
+        reranker: the reranker that ran, ``{"kind": "cross-encoder" | "keyword" | "learned",
+            "model": <its name or folder, as configured>}``, or ``None`` when none did.
+        rerank_skipped: why none ran (``""`` when one did): ``RERANK_OFF`` (not asked for),
+            ``RERANK_UNAVAILABLE`` (``rerank = auto`` and no reranker here), or
+            ``NOTHING_TO_RERANK`` (no candidate came back).
     """
 
     question: str
@@ -129,6 +136,8 @@ class SearchResult:
     truncated: bool = False
     hypothetical: str = ""
     warnings: list[str] = field(default_factory=list)
+    reranker: dict[str, str] | None = None
+    rerank_skipped: str = ""
     query_id: str = ""  # the query log's id of this search (query_log = "ubi"), for its events
 
     def to_dict(self) -> dict[str, Any]:

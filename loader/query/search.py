@@ -31,7 +31,8 @@ result types are in ``loader.query.result``. Stages, in order, one function each
 4. **rerank** (optional) every candidate with the reranker (``loader.models.rerank``: a
    cross-encoder, the keyword reranker, or a learned model, which first asks the index for each
    candidate's sub-query scores in one ``_msearch``: its ``lookup``) against the *rewritten
-   standalone question* (``Rewrite.standalone``), then order by that score (``_rerank``). Not the
+   standalone question* (``Rewrite.standalone``), then order by that score (``_rerank``); the
+   result names the reranker that ran, or why none did (``SearchResult.reranker``). Not the
    latest message: it may be a follow-up ("what about for UPI?") that a cross-encoder cannot judge
    passages against; nor one sub-query of a decomposition, which would push the other parts'
    passages down;
@@ -65,7 +66,14 @@ from loader.models.rerank import RerankQuery
 from loader.modes import search_mode
 from loader.query import context
 from loader.query.request import SearchRequest
-from loader.query.result import TIMINGS, SearchHit, SearchResult
+from loader.query.result import (
+    NOTHING_TO_RERANK,
+    RERANK_OFF,
+    RERANK_UNAVAILABLE,
+    TIMINGS,
+    SearchHit,
+    SearchResult,
+)
 from loader.query.retrieve import (
     TemplateCall,
     ranked_hits,
@@ -263,6 +271,7 @@ class _Run:
             with self.timings.stage("rerank_ms"):
                 hits = _rerank(reranker, query, hits, looked_up)
         rerank_query = query.question if query is not None else ""
+        ran = reranker if reranker is not None and query is not None else None
         with self.timings.stage("context_ms"):
             hits = _assemble(request, hits)
         finished = self.timings.finish()
@@ -282,7 +291,16 @@ class _Run:
             truncated=request.truncated,
             hypothetical=rewrite.hypothetical,
             warnings=[*request.warnings, *rewrite.warnings],
+            reranker={"kind": ran.kind, "model": ran.name} if ran is not None else None,
+            rerank_skipped="" if ran is not None else _why_no_rerank(request),
         )
+
+
+def _why_no_rerank(request: SearchRequest) -> str:
+    """Why a search ran no reranker (``SearchResult.rerank_skipped``)."""
+    if request.rerank:
+        return NOTHING_TO_RERANK
+    return RERANK_UNAVAILABLE if request.rerank_unavailable else RERANK_OFF
 
 
 def search(

@@ -86,6 +86,14 @@ class SearchRequest(BaseModel):
         max_length=MAX_HISTORY_TURNS,
         description="Earlier turns, oldest first: the question is a follow-up to them.",
     )
+    client_id: str = Field(
+        "",
+        max_length=query.MAX_CLIENT_ID_CHARS,
+        pattern=query.CLIENT_ID_PATTERN,
+        examples=["5f1c2a9e-web"],
+        description="The user's session as the client names it (visible ASCII, no spaces): "
+        "written to the query log, so one user's follow-ups are told apart; never a tenant.",
+    )
 
     def to_request(self, settings: Settings, tenant: str) -> query.SearchRequest:
         """The library's request for ``tenant``; unset fields take ``settings``' defaults.

@@ -26,7 +26,7 @@ from loader.query.search import search
 from loader.redact import scrub_secrets
 from loader.serve.body import SearchRequest
 from loader.serve.responses import error_response, loader_error
-from loader.settings import Settings, secret_values
+from loader.settings import LEARNED_RERANK, Settings, secret_values
 
 log = logging.getLogger(__name__)
 
@@ -89,13 +89,20 @@ class SearchService:
         warnings: tuple[str, ...] = ()
         if self.settings.rerank == "auto" and not rerank:
             log.warning("%s", scrub_secrets(str(problem), self.secrets))
-            warnings = (
-                f"no rerank: rerank is auto and reranker_model {self.settings.reranker_model!r} "
-                "is not a cross-encoder on this server (its log says why)",
-            )
+            warnings = (f"no rerank: rerank is auto and {self._no_reranker()} (its log says why)",)
         with self._reranker_lock:
             self._default_rerank = (rerank, warnings)
         return rerank, warnings
+
+    def _no_reranker(self) -> str:
+        """Which reranker the settings name is not here, by its setting (never a folder)."""
+        settings = self.settings
+        if settings.learned_reranker or settings.rerank_backend == LEARNED_RERANK:
+            return (
+                "no reranker the server's settings name (reranker_model, learned_reranker) is "
+                "available on this server"
+            )
+        return f"reranker_model {settings.reranker_model!r} is not a cross-encoder on this server"
 
     def get_reranker(self) -> Any:
         """The reranker, loaded at the first call; ``None`` (once and for all) if it cannot be."""
@@ -150,7 +157,9 @@ class SearchService:
             return loader_error(exc, self.secrets)
         if body.rerank is None:  # the server's default, and its warning (no server paths)
             rerank, warnings = self.default_rerank()
-            request = request.replace(rerank=rerank, warnings=warnings)
+            request = request.replace(
+                rerank=rerank, warnings=warnings, rerank_unavailable=bool(warnings)
+            )
         reranker = self.get_reranker() if request.rerank else None
         if request.rerank and reranker is None:
             assert self._reranker_failure is not None

@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader.documents import PATH_SEPARATOR
-from loader.errors import InputError
+from loader.errors import InputError, NotEnoughEvidenceError
 from loader.query.query_log import normalize_question, tenant_events, tenant_queries
 from loader.settings import Settings
 from loader.train.clicks import (
     MODEL_NAME,
     ClickGrading,
     ClickJudgment,
+    ClickModel,
     Impression,
     click_judgments,
     fit_position_model,
@@ -97,6 +98,51 @@ def _judgment_entry(judgment: ClickJudgment, chunk: Mapping[str, Any]) -> dict[s
     }
 
 
+@dataclass(frozen=True)
+class Shortfall:
+    """The questions the ``min_impressions`` bar left ungraded: none of their chunks was shown
+    that often. ``most_shown``: of each such question, its most-shown chunk's impressions."""
+
+    questions: int  # every question of the log with a shown chunk
+    min_impressions: int
+    most_shown: tuple[int, ...]  # sorted
+
+    @property
+    def short(self) -> int:
+        return len(self.most_shown)
+
+    def line(self) -> str:
+        """``412 of 416 questions fell short of --min-impressions 10: their most-shown chunk was
+        shown 1 to 9 times (median 2)``; ``""`` when none did."""
+        if not self.most_shown:
+            return ""
+        low, high = self.most_shown[0], self.most_shown[-1]
+        median = self.most_shown[len(self.most_shown) // 2]
+        shown = f"{low} to {high} times" if low != high else f"{low} time{'' if low == 1 else 's'}"
+        return (
+            f"{self.short} of {self.questions} questions fell short of --min-impressions "
+            f"{self.min_impressions}: their most-shown chunk was shown {shown} (median {median})"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        most = self.most_shown
+        return {
+            "short_questions": self.short,
+            "short_most_shown": (
+                {"min": most[0], "median": most[len(most) // 2], "max": most[-1]} if most else None
+            ),
+        }
+
+
+def shortfall(model: ClickModel, min_impressions: int) -> Shortfall:
+    """Which questions ``min_impressions`` leaves ungraded, and how far short each fell. Pure."""
+    most: dict[str, int] = {}
+    for (question, _chunk_id), shown in model.impressions.items():
+        most[question] = max(most.get(question, 0), shown)
+    short = sorted(shown for shown in most.values() if shown < min_impressions)
+    return Shortfall(len(most), min_impressions, tuple(short))
+
+
 # --- the export (reads the cluster) -------------------------------------------------------------
 
 
@@ -114,9 +160,12 @@ class ClickExport:
     questions: int
     examination: list[float]
     identified: list[bool]  # per rank: tied to rank 1 by the log (else kept at 1/rank)
+    shortfall: Shortfall  # the questions --min-impressions left ungraded
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self) | {"examination": [round(e, 4) for e in self.examination]}
+        data = asdict(self) | {"examination": [round(e, 4) for e in self.examination]}
+        del data["shortfall"]
+        return data | self.shortfall.to_dict()
 
 
 def chunk_facts(
@@ -162,8 +211,10 @@ def export_click_judgments(
     Reads the tenant's newest 10,000 searches and 10,000 events.
 
     Raises:
-        InputError: the tenant's log has no click, no pair of its chunks is graded above 0, or
-            ``path`` cannot be written.
+        NotEnoughEvidenceError: the tenant's log has no click, or no pair of its chunks is graded
+            above 0 (the message says how many questions fell short of ``min_impressions``, and
+            by how much).
+        InputError: ``path`` cannot be written.
     """
     from loader.cluster.client import cluster_errors
 
@@ -174,7 +225,7 @@ def export_click_judgments(
     impressions = impressions_from_log(queries, events, tenant)
     clicks = sum(len(impression.clicked) for impression in impressions)
     if not clicks:
-        raise InputError(
+        raise NotEnoughEvidenceError(
             f"tenant {tenant!r} has {len(impressions)} logged searches and no click on them: "
             'nothing to learn from (query_log = "ubi"; clients post click events to /events)'
         )
@@ -182,11 +233,14 @@ def export_click_judgments(
     judgments = click_judgments(model, grading)
     chunks = chunk_facts(client, settings, tenant, (j.chunk_id for j in judgments))
     lines = click_questions_lines(impressions, judgments, chunks)
+    short = shortfall(model, grading.min_impressions)
     if not lines:
-        raise InputError(
-            f"tenant {tenant!r}: no chunk of its own was shown {grading.min_impressions} times "
-            f"with an estimate of {grading.grade_1_at} or more; nothing to export (lower "
-            "--min-impressions, or wait for more clicks)"
+        raise NotEnoughEvidenceError(
+            f"tenant {tenant!r}: {len(impressions)} logged searches and {clicks} clicks, and no "
+            f"chunk of its own was shown {grading.min_impressions} times with an estimate of "
+            f"{grading.grade_1_at} or more; nothing to export. "
+            + (f"{short.line()}; lower --min-impressions, or " if short.short else "")
+            + "wait for more searches and clicks"
         )
     text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
     try:
@@ -204,4 +258,5 @@ def export_click_judgments(
         questions=len(lines),
         examination=model.examination,
         identified=model.identified,
+        shortfall=short,
     )

@@ -26,6 +26,16 @@ def test_every_command_has_help(name):
     assert "Usage: cli " in result.output or f"Usage: loader {name}" in result.output
 
 
+@pytest.mark.parametrize("name", ["eval", "search", "explain", "serve"])
+def test_the_help_of_every_command_that_reranks_names_all_three_rerankers(name):
+    """Issue #52: their help named the cross-encoder (and at most keyword), never the learned
+    model that ``rerank = auto`` falls back to."""
+    result = CliRunner().invoke(cli, [name, "--help"], terminal_width=200)
+    text = " ".join(result.output.split())
+    for reranker in ("cross-encoder", "reranker_model", "learned_reranker", "keyword"):
+        assert reranker in text, f"`loader {name} --help` does not name {reranker}"
+
+
 def test_top_level_help_is_whole_and_shows_an_example():
     """Every command's line is whole (click cuts a long first sentence with '...'), no line is
     wider than the terminal, and one example shows the first hour."""

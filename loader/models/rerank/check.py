@@ -182,12 +182,27 @@ class RerankChoice:
         model: the cross-encoder's name, the learned model's folder, ``keyword``.
         problem: why none is available (``kind == ""``).
         line: one line saying which was chosen and why (logged by ``rerank = auto``).
+        absent: why none is available in a few words naming only the settings and their
+            values, never a folder they resolve to (for results files and answers:
+            ``no cross-encoder on this machine``).
     """
 
     kind: str
     model: str = ""
     problem: str | None = None
     line: str = ""
+    absent: str = ""
+
+    @property
+    def label(self) -> str:
+        """The reranker in a few words: ``learned reranker models/acme``, ``cross-encoder
+        cross-encoder/ms-marco-MiniLM-L-6-v2``, ``keyword overlap, no model``; ``""`` for
+        none."""
+        if self.kind == KEYWORD:
+            return "keyword overlap, no model"
+        if self.kind == LEARNED:
+            return f"learned reranker {self.model}"
+        return f"cross-encoder {self.model}" if self.kind == CROSS_ENCODER else ""
 
     def require(self) -> None:
         """Refuse a rerank that was asked for when no reranker is available (at once).
@@ -208,7 +223,9 @@ class RerankChoice:
 def _learned(folder: str, setting: str, why: str) -> RerankChoice:
     problem = learned_problem(folder, setting)
     if problem:
-        return RerankChoice("", problem=problem)
+        return RerankChoice(
+            "", problem=problem, absent=f"no learned reranker in {setting} {folder!r}"
+        )
     return RerankChoice(LEARNED, folder, line=f"rerank: the learned reranker {folder} ({why})")
 
 
@@ -235,6 +252,7 @@ def choose_reranker(settings: Settings) -> RerankChoice:
                 "",
                 problem="rerank_backend = learned needs learned_reranker (LOADER_LEARNED_RERANKER)"
                 " to name a folder `loader learn` wrote",
+                absent="rerank_backend = learned and no learned_reranker set",
             )
         return _learned(settings.learned_reranker, "learned_reranker", "rerank_backend")
     problem = reranker_problem(settings.reranker_model)
@@ -244,6 +262,7 @@ def choose_reranker(settings: Settings) -> RerankChoice:
             settings.reranker_model,
             line=f"rerank: the cross-encoder {settings.reranker_model}",
         )
+    absent = "no cross-encoder on this machine"
     if settings.learned_reranker:
         learned = _learned(
             settings.learned_reranker, "learned_reranker", f"no cross-encoder: {problem}"
@@ -251,7 +270,8 @@ def choose_reranker(settings: Settings) -> RerankChoice:
         if learned.kind:
             return learned
         problem = f"{problem}; and {learned.problem}"
-    return RerankChoice("", problem=problem)
+        absent = f"{absent}, and {learned.absent}"
+    return RerankChoice("", problem=problem, absent=absent)
 
 
 def rerank_problem(settings: Settings) -> str | None:

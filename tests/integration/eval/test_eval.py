@@ -399,6 +399,40 @@ def test_a_tenants_judged_export_is_scored_against_that_tenants_documents(
     assert (index["push"]["added"], index["push"]["failed"]) == (3, 0)  # acme's left out
 
 
+def test_a_tenant_of_one_document_is_said_to_score_by_source(base_settings, unique_name, tmp_path):
+    """Issue #52: `loader eval FILE --docs DIR` scores by source, so a tenant with one document
+    scored 1.0 whatever the order, and nothing said so."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    text = "\n\n".join(
+        f"## {title}\n\n{body}"
+        for title, body in (
+            ("Rates", "Partners earn a commission rate of 20 percent on a referred subscription."),
+            ("Payouts", "Payouts reach the bank account by wire transfer on the fifth."),
+            ("Sandbox", "A new partner gets a sandbox account within two days."),
+        )
+    )
+    (docs / "handbook.md").write_text(f"---\ntenant: partners\n---\n# Handbook\n\n{text}\n")
+    questions = partners_export(
+        tmp_path / "partners.jsonl",
+        {
+            "what commission rate do partners earn": "handbook.md",
+            "when do payouts reach the bank account": "handbook.md",
+        },
+    )
+    result = run_eval(
+        base_settings, unique_name, tmp_path / "out", str(questions), "--docs", str(docs),
+        "--mode", "bm25", "--no-rerank", "--no-chart",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[2].startswith(
+        "scored by source: every question's candidates came from one source (document)"
+    )
+    data = json.loads((tmp_path / "out" / "results.json").read_text(encoding="utf-8"))
+    assert data["single_source"] is True and data["configurations"][0]["metrics"]["ndcg@10"] == 1
+    assert any(w.startswith("every question's candidates came from one") for w in data["warnings"])
+
+
 def test_a_set_whose_judged_documents_are_absent_exits_2_with_the_count(
     base_settings, client, unique_name, tmp_path
 ):

@@ -161,6 +161,8 @@ def test_rerank_through_the_cli(invoke, settings, client, cross_encoder_path):
     assert [h["ranks"]["rerank"] for h in data["hits"]] == [1, 2, 3]
     assert data["reranked"] is True and data["rerank_query"] == "refund for a late order"
     assert data["warnings"] == []  # rerank = auto, and the model is there
+    assert data["reranker"] == {"kind": "cross-encoder", "model": cross_encoder_path}
+    assert data["rerank_skipped"] == ""
 
 
 def test_rerank_auto_without_a_cross_encoder_searches_and_says_so(invoke, tmp_path):
@@ -178,6 +180,7 @@ def test_rerank_auto_without_a_cross_encoder_searches_and_says_so(invoke, tmp_pa
         data = json.loads(result.stdout)
         assert result.exit_code == 0 and data["reranked"] is False and data["hits"]
         assert [w.split(":")[0] for w in data["warnings"]] == ["no rerank (rerank = auto)"]
+        assert (data["reranker"], data["rerank_skipped"]) == (None, "unavailable")
     # test_rerank_through_the_cli: a folder that is a cross-encoder turns it on, no warning.
 
 

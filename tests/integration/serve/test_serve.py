@@ -367,6 +367,7 @@ def test_serve_starts_without_a_cross_encoder_and_serves_rerank_false(settings, 
             assert status == 200, body
             assert body["reranked"] is False and body["hits"][0]["source"] == "printer.md"
             assert body["warnings"] == []
+            assert (body["reranker"], body["rerank_skipped"]) == (None, "off")
         status, body = running.request("POST", "/search", {"question": "E1043", "tenant": "A"})
         assert status == 200 and body["reranked"] is False, body
         assert body["hits"][0]["source"] == "printer.md"
@@ -374,6 +375,7 @@ def test_serve_starts_without_a_cross_encoder_and_serves_rerank_false(settings, 
             "no rerank: rerank is auto and reranker_model '/nonexistent/cross-encoder' is not a "
             "cross-encoder on this server (its log says why)"
         ]
+        assert (body["reranker"], body["rerank_skipped"]) == (None, "unavailable")
         status, body = running.request(
             "POST", "/search", {"question": "E1043", "tenant": "A", "rerank": True}
         )

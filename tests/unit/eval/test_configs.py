@@ -15,6 +15,7 @@ from loader.eval.configs import (
     rerank_caption,
     rerank_options,
 )
+from loader.models.rerank.check import LEARNED_MODEL_FILE, choose_reranker
 from loader.settings import Settings
 
 
@@ -181,9 +182,9 @@ def test_the_rerank_caption_says_which_reranker_ran_or_why_none_did(tmp_path):
         return rerank_caption(
             choice,
             reranks,
+            choose_reranker(settings),
             rerank=settings.rerank,
             backend=settings.rerank_backend,
-            model=settings.reranker_model,
             swept=swept,
         )
 
@@ -201,4 +202,40 @@ def test_the_rerank_caption_says_which_reranker_ran_or_why_none_did(tmp_path):
     assert caption(None, keyword) == "rerank: keyword overlap, no model (rerank = auto)"
     assert caption("on", present, swept="reranker_model") == (
         "rerank: as each row's reranker_model"
+    )
+
+
+def test_the_rerank_caption_names_the_learned_model_it_ran_and_a_learned_folder_that_is_not_here(
+    tmp_path, monkeypatch
+):
+    """Issue #52: with the learned model, results.md said "cross-encoder
+    cross-encoder/ms-marco-MiniLM-L-6-v2 on torch" (a machine without torch), and a missing
+    learned folder "no cross-encoder on this machine"."""
+    from loader.models import torch_extra
+
+    monkeypatch.setattr(torch_extra, "torch_extra_missing", lambda: ["torch"])  # no torch here
+    learned = tmp_path / "acme-reranker"
+    learned.mkdir()
+    (learned / LEARNED_MODEL_FILE).write_text("tree\n", encoding="utf-8")
+
+    def caption(choice, settings):
+        reranks = rerank_options(choice, settings)[0]
+        chosen = choose_reranker(settings)
+        return rerank_caption(
+            choice, reranks, chosen, rerank=settings.rerank, backend=settings.rerank_backend
+        )
+
+    fallback = Settings(learned_reranker=str(learned))  # auto: no cross-encoder, the learned one
+    assert caption(None, fallback) == f"rerank: learned reranker {learned} (rerank = auto)"
+    by_backend = Settings(rerank_backend="learned", learned_reranker=str(learned))
+    assert caption("both", by_backend) == (
+        f"rerank: learned reranker {learned} in the +rerank rows, off in the others"
+    )
+    gone = tmp_path / "gone"
+    assert caption(None, Settings(learned_reranker=str(gone))) == (
+        f"rerank: off (auto: no cross-encoder on this machine, and no learned reranker in "
+        f"learned_reranker {str(gone)!r})"
+    )
+    assert caption(None, Settings(rerank_backend="learned", learned_reranker=str(gone))) == (
+        f"rerank: off (auto: no learned reranker in learned_reranker {str(gone)!r})"
     )

@@ -103,3 +103,48 @@ def test_trec_document_ids_change_only_where_a_run_cannot_hold_them():
     assert _trec_id("my doc.md#Late deliveries") == "my%20doc.md#Late%20deliveries"
     assert _trec_id("x\tz") == "x%09z"
     assert _trec_id("d%201") == "d%25201"  # the escape escaped: reads back unambiguously
+
+
+def test_a_set_whose_questions_find_one_source_each_says_its_document_metrics_cannot_tell():
+    """Issue #52: `loader eval FILE --docs DIR` scores by source, so a tenant with one document
+    scores 1.0 whatever the order; results.md and results.json say so."""
+    from loader.eval.configs import EvalConfig
+    from loader.eval.runner import run_configuration
+    from loader.eval.tasks import EvalQuery, EvalTask
+    from loader.settings import Settings
+    from tests.unit.query.fakes import FakeClient, chunk
+
+    one_document = [
+        chunk("m-0", "refunds", source="manual.md"),
+        chunk("m-1", "upi", source="manual.md"),
+    ]
+    task = EvalTask(
+        name="one-doc",
+        kind="questions",
+        split="",
+        documents=list,
+        queries=[EvalQuery("q1", "refunds", "manual.md"), EvalQuery("q2", "upi", "manual.md")],
+        qrels={"q1": {"manual.md": 1}, "q2": {"manual.md": 1}},
+        tenant="A",
+    )
+    client = FakeClient({"refunds": one_document, "upi": one_document[::-1]})
+    settings = Settings(index_name="eval-one-doc", rerank="off")
+    result = run_configuration(
+        task, EvalConfig("structure", "bm25"), settings, candidates=10, client=client
+    )
+    assert result.metrics["ndcg@10"] == 1.0 and result.single_source
+    report = make_report()
+    report.configurations = report.configurations[:1]
+    report.note_single_source()  # two sources for q1: the metrics can tell
+    assert not report.single_source and report.warnings == []
+    report.configurations.append(result)
+    report.note_single_source()
+    data = report.to_dict()
+    assert data["single_source"] is True
+    assert data["warnings"][0].startswith("every question's candidates came from one source")
+    assert (
+        render_table(data)
+        .splitlines()[1]
+        .startswith("scored by source: every question's candidates came from one source (document)")
+    )
+    assert "heading_path (section_recall" in render_table(data).splitlines()[1]

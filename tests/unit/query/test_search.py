@@ -212,3 +212,26 @@ def test_a_bad_request_from_opensearch_is_a_query_error_without_the_url() -> Non
         "field [x] with format [y]"
     )
     assert not isinstance(raised.value, ClusterError) and QueryError.exit_code == 11
+
+
+def test_the_result_names_the_reranker_that_ran_or_why_none_did(tmp_path) -> None:
+    """Issue #52: which reranker ran was only a stderr line; the result (``loader search
+    --json``, serve's answer, the query log) names its kind and model, or says why none ran."""
+    from loader.models.rerank import load_reranker
+
+    keyword = load_reranker(SETTINGS.replace(rerank_backend="keyword"))
+    ran = run(reranker=keyword)
+    assert ran.reranker == {"kind": "keyword", "model": "keyword"} and ran.rerank_skipped == ""
+    assert run().to_dict()["reranker"] == {"kind": "fake", "model": "fake"}
+
+    off = run(rerank=False).to_dict()
+    assert (off["reranker"], off["rerank_skipped"]) == (None, "off")
+    nothing = run(client=FakeClient({}))
+    assert (nothing.reranker, nothing.rerank_skipped) == (None, "nothing to rerank")
+
+    # rerank = auto and no reranker on this machine: off, and the result says it was unavailable
+    auto = SETTINGS.replace(rerank="auto", reranker_model=str(tmp_path / "no-such-model"))
+    request = SearchRequest.from_settings(auto, "q", tenant="A")
+    result = search(request, auto, client=FakeClient({"q": CORPUS}), embedder=FakeEmbedder())
+    assert (result.reranker, result.rerank_skipped) == (None, "unavailable")
+    assert result.warnings[0].startswith("no rerank (rerank = auto): ")

@@ -300,3 +300,67 @@ def test_whatever_a_route_raises_is_a_500_in_the_apis_shape_its_log_masked(caplo
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "RuntimeError" in logged and "answering GET /log" in logged
     assert PASSWORD not in logged and "Sw0rdfish" not in logged
+
+
+class _LoggingClient:
+    """``FakeClient``'s answers, and a query log that keeps what is written to it."""
+
+    def __init__(self) -> None:
+        from tests.unit.query.fakes import CORPUS, FakeClient
+
+        self.searches = FakeClient({"q": CORPUS, "r": CORPUS})
+        self.logged: list[dict] = []
+        self.indices = self  # indices.exists: the log exists
+
+    def exists(self, index: str) -> bool:
+        return True
+
+    def search_template(self, **kwargs):
+        return self.searches.search_template(**kwargs)
+
+    def index(self, *, index: str, id: str, body: dict) -> dict:
+        self.logged.append(body)
+        return {"result": "created"}
+
+
+def test_a_search_answer_names_its_reranker_and_logs_the_clients_session() -> None:
+    """Issue #52: ``POST /search`` refused a ``client_id`` (422), so every search served was
+    logged with client_id "" and the ``worst`` sampler took them all for one user's follow-ups;
+    and the answer did not say which reranker ran."""
+    from fastapi.testclient import TestClient
+
+    from loader.query.judgments import sample_questions
+    from tests.unit.query.fakes import SETTINGS, FakeEmbedder, FakeReranker
+
+    settings = SETTINGS.replace(query_log="ubi", index_name="docs-log-test")
+    client = _LoggingClient()
+    app = create_app(
+        settings,
+        client=client,
+        embedder=FakeEmbedder(),
+        reranker=FakeReranker(),
+        load_models=False,
+    )
+    with TestClient(app) as http:
+        first = http.post("/search", json={"question": "r", "tenant": "A", "client_id": "u-1"})
+        second = http.post("/search", json={"question": "q", "tenant": "A", "client_id": "u-2"})
+        off = http.post("/search", json={"question": "q", "tenant": "A", "rerank": False})
+        refused = [
+            http.post("/search", json={"question": "q", "tenant": "A", "client_id": bad})
+            for bad in ("two words", "x" * 129, 5)
+        ]
+    assert first.status_code == second.status_code == 200, first.text
+    assert first.json()["reranker"] == {"kind": "fake", "model": "fake"}
+    assert first.json()["rerank_skipped"] == ""
+    assert (off.json()["reranker"], off.json()["rerank_skipped"]) == (None, "off")
+    assert [answer.status_code for answer in refused] == [422, 422, 422]
+    assert all("client_id" in answer.text for answer in refused)
+    logged = client.logged
+    assert [entry["client_id"] for entry in logged] == ["u-1", "u-2", ""]
+    assert logged[0]["query_attributes"]["reranker"] == {"kind": "fake", "model": "fake"}
+    # Two users a second apart: "q" of u-2 is no follow-up of "r" of u-1, so the worst sampler
+    # ranks them alike (by name); one user's "r" then "q" makes "r" the worse (followed up).
+    timed = [entry | {"timestamp": f"2026-12-03T07:00:0{n}.000Z"} for n, entry in enumerate(logged)]
+    assert sample_questions(timed[:2], [], 2, "worst") == ["q", "r"]
+    one_user = [entry | {"client_id": "u-1"} for entry in timed[:2]]
+    assert sample_questions(one_user, [], 2, "worst") == ["r", "q"]

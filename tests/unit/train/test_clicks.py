@@ -333,3 +333,86 @@ def test_the_questions_file_is_what_eval_reads_marked_implicit(tmp_path):
     assert graded_qrels(question.metadata["judgments"]) == {"refunds.md": 2}
     # What training reads a questions file with: grades by chunk id.
     assert read_judgment_file(path).grades == {0: {"c1": 2, "c2": 0}}
+
+
+class _LogClient:
+    """The query log of tenant "A" and its chunks, answered as OpenSearch would: ``searches``
+    logged searches ``(question, shown chunk ids)``, ``clicks`` ``(search number, chunk id)``."""
+
+    def __init__(self, searches, clicks) -> None:
+        self.indices = self
+        self.queries = [
+            {
+                "query_id": f"s{n}",
+                "user_query": question,
+                "query_response_hit_ids": list(shown),
+                "timestamp": f"2026-12-03T07:{n // 60:02d}:{n % 60:02d}.000Z",
+                "query_attributes": {"tenant": "A"},
+            }
+            for n, (question, shown) in enumerate(searches)
+        ]
+        self.events = [
+            {
+                "query_id": f"s{n}",
+                "action_name": "click",
+                "event_attributes": {"tenant": "A", "object": {"object_id": chunk_id}},
+            }
+            for n, chunk_id in clicks
+        ]
+
+    def exists(self, index):
+        return True
+
+    def refresh(self, index):
+        return None
+
+    def search(self, *, index, body):
+        if index.endswith("-ubi_queries"):
+            found = self.queries
+        elif index.endswith("-ubi_events"):
+            found = self.events
+        else:  # the chunks the judgments name
+            ids = body["query"]["bool"]["filter"][0]["terms"]["chunk_id"]
+            found = [{"chunk_id": i, "source": f"{i}.md", "heading_path": ""} for i in ids]
+        return {"hits": {"hits": [{"_source": source} for source in found]}}
+
+
+def _export(client, tmp_path, **grading):
+    from loader.settings import Settings
+    from loader.train.click_export import export_click_judgments
+
+    settings = Settings(index_name="docs")
+    path = tmp_path / "clicks.jsonl"
+    return export_click_judgments(client, settings, "A", path, ClickGrading(**grading)), path
+
+
+def test_nothing_to_export_has_a_code_of_its_own_and_says_how_far_short_it_fell(tmp_path):
+    """Issue #52: "nothing to export" exited 7 (a document's code), and with --min-impressions 10
+    a log of 476 searches graded 4 questions without saying why the rest were not."""
+    from loader.errors import InputError, NotEnoughEvidenceError
+
+    # 3 questions: shown 4, 6 and 6 times, each clicked on its first chunk every time.
+    searches = [("refunds", ("c1", "c2"))] * 4 + [("upi", ("c3",))] * 6 + [("cards", ("c4",))] * 6
+    clicks = [(n, shown[0]) for n, (_question, shown) in enumerate(searches)]
+    client = _LogClient(searches, clicks)
+    with pytest.raises(NotEnoughEvidenceError) as raised:
+        _export(client, tmp_path)
+    assert raised.value.exit_code == 15 and not isinstance(raised.value, InputError)
+    assert str(raised.value) == (
+        "tenant 'A': 16 logged searches and 16 clicks, and no chunk of its own was shown 10 "
+        "times with an estimate of 0.2 or more; nothing to export. 3 of 3 questions fell short "
+        "of --min-impressions 10: their most-shown chunk was shown 4 to 6 times (median 6); "
+        "lower --min-impressions, or wait for more searches and clicks"
+    )
+    assert not (tmp_path / "clicks.jsonl").exists()
+    summary, path = _export(client, tmp_path, min_impressions=5)
+    assert summary.questions == 2 and path.exists()
+    assert summary.shortfall.line() == (
+        "1 of 3 questions fell short of --min-impressions 5: their most-shown chunk was shown 4 "
+        "times (median 4)"
+    )
+    assert summary.to_dict()["short_questions"] == 1
+    assert summary.to_dict()["short_most_shown"] == {"min": 4, "median": 4, "max": 4}
+    no_clicks = _LogClient(searches[:1], [])
+    with pytest.raises(NotEnoughEvidenceError, match="1 logged searches and no click on them"):
+        _export(no_clicks, tmp_path)
