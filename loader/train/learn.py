@@ -344,7 +344,7 @@ def _provenance(
 
 def write_model(out: Path, booster: Any, provenance: dict[str, Any]) -> dict[str, Any]:
     """The booster and its provenance, written beside each other and moved into ``out`` last;
-    the provenance records the booster file's size and SHA-256, which every reader checks
+    the provenance records the booster file's trees, size and SHA-256, which every reader checks
     (``loader.models.rerank.learned_files``). Returns the provenance written.
 
     Raises:
@@ -356,7 +356,8 @@ def write_model(out: Path, booster: Any, provenance: dict[str, Any]) -> dict[str
             f"the trained booster is {len(data):,} bytes, more than the {MAX_MODEL_BYTES:,} a "
             "reader accepts; train fewer --rounds"
         )
-    provenance = {**provenance, "model": {**provenance["model"], **model_file_facts(data)}}
+    facts = {"trees": data.count(b"\nTree="), **model_file_facts(data)}  # what a reader checks
+    provenance = {**provenance, "model": {**provenance["model"], **facts}}
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".learn-", dir=out))
     try:

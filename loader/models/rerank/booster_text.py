@@ -14,7 +14,8 @@ the row by ``split_feature`` as written; a truncated file or one wrong number ki
   its arrays of the lengths ``num_leaves`` implies, numbers that parse (finite floats), features
   that exist, numeric splits only (no categorical ones: ``num_cat=0``, no linear trees), and
   children that form one binary tree from the root (no cycle, no node twice, no leaf missing);
-- ``end of trees`` right after the last tree, then only the sections LightGBM writes there.
+- ``end of trees`` right after the last tree, then only the sections LightGBM writes there, to
+  the file's last line (``pandas_categorical:null``): a file cut short anywhere is refused.
 
 Example::
 
@@ -68,6 +69,8 @@ _TAIL_LINE = re.compile(
     r"|end of trees|feature_importances:|[A-Za-z_]\w*=\d+|parameters:|\[[a-z_0-9]+: [^\n]*\]"
     r"|end of parameters|pandas_categorical:null"
 )
+# How the file ends: the end of LightGBM's part, then its Python side's (no pandas categories).
+_LAST_LINES = "end of parameters\n\npandas_categorical:null\n"
 _RETRAIN = "train it again with `loader learn`"
 
 
@@ -118,6 +121,8 @@ def _check(text: str) -> int:
         line = text.count("\n", 0, start) + 1
         raise _Fault(line, f"no `end of trees` after the {len(sizes)} trees tree_sizes names")
     first_tail = text.count("\n", 0, start) + 1
+    if not text.endswith(_LAST_LINES):
+        raise _Fault(text.count("\n") + 1, f"the file ends before its last lines, {_LAST_LINES!r}")
     for offset, line in enumerate(tail):
         linear = line.startswith("[linear_tree: ") and line != "[linear_tree: 0]"
         if linear or not _TAIL_LINE.fullmatch(line):

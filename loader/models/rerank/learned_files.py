@@ -177,7 +177,7 @@ def _number(
     if isinstance(value, bool) or not isinstance(value, kinds) or not math.isfinite(value):
         what = "an integer" if integer else "a finite number"
         raise ModelError(
-            f"learned reranker provenance {path}: model.{key} is {str(value)[:40]!r}, not "
+            f"learned reranker provenance {path}: model.{key} is {repr(value)[:40]}, not "
             f"{what}; {_RETRAIN}"
         )
     if not low <= value <= high:
@@ -192,7 +192,7 @@ def _sha256(facts: dict[str, Any], path: Path) -> str:
     value = facts.get("file_sha256")
     if not isinstance(value, str) or not _SHA256.fullmatch(value):
         raise ModelError(
-            f"learned reranker provenance {path}: model.file_sha256 is {str(value)[:70]!r}, not "
+            f"learned reranker provenance {path}: model.file_sha256 is {repr(value)[:70]}, not "
             f"a SHA-256 (64 hex digits); {_RETRAIN}"
         )
     return value
