@@ -18,9 +18,10 @@ def doctor(settings: Settings, as_json: bool) -> None:
     plugins, alias -> one versioned index, no write block on it, no drift from the files, the
     vector dimension and engine, pipelines and templates as `loader apply` stores them, hybrid
     scores really fused, filters inside the k-NN search, the ml-commons model, chunks per tenant,
-    chunks cut with other chunking settings and documents a stopped push left half-written. Exit
-    code 0 when nothing failed, else the first failure's (3 the cluster, 5 the index or its
-    configuration, 2 a setting, 6 the model)."""
+    chunks cut with other chunking settings and documents a stopped push left half-written; then
+    the learned reranker's folder the settings name (learned_reranker), checked and loaded as a
+    search would. Exit code 0 when nothing failed, else the first failure's (3 the cluster, 5 the
+    index or its configuration, 2 a setting, 6 a model)."""
     from loader.doctor.checks import run_doctor
 
     report = run_doctor(settings)

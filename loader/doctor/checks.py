@@ -1,7 +1,8 @@
 """The checks of ``loader doctor`` that read the cluster's configuration: the cluster and its
 plugins, the alias, the blocks on its index, the index against the rendered files, the pipelines,
 templates and ml-commons model against what ``loader apply`` would store. ``run_doctor`` runs them
-all, then the probes.
+all, then the probes, then the learned reranker the settings name (``learned_model_checks``: its
+files checked and loaded as every reader does; no cluster needed).
 
 Drift is what ``loader apply`` would change: the plan of ``loader.index.apply.plan_apply`` is
 computed (nothing is changed) and every pending change of the index, a pipeline, a template or
@@ -338,10 +339,41 @@ def _int8_check(settings: Settings) -> Check:
     )
 
 
+def learned_model_checks(learned_reranker: str, reranker_model: str) -> list[Check]:
+    """One line per learned reranker the settings name (``learned_reranker``, or
+    ``reranker_model`` naming a folder ``loader learn`` wrote): its folder checked and its
+    booster loaded as every reader does (``loader.models.rerank.learned``: the files' kind, size,
+    recorded hash and text, then a child process first), so a damaged model fails here, naming
+    the file and what is wrong, instead of at the first rerank."""
+    from loader.models.rerank.check import is_learned_folder, learned_problem
+    from loader.models.rerank.learned import LearnedReranker
+
+    named = {learned_reranker: "learned_reranker"} if learned_reranker else {}
+    if is_learned_folder(reranker_model):
+        named.setdefault(reranker_model, "reranker_model")
+    checks = []
+    for folder, setting in named.items():
+        problem = learned_problem(folder, setting)
+        if problem:
+            fix = f"train one with `loader learn --out {folder}`, or unset {setting}"
+            checks.append(Check("learned reranker", "fail", problem, fix, ModelError))
+            continue
+        try:
+            model = LearnedReranker(folder)
+        except ModelError as exc:
+            fix = "train it again with `loader learn`"
+            checks.append(Check("learned reranker", "fail", str(exc), fix, ModelError))
+            continue
+        detail = f"{folder}: {model.booster.num_trees()} trees, SHA-256 {model.sha256[:16]}..."
+        checks.append(Check("learned reranker", "ok", detail))
+    return checks
+
+
 def run_doctor(
     settings: Settings, *, client: OpenSearch | None = None, dimension: int | None = None
 ) -> DoctorReport:
-    """Run every check against the cluster and alias of ``settings``; changes nothing.
+    """Run every check against the cluster and alias of ``settings``, then of the learned
+    reranker it names (``learned_model_checks``); changes nothing.
 
     Args:
         settings: resolved settings (the alias is ``index_name``).
@@ -351,12 +383,20 @@ def run_doctor(
     Returns:
         The report; ``report.check()`` raises the first failure's error class.
     """
-    client = client or connect(settings)
     report = DoctorReport()
+    _cluster_checks(client or connect(settings), settings, dimension, report)
+    report.checks.extend(learned_model_checks(settings.learned_reranker, settings.reranker_model))
+    log.debug("doctor of %s: %s", config_names(settings.index_name).alias, report.summary())
+    return report
+
+
+def _cluster_checks(
+    client: OpenSearch, settings: Settings, dimension: int | None, report: DoctorReport
+) -> None:
     major = _cluster(client, settings, report)
     if major is None:
         report.checks.append(Check("the other checks", "skip", "the cluster cannot be reached"))
-        return report
+        return
     try:
         _plugins(client, settings, report)
         index = _alias(client, settings, report)
@@ -364,7 +404,7 @@ def run_doctor(
             _blocks(client, settings, index, report)
         dimension = _dimension(settings, dimension, report)
         if dimension is None:
-            return report
+            return
         if settings.embedding_backend == "onnx-int8":
             report.checks.append(_int8_check(settings))
         version = cluster_version(client, settings)
@@ -379,5 +419,3 @@ def run_doctor(
         probe_index(client, settings, desired, index, report)
     except LoaderError as exc:  # a check that could not run: the rest cannot either
         report.checks.append(Check("doctor", "fail", str(exc), "see the message", type(exc)))
-    log.debug("doctor of %s: %s", config_names(settings.index_name).alias, report.summary())
-    return report

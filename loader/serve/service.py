@@ -1,6 +1,7 @@
 """What the routes of ``loader serve`` share: ``SearchService`` holds the settings, the client,
 the embedding model and the reranker (loaded at startup, or at the first request that asks for
-one), and answers ``/health`` and ``/search``.
+one; a learned model is looked up at each such request, and read again when its files change),
+and answers ``/health`` and ``/search``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,11 @@ log = logging.getLogger(__name__)
 # Searches run in the worker threads of Starlette's thread pool (anyio's default: 40), all on one
 # client: a connection pool as large, or urllib3 discards connections under load (and says so).
 SEARCH_THREADS = 40
+# The warning of an answer that rerank = auto left without its learned model.
+NO_LEARNED = (
+    "no rerank: rerank is auto and the learned reranker the server's settings name cannot be "
+    "used (its log says why)"
+)
 
 
 class SearchService:
@@ -49,6 +55,9 @@ class SearchService:
         self.reranker = reranker
         self._reranker_lock = threading.Lock()
         self._reranker_failure: ModelError | None = None
+        self._learned_folder: str | None = None  # a learned model: looked up at every request
+        self._failure_lock = threading.Lock()
+        self._said_failure = ""
         self._default_rerank: tuple[bool, tuple[str, ...]] | None = None
 
     def start(self, load_models: bool) -> None:
@@ -78,14 +87,18 @@ class SearchService:
     def default_rerank(self) -> tuple[bool, tuple[str, ...]]:
         """Whether a request that leaves ``rerank`` out reranks, and the warnings its answer
         then carries: the rerank setting; ``auto`` is decided once, on whether the reranker
-        loads (a warning on the log says why not, and each such answer says there is none)."""
+        loads (a warning on the log says why not, and each such answer says there is none). A
+        learned model is the exception: auto reranks with it whenever its files pass their
+        checks (``search`` answers without rerank, saying so, while they do not)."""
         with self._reranker_lock:
             decided = self._default_rerank
         if decided is not None:
             return decided
         rerank, problem = rerank_check.default_rerank(self.settings)
-        if self.settings.rerank == "auto" and rerank and self.get_reranker() is None:
-            rerank, problem = False, str(self._reranker_failure)
+        if self.settings.rerank == "auto" and rerank:  # loaded now: the first answer is fast
+            reranker, failure = self.current_reranker()
+            if reranker is None and self._learned_folder is None:
+                rerank, problem = False, str(failure)
         warnings: tuple[str, ...] = ()
         if self.settings.rerank == "auto" and not rerank:
             log.warning("%s", scrub_secrets(str(problem), self.secrets))
@@ -104,32 +117,62 @@ class SearchService:
             )
         return f"reranker_model {settings.reranker_model!r} is not a cross-encoder on this server"
 
-    def get_reranker(self) -> Any:
-        """The reranker, loaded at the first call; ``None`` (once and for all) if it cannot be."""
+    def current_reranker(self) -> tuple[Any, ModelError | None]:
+        """The reranker, or ``None`` and why it cannot be used (the error a request that asked
+        for a rerank answers with). A cross-encoder or the keyword reranker loads at the first
+        call, once and for all. A learned model is looked up at every call (``load_learned``,
+        two ``stat`` calls when nothing changed): read again when its files change, the model
+        read before serving until new files pass their checks; files refused are each rerank
+        request's error (503) until they change, and the server answers everything else."""
         with self._reranker_lock:
             if self.reranker is None and self._reranker_failure is None:
-                from loader.models.rerank import load_reranker
+                if self._learned_folder is None:
+                    choice = rerank_check.choose_reranker(self.settings)
+                    if choice.kind == rerank_check.LEARNED:
+                        self._learned_folder = choice.model
+                if self._learned_folder is None:
+                    self._load_reranker()
+            learned = self._learned_folder
+            if learned is None:
+                return self.reranker, self._reranker_failure
+        from loader.models.rerank.learned import load_learned
 
-                try:
-                    self.reranker = load_reranker(self.settings)
-                except RerankerUnavailableError as exc:  # no such model here: the request's 4xx
-                    log.warning("%s", scrub_secrets(str(exc), self.secrets))
-                    self._reranker_failure = exc
-                except (ModelError, ConfigError) as exc:
-                    log.warning(
-                        "no reranker available, rerank requests answer 503: %s",
-                        scrub_secrets(str(exc), self.secrets),
-                    )
-                    # The cross-encoder or the learned model the settings choose: name both
-                    # settings, never the server's folders.
-                    self._reranker_failure = ModelError(
-                        f"no reranker available: {exc}",
-                        public_reason="no reranker available: the one the server's settings "
-                        "name (reranker_model, learned_reranker) cannot be loaded (the server's "
-                        'log has the reason); send "rerank": false, or set rerank=off or those '
-                        "settings on the server",
-                    )
-            return self.reranker
+        try:
+            return load_learned(learned), None
+        except ModelError as exc:
+            return None, self._unusable(exc)
+
+    def _load_reranker(self) -> None:
+        """Load the reranker the settings choose, or note why not (under the lock)."""
+        from loader.models.rerank import load_reranker
+
+        try:
+            self.reranker = load_reranker(self.settings)
+        except RerankerUnavailableError as exc:  # no such model here: the request's 4xx
+            log.warning("%s", scrub_secrets(str(exc), self.secrets))
+            self._reranker_failure = exc
+        except (ModelError, ConfigError) as exc:
+            self._reranker_failure = self._unusable(exc)
+
+    def _unusable(self, exc: LoaderError) -> ModelError:
+        """The 503 of a reranker that cannot be loaded, logged once per reason: the public
+        reason names both settings, never the server's folders."""
+        reason = scrub_secrets(str(exc), self.secrets)
+        with self._failure_lock:
+            said, self._said_failure = self._said_failure, reason
+        if said != reason:
+            log.warning(
+                "the reranker cannot be used: requests that ask for a rerank answer 503, the "
+                "others are served%s: %s",
+                " (tried again when its files change)" if self._learned_folder else "",
+                reason,
+            )
+        return ModelError(
+            f"no reranker available: {exc}",
+            public_reason="no reranker available: the one the server's settings name "
+            "(reranker_model, learned_reranker) cannot be loaded (the server's log has the "
+            'reason); send "rerank": false, or set rerank=off or those settings on the server',
+        )
 
     def health(self) -> JSONResponse:
         """200 with the cluster's status, or 503 whatever the cluster's failure."""
@@ -160,10 +203,15 @@ class SearchService:
             request = request.replace(
                 rerank=rerank, warnings=warnings, rerank_unavailable=bool(warnings)
             )
-        reranker = self.get_reranker() if request.rerank else None
+        reranker, failure = self.current_reranker() if request.rerank else (None, None)
         if request.rerank and reranker is None:
-            assert self._reranker_failure is not None
-            return loader_error(self._reranker_failure, self.secrets)
+            assert failure is not None
+            if body.rerank is not None or self.settings.rerank != "auto":
+                return loader_error(failure, self.secrets)
+            # auto with a learned model whose files fail their checks: fusion, saying so.
+            request = request.replace(
+                rerank=False, warnings=(*request.warnings, NO_LEARNED), rerank_unavailable=True
+            )
         try:
             result = search(
                 request,

@@ -50,7 +50,11 @@ from loader.models.rerank.features import (
     FEATURES,
     feature_fingerprint,
 )
-from loader.models.rerank.learned import PROVENANCE_FILE
+from loader.models.rerank.learned_files import (
+    MAX_MODEL_BYTES,
+    PROVENANCE_FILE,
+    model_file_facts,
+)
 from loader.train import defaults
 from loader.train.booster import (
     BOOSTER_PARAMS,
@@ -299,7 +303,7 @@ def learn(
     result.provenance = _provenance(request, index_setup, sources, booster, metrics, counts, result)
     result.provenance["model"]["residual_weight"] = weight
     if adopted:
-        _write(request.out, booster, result.provenance)
+        result.provenance = write_model(request.out, booster, result.provenance)
     result.seconds = time.perf_counter() - started
     return result
 
@@ -402,16 +406,33 @@ def _provenance(
     }
 
 
-def _write(out: Path, booster: Any, provenance: dict[str, Any]) -> None:
-    """The booster and its provenance, written beside each other and moved into ``out`` last."""
+def write_model(out: Path, booster: Any, provenance: dict[str, Any]) -> dict[str, Any]:
+    """The booster and its provenance, written beside each other and moved into ``out`` last;
+    the provenance records the booster file's trees, size and SHA-256, which every reader checks
+    (``loader.models.rerank.learned_files``). Returns the provenance written.
+
+    Raises:
+        ConfigError: the booster is larger than a reader accepts (fewer ``--rounds``).
+    """
+    data = booster.model_to_string().encode("utf-8")
+    if len(data) > MAX_MODEL_BYTES:
+        raise ConfigError(
+            f"the trained booster is {len(data):,} bytes, more than the {MAX_MODEL_BYTES:,} a "
+            "reader accepts; train fewer --rounds"
+        )
+    facts = {"trees": data.count(b"\nTree="), **model_file_facts(data)}  # what a reader checks
+    provenance = {**provenance, "model": {**provenance["model"], **facts}}
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".learn-", dir=out))
     try:
-        booster.save_model(str(scratch / LEARNED_MODEL_FILE))
+        (scratch / LEARNED_MODEL_FILE).write_bytes(data)
         text = json.dumps(provenance, indent=2, default=float) + "\n"
         (scratch / PROVENANCE_FILE).write_text(text, encoding="utf-8")
-        # The provenance first: a reader that finds the new booster finds its facts too.
+        # The provenance first: a reader that finds the new booster finds its facts too (one
+        # that finds the new provenance beside the old booster refuses the pair, and keeps the
+        # model it holds until the booster follows).
         (scratch / PROVENANCE_FILE).replace(out / PROVENANCE_FILE)
         (scratch / LEARNED_MODEL_FILE).replace(out / LEARNED_MODEL_FILE)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    return provenance

@@ -12,9 +12,15 @@ shrinks it the more, the fewer questions it learnt from, so with few judgments t
 close to the fusion's order. A model trained on another feature version is refused when it
 loads (``ModelError``), never applied to columns that mean something else.
 
+Before LightGBM sees a byte, the folder is checked (``learned_files``: regular files within
+their caps, the provenance's types and values, the booster's recorded size and SHA-256, its text
+line by line) and the booster is loaded once in a child process; a damaged file is a
+``ModelError`` naming the file and what is wrong, never a dead process. ``load_learned`` reads
+a folder again when its files change, and keeps the model it holds until new files pass.
+
 Example::
 
-    reranker = load_learned("models/learned")    # once per process and folder
+    reranker = load_learned("models/learned")    # once per process and folder (and change)
     lines = reranker.lookup(query, hits)         # sent by the search as one _msearch
     scores = reranker.score(query, hits, answers)
     reranker.contributions(query, hits, answers) # per feature, for `loader explain`
@@ -22,10 +28,10 @@ Example::
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
+import threading
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,49 +43,36 @@ from loader.models.rerank.check import LEARNED, LEARNED_MODEL_FILE
 from loader.models.rerank.features import (
     FEATURE_NAMES,
     FEATURE_VERSION,
-    feature_fingerprint,
     feature_lookup,
     feature_matrix,
     prior,
 )
+from loader.models.rerank.learned_files import (
+    PROVENANCE_FILE,
+    CheckedModel,
+    probe_booster,
+    read_checked,
+)
 
 log = logging.getLogger(__name__)
 
-PROVENANCE_FILE = "provenance.json"
+__all__ = ["PRIOR", "PROVENANCE_FILE", "LearnedReranker", "load_learned"]
+
 PRIOR = "prior"  # the name of the prior's share in ``contributions``
 
 
-def _booster(path: Path) -> Any:
+def _booster(checked: CheckedModel) -> Any:
+    """The booster of the checked text (the bytes whose hash was checked, never the file read
+    again), once a child process loaded it unharmed."""
+    probe_booster(checked)
     import lightgbm
 
     try:
-        return lightgbm.Booster(model_file=str(path))
-    except lightgbm.basic.LightGBMError as exc:
-        raise ModelError(f"learned reranker {path}: LightGBM cannot read it ({exc})") from exc
-
-
-def _model_facts(folder: Path) -> dict[str, Any]:
-    """The ``model`` part of ``provenance.json``, checked against this version's features.
-
-    Raises:
-        ModelError: no readable provenance, or another feature version or list.
-    """
-    path = folder / PROVENANCE_FILE
-    try:
-        facts = json.loads(path.read_text(encoding="utf-8"))["model"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return lightgbm.Booster(model_str=checked.text)
+    except Exception as exc:  # LightGBM's error, or its Python side's on a line it misreads
         raise ModelError(
-            f"learned reranker {folder}: {path} is missing or unreadable ({exc}); "
-            "train the model again with `loader learn`"
+            f"learned reranker {checked.model_file}: LightGBM cannot read it ({exc})"
         ) from exc
-    if facts.get("feature_fingerprint") != feature_fingerprint():
-        raise ModelError(
-            f"learned reranker {folder} was trained on features version "
-            f"{facts.get('feature_version')!r} ({facts.get('feature_fingerprint')}), and this "
-            f"loader computes version {FEATURE_VERSION} ({feature_fingerprint()}); train it "
-            "again with `loader learn`"
-        )
-    return facts
 
 
 class LearnedReranker:
@@ -89,7 +82,8 @@ class LearnedReranker:
         folder: what ``loader learn --out`` wrote.
 
     Raises:
-        ModelError: the folder holds no model, or one of another feature version.
+        ModelError: the folder holds no model, one of another feature version, or files that
+            fail a check of ``learned_files`` (naming the file and what is wrong).
     """
 
     kind = LEARNED
@@ -97,13 +91,10 @@ class LearnedReranker:
     def __init__(self, folder: str | Path) -> None:
         self.folder = Path(folder).expanduser()
         self.name = str(folder)
-        model_file = self.folder / LEARNED_MODEL_FILE
-        if not model_file.is_file():
-            raise ModelError(f"learned reranker {self.folder}: there is no {model_file}")
-        facts = _model_facts(self.folder)
-        self.prior_scale = float(facts.get("prior_scale", 0.0))
-        self.residual_weight = float(facts.get("residual_weight", 1.0))
-        self.booster = _booster(model_file)
+        checked = read_checked(self.folder)
+        self.prior_scale, self.residual_weight = checked.prior_scale, checked.residual_weight
+        self.sha256 = checked.sha256
+        self.booster = _booster(checked)
         if tuple(self.booster.feature_name()) != FEATURE_NAMES:
             raise ModelError(
                 f"learned reranker {self.folder}: its booster's features are not version "
@@ -150,21 +141,97 @@ class LearnedReranker:
         ]
 
 
-@functools.lru_cache(maxsize=4)
-def _cached(folder: str, modified_ns: int) -> LearnedReranker:
-    return LearnedReranker(folder)
+@dataclass
+class _Loaded:
+    """A folder's model as this process holds it: the one serving (and the files' state it was
+    read from), the files' state last refused and why, and the lock a (re-)read holds."""
+
+    model: LearnedReranker | None = None
+    state: tuple | None = None
+    refused_state: tuple | None = None
+    refused: ModelError | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+_LOADED: dict[str, _Loaded] = {}
+_LOADED_LOCK = threading.Lock()
+_MAX_FOLDERS = 8  # a process uses one or two; a bound all the same
+
+
+def _files_state(folder: Path) -> tuple:
+    """What changes when either file is written or replaced (``loader learn`` renames new ones
+    into place): each one's inode, size and modification time."""
+    state = []
+    for name in (LEARNED_MODEL_FILE, PROVENANCE_FILE):
+        try:
+            info = (folder / name).stat()
+            state.append((info.st_ino, info.st_size, info.st_mtime_ns))
+        except OSError:
+            state.append(None)
+    return tuple(state)
+
+
+def _slot(folder: str) -> _Loaded:
+    with _LOADED_LOCK:
+        if folder not in _LOADED and len(_LOADED) >= _MAX_FOLDERS:
+            del _LOADED[next(iter(_LOADED))]
+        return _LOADED.setdefault(folder, _Loaded())
 
 
 def load_learned(folder: str) -> LearnedReranker:
-    """The process-wide learned reranker of ``folder``, its booster read once (again when the
-    model file changes: retrained in place).
+    """The process-wide learned reranker of ``folder``, read once, and again when its files
+    change (retrained in place): the new files are checked as the first were, and until they
+    pass, the model read before keeps serving (a warning says why the new ones were refused).
+    Files refused are not read again until they change. While one thread checks new files,
+    the others are answered by the model read before.
 
     Raises:
-        ModelError: as ``LearnedReranker``.
+        ModelError: as ``LearnedReranker``, when no model of ``folder`` was read before.
     """
-    model_file = Path(folder).expanduser() / LEARNED_MODEL_FILE
+    path = Path(folder).expanduser()
+    slot, state = _slot(str(folder)), _files_state(path)
+    known = _known(slot, state)
+    if known is not None:
+        return known
+    if not slot.lock.acquire(blocking=slot.model is None):
+        return slot.model  # another thread is reading the new files: the old model serves
     try:
-        modified = model_file.stat().st_mtime_ns
-    except OSError:
-        modified = 0
-    return _cached(str(folder), modified)
+        return _known(slot, state) or _read(slot, path, state)  # another may have read them
+    finally:
+        slot.lock.release()
+
+
+def _known(slot: _Loaded, state: tuple) -> LearnedReranker | None:
+    """The model for files in ``state`` when they were read before (the model they gave, or
+    the one serving since they were refused); ``None``: read them.
+
+    Raises:
+        ModelError: they were refused, and no model was read before.
+    """
+    if slot.model is not None and state in (slot.state, slot.refused_state):
+        return slot.model
+    if state == slot.refused_state:
+        assert slot.refused is not None
+        raise slot.refused
+    return None
+
+
+def _read(slot: _Loaded, folder: Path, state: tuple) -> LearnedReranker:
+    try:
+        model = LearnedReranker(folder)
+    except ModelError as exc:
+        slot.refused_state, slot.refused = state, exc
+        if slot.model is None:
+            raise
+        log.warning(
+            "learned reranker %s changed, and its new files are refused; the model read "
+            "before (SHA-256 %s...) keeps serving: %s",
+            folder,
+            slot.model.sha256[:16],
+            exc,
+        )
+        return slot.model
+    if slot.model is not None:
+        log.warning("learned reranker %s changed: the new model serves", folder)
+    slot.model, slot.state, slot.refused_state, slot.refused = model, state, None, None
+    return model

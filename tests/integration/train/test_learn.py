@@ -6,6 +6,7 @@ names: the training examples hold the asked tenant's chunks only."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from pathlib import Path
@@ -124,7 +125,10 @@ def test_a_model_that_finds_the_planted_chunks_is_kept(corpus, client, tmp_path)
     provenance = json.loads((out / PROVENANCE_FILE).read_text(encoding="utf-8"))
     assert [f["name"] for f in provenance["model"]["features"]] == list(FEATURE_NAMES)
     assert provenance["sources"][0]["tenant"] == "A" and provenance["guard"]["adopted"] is True
-    assert (out / LEARNED_MODEL_FILE).is_file()
+    booster = (out / LEARNED_MODEL_FILE).read_bytes()  # recorded: every reader checks them
+    assert provenance["model"]["file_sha256"] == hashlib.sha256(booster).hexdigest()
+    assert provenance["model"]["file_bytes"] == len(booster)
+    assert provenance["model"]["trees"] == booster.count(b"\nTree=") > 0
     # The model in a search: learned_reranker names it, rerank = auto takes it (no
     # cross-encoder here), and it ranks the planted chunks higher than fusion does (not all
     # first: with 17 training questions the trees weigh 0.08 beside the fused order's prior).
