@@ -118,12 +118,15 @@ def chunks_by_source(client: Any, alias: str, collection: str) -> Counter:
     )
 
 
-def probe_push_during_reindex(client: Any, url: str, alias: str, work: Path, rounds: int) -> dict:
-    """Lost documents of ``rounds`` pushes each racing an apply that copies the index."""
+def probe_push_during_reindex(
+    client: Any, url: str, alias: str, work: Path, rounds: int, files: int = RACE_FILES
+) -> dict:
+    """Lost documents of ``rounds`` pushes of ``files`` files, each racing an apply that copies
+    the index."""
     lost = refused_swaps = failed_files = doctor_silent = raced = 0
     for round_number in range(rounds):
         collection = f"many{round_number}"
-        folder = race_folder(work, collection, RACE_FILES)
+        folder = race_folder(work, collection, files)
         env = {"OPENSEARCH_URL": url, "LOADER_BULK_BATCH_SIZE": "1"}
         command = [sys.executable, "-m", "loader", "push", str(folder), "--tenant", "t"]
         pushing = subprocess.Popen(
@@ -159,7 +162,7 @@ def probe_push_during_reindex(client: Any, url: str, alias: str, work: Path, rou
         failed = {error["source"] for error in report["errors"]}
         failed_files += len(failed)
         stored = chunks_by_source(client, alias, collection)
-        written = {f"f{number:03d}.md" for number in range(RACE_FILES)} - failed
+        written = {f"f{number:03d}.md" for number in range(files)} - failed
         round_lost = sorted(path for path in written if stored[path] != RACE_CHUNKS)
         lost += len(round_lost)
         if round_lost:
@@ -562,6 +565,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="push/apply races")
     parser.add_argument("--races", type=int, default=40, help="pushes racing a file swap")
     parser.add_argument(
+        "--race-files", type=int, default=RACE_FILES, help="files of each push/apply race's push"
+    )
+    parser.add_argument(
         "--only", nargs="+", choices=SECTIONS, default=SECTIONS, help="run these sections only"
     )
     args = parser.parse_args()
@@ -579,7 +585,7 @@ def main() -> None:
                 (
                     "race",
                     lambda: probe_push_during_reindex(
-                        client, args.url, f"{prefix}-race", work, args.rounds
+                        client, args.url, f"{prefix}-race", work, args.rounds, args.race_files
                     ),
                 ),
                 (
