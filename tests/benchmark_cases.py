@@ -110,7 +110,9 @@ CLUSTER_CASES: dict[str, list[Run]] = {
         ("LOADER_EMBEDDING_MODEL=bge-small-en-v1.5", "sfb-candidates", *_WHY),
         ("all", *_WHY, "--out", "{tmp}/why.json"),
     ],
-    "probe_hostile.py": [("--url", "{url}", "--rounds", "1", "--races", "1")],
+    "probe_hostile.py": [
+        ("--url", "{url}", "--quick", "--rounds", "1", "--races", "1", "--race-files", "20"),
+    ],
     "train_reranker.py": [
         (*_HARNESS, "--index", "{eval_index}", "--tenant", "eval", "--out", "{tmp}/reranker",
          "--epochs", "1", "--candidates", "5", "--negatives", "1", "--max-tokens", "64"),
