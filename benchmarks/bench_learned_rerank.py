@@ -56,14 +56,16 @@ def timed_search(question: str, settings: Settings, tenant: str, rerank: bool) -
     return {**result.timings, "candidates": float(result.candidates)}
 
 
-def measure(settings: Settings, tenant: str, rounds: int) -> dict[str, dict[str, list[float]]]:
+def measure(
+    settings: Settings, tenant: str, rounds: int, limit: int | None = None
+) -> dict[str, dict[str, list[float]]]:
     """``{"off" | "learned": {"total_ms", "rerank_ms", "candidates": [...]}}`` over ``rounds``
-    rounds after one warm-up round."""
+    rounds after one warm-up round, over the first ``limit`` questions (all: ``None``)."""
     times: dict[str, dict[str, list[float]]] = {
         "off": {"total_ms": [], "rerank_ms": [], "candidates": []},
         "learned": {"total_ms": [], "rerank_ms": [], "candidates": []},
     }
-    asked = questions()
+    asked = questions()[:limit]
     for round_number in range(rounds + 1):
         for question in asked:
             for name, rerank in (("off", False), ("learned", True)):
@@ -101,11 +103,12 @@ def main() -> int:
     parser.add_argument("--tenant", default="default", help="Tenant the docs were pushed to.")
     parser.add_argument("--url", default=None, help="OpenSearch URL (default: the settings').")
     parser.add_argument("--rounds", type=int, default=5, help="Rounds over the 52 questions.")
+    parser.add_argument("--limit", type=int, default=None, help="Only the first N questions.")
     args = parser.parse_args()
     overrides: dict[str, Any] = {"opensearch_url": args.url, "index_name": args.index}
     overrides.update(rerank_backend="learned", learned_reranker=args.model, query_log="off")
     settings, _ = resolve_settings(overrides=overrides)
-    for line in report(measure(settings, args.tenant, args.rounds)):
+    for line in report(measure(settings, args.tenant, args.rounds, args.limit)):
         print(line)
     return 0
 

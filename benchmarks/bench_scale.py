@@ -251,6 +251,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--bulk-threads", type=int, default=2)
     parser.add_argument("--deadline", default=None, help="UTC HH:MM; later sizes extrapolated")
     parser.add_argument("--keep-indices", action="store_true")
+    parser.add_argument("--index-prefix", default="bench-scale", help="aliases <prefix>-<size>")
     parser.add_argument("--report-only", type=Path, default=None, help="a run's JSON to re-render")
     parser.add_argument("--plot", type=Path, default=HERE / "results" / "bench_scale.png")
     parser.add_argument("--json", type=Path, default=HERE / "results" / "bench_scale.json")
@@ -322,7 +323,7 @@ def main() -> None:
             if skipped or not deadline_allows(rows, size, args.deadline):
                 skipped.append(size)
                 continue
-            settings = base.replace(index_name=f"bench-scale-{size}")
+            settings = base.replace(index_name=f"{args.index_prefix}-{size}")
             rows.append(
                 measure_size(args, settings, client, synthetic, size, embedder, queries, embed_ms)
             )

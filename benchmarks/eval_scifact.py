@@ -66,6 +66,7 @@ def main() -> int:
     parser.add_argument("--dataset", default=str(DEFAULT_DATASET), help="SciFact BEIR folder.")
     parser.add_argument("--out-dir", default="/tmp/eval-scifact", help="Where outputs go.")
     parser.add_argument("--limit", type=int, default=None, help="Only the first N queries.")
+    parser.add_argument("--index-prefix", default="eval", help="The eval indices' prefix.")
     parser.add_argument(
         "--candidates", type=int, default=100, help="Chunks retrieved per query (default 100)."
     )
@@ -78,6 +79,7 @@ def main() -> int:
         settings,
         rerank_options=[False],
         candidates=args.candidates,
+        index_prefix=args.index_prefix,
         show_progress=sys.stderr.isatty(),
         on_event=lambda line: print(line, file=sys.stderr, flush=True),
     )

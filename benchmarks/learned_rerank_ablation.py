@@ -269,6 +269,9 @@ def main() -> int:
     parser.add_argument("--url", default=None, help="OpenSearch URL (default: the settings').")
     parser.add_argument("--only", default=None, help="Run only the variants containing this.")
     parser.add_argument("--out", default=None, help="Write the table as JSON here too.")
+    parser.add_argument(
+        "--rounds", type=int, default=None, help="Every variant's rounds (default: its own)."
+    )
     args = parser.parse_args()
     cache = harness._cache(args, "train")
     if not cache.is_file():
@@ -284,6 +287,8 @@ def main() -> int:
     for name, (matrix, options) in variants(train_set, runs, words).items():
         if args.only and args.only not in name:
             continue
+        if args.rounds is not None:
+            options = {**options, "rounds": args.rounds}
         base, model, trees = cross_validate(train_set, matrix, **options)
         rows.append({"variant": name, "hybrid_rrf": round(base, 4), "model": round(model, 4),
                      "gain": round(model - base, 4), "trees": trees})  # fmt: skip

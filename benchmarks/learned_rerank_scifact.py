@@ -61,7 +61,7 @@ from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.search import search  # noqa: E402
 from loader.resolve import resolve_settings  # noqa: E402
 from loader.settings import Settings  # noqa: E402
-from loader.train.booster import PRIOR_SCALE, residual_weight, train_booster  # noqa: E402
+from loader.train.booster import PRIOR_SCALE, ROUNDS, residual_weight, train_booster  # noqa: E402
 from loader.train.examples import Example, collect_examples  # noqa: E402
 from loader.train.guard import gain_lower_bound  # noqa: E402
 from loader.train.learn import LearnRequest, _sample, _split, learn  # noqa: E402
@@ -79,7 +79,14 @@ SEEDS = {25: 5, 50: 5, 100: 3, 200: 3, 400: 2, 809: 1}
 
 def judged(dataset: str, split: str, settings: Settings, prefix: str) -> list[tuple[Any, Any]]:
     """The split's judged claims as ``loader learn`` reads them: (source, question) pairs."""
-    source = read_source(dataset, settings, split=split, tenant=EVAL_TENANT, index_prefix=prefix)
+    source = read_source(
+        dataset,
+        split=split,
+        tenant=EVAL_TENANT,
+        index_prefix=prefix,
+        index_name=settings.index_name,
+        chunk_strategy=settings.chunk_strategy,
+    )
     return [(source, question) for question in source.questions]
 
 
@@ -113,6 +120,7 @@ def examples(
         )
     }
     if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
         with cache.open("wb") as file:
             pickle.dump(found, file)
     return found
@@ -236,6 +244,7 @@ def one_run(
         index_prefix=args.index_prefix,
         max_questions=None if size >= len(context["pairs"]) else size,
         seed=seed,
+        rounds=args.rounds,
     )
     result = learn(request, settings)
     if result.adopted:
@@ -306,12 +315,16 @@ def _folds(train: Mapping[str, Example], folds: int) -> list[tuple[list, list]]:
 
 
 def cross_validated(
-    train: Mapping[str, Example], prior_scale: float, dropped: Sequence[int] = (), folds: int = 5
+    train: Mapping[str, Example],
+    prior_scale: float,
+    dropped: Sequence[int] = (),
+    folds: int = 5,
+    rounds: int = ROUNDS,
 ) -> tuple[float, float]:
-    """Train-only: the mean nDCG@10 of hybrid-rrf and of ``train_booster`` over ``folds``
-    folds of the 809 train claims (each claim scored by the model that did not see it), at
-    ``prior_scale`` and with the ``dropped`` feature columns zeroed."""
-    request = LearnRequest(sources=(), out=Path("unused"))
+    """Train-only: the mean nDCG@10 of hybrid-rrf and of ``train_booster`` (``rounds``
+    rounds) over ``folds`` folds of the 809 train claims (each claim scored by the model that
+    did not see it), at ``prior_scale`` and with the ``dropped`` feature columns zeroed."""
+    request = LearnRequest(sources=(), out=Path("unused"), rounds=rounds)
 
     def masked(example: Example) -> Example:
         if not dropped:
@@ -341,14 +354,14 @@ def diagnose(args: argparse.Namespace) -> dict[str, Any]:
     train = examples(pairs, settings, _cache(args, "train"))
     figures: dict[str, Any] = {"train_claims": len(train), "prior_scale": {}, "without": {}}
     for scale in (0.0, 1.0, 2.0, PRIOR_SCALE):
-        base, model = cross_validated(train, scale)
+        base, model = cross_validated(train, scale, rounds=args.rounds)
         figures["prior_scale"][str(scale)] = [round(base, 4), round(model, 4)]
         print(f"prior {scale}: {base:.4f} -> {model:.4f}", file=sys.stderr, flush=True)
     for group in GROUPS:
         columns = [i for i, name in enumerate(FEATURE_NAMES) if group in name]
-        base, model = cross_validated(train, PRIOR_SCALE, columns)
+        base, model = cross_validated(train, PRIOR_SCALE, columns, rounds=args.rounds)
         figures["without"][group] = round(model, 4)
-    request = LearnRequest(sources=(), out=Path("unused"))
+    request = LearnRequest(sources=(), out=Path("unused"), rounds=args.rounds)
     booster = train_booster(list(train.values()), request)
     gains = booster.feature_importance("gain")
     ranked = sorted(zip(FEATURE_NAMES, gains, strict=True), key=lambda pair: -pair[1])
@@ -364,7 +377,7 @@ def final(args: argparse.Namespace) -> dict[str, Any]:
     pairs = judged(args.dataset, "train", settings, args.index_prefix)
     train = examples(pairs, settings, _cache(args, "train"))
     test = _test_examples(args, settings)
-    request = LearnRequest(sources=(), out=Path("unused"))
+    request = LearnRequest(sources=(), out=Path("unused"), rounds=args.rounds)
     booster = train_booster(list(train.values()), request, prior_scale=args.prior_scale)
     base, best = per_claim(test, fused_scores), per_claim(test, oracle_scores)
     scores = per_claim(test, lambda e: model_scores(booster, args.prior_scale, e))
@@ -399,7 +412,7 @@ def section_ndcgs(task: EvalTask, settings: Settings, *, rerank: bool) -> np.nda
     for query in task.queries:
         request = SearchRequest(
             question=query.text,
-            tenant=EVAL_TENANT,
+            tenant=task.tenant,
             mode="hybrid-rrf",
             rerank=rerank,
             k=CANDIDATES,
@@ -452,6 +465,7 @@ def main() -> int:
     parser.add_argument("--docs-prefix", default="sfc", help="carry-over: the docs/ index prefix.")
     parser.add_argument("--prior-scale", type=float, default=PRIOR_SCALE, help="final: prior.")
     parser.add_argument("--seeds", type=int, default=None, help="Seeds per size (default: SEEDS).")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="Boosting rounds per model.")
     parser.add_argument("--url", default=None, help="OpenSearch URL (default: the settings').")
     parser.add_argument("--dataset", default=str(DEFAULT_DATASET), help="SciFact BEIR folder.")
     parser.add_argument("--out", default=None, help="Write the figures as JSON here too.")

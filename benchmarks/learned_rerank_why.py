@@ -75,13 +75,21 @@ WORST = 10
 
 # --- the second reader: the other model's cosine of each candidate -------------------------------
 
-# Candidates of an index -> the index whose model reads them a second time, and that model.
+# Candidates of an index -> the index whose model reads them a second time, and that model. The
+# keys are the two indices' roles (MiniLM's, bge's); --index-prefixes names the real indices.
 SECOND_READER = {"sfa": ("sfb", "bge-small-en-v1.5"), "sfb": ("sfa", "all-MiniLM-L6-v2")}
 # The issue's targets over each index's hybrid-rrf on test (0.7334 and 0.7311).
 TARGETS = {"sfa": 0.770 - 0.7334, "sfb": 0.775 - 0.7311}
 
 
-def _lookup_lines(prefix: str, ids: list[str], vector: list[float]) -> list[dict[str, Any]]:
+def _prefix(args: argparse.Namespace, role: str) -> str:
+    """The index prefix of a role (``sfa``: MiniLM's eval indices, ``sfb``: bge's)."""
+    return dict(zip(SECOND_READER, args.index_prefixes.split(","), strict=True))[role]
+
+
+def _lookup_lines(
+    prefixes: tuple[str, str], ids: list[str], vector: list[float]
+) -> list[dict[str, Any]]:
     """The candidates' texts in their own index, and the second reader's index's cosine of the
     same chunk ids (``knn_score``: (1 + cosine) / 2), both restricted to the tenant."""
     restrict = [{"terms": {"chunk_id": ids}}, {"term": {"tenant": EVAL_TENANT}}]
@@ -101,7 +109,7 @@ def _lookup_lines(prefix: str, ids: list[str], vector: list[float]) -> list[dict
         }
     }
     lines: list[dict[str, Any]] = []
-    for index, query in ((prefix, texts), (SECOND_READER[prefix][0], cosine)):
+    for index, query in zip(prefixes, (texts, cosine), strict=True):
         body = {"size": len(ids), "_source": ["chunk_id", "content"], "query": query}
         lines.extend(({"index": index_alias(index, "scifact", "structure")}, body))
     return lines
@@ -124,7 +132,8 @@ def second_scores(
 ) -> dict[str, np.ndarray]:
     """Claim id -> each candidate's second-reader score (NaN: no same-text chunk), the claim
     embedded as ``loader`` embeds the second model's questions; searched once, pickled."""
-    cache = Path(args.why_cache_dir) / f"learned-rerank-{prefix}-train-second-reader.pickle"
+    name = f"learned-rerank-{_prefix(args, prefix)}-train-second-reader.pickle"
+    cache = Path(args.why_cache_dir) / name
     if cache.is_file():
         with cache.open("rb") as file:
             return pickle.load(file)
@@ -140,7 +149,8 @@ def second_scores(
     found = {}
     for claim, vector in zip(claims, vectors, strict=True):
         ids = [chunk for _tenant, chunk in train[claim].chunks]
-        lines = _lookup_lines(prefix, ids, [float(x) for x in vector])
+        indices = (_prefix(args, prefix), _prefix(args, SECOND_READER[prefix][0]))
+        lines = _lookup_lines(indices, ids, [float(x) for x in vector])
         found[claim] = _matched_scores(client.msearch(body=lines)["responses"], ids)
     cache.parent.mkdir(parents=True, exist_ok=True)
     with cache.open("wb") as file:
@@ -167,16 +177,16 @@ def reader_columns(scores: np.ndarray) -> np.ndarray:
 
 
 def cv_per_claim(
-    train: Mapping[str, Example], matrix: Callable[[Example], np.ndarray]
+    train: Mapping[str, Example], matrix: Callable[[Example], np.ndarray], rounds: int = ROUNDS
 ) -> tuple[np.ndarray, np.ndarray]:
     """(hybrid-rrf, model) nDCG@10 per train claim, each scored by the fold model that did not
-    see it: ``BOOSTER_PARAMS``, ``ROUNDS`` rounds, ``PRIOR_SCALE``, seed 0, over ``matrix``'s
+    see it: ``BOOSTER_PARAMS``, ``rounds`` rounds, ``PRIOR_SCALE``, seed 0, over ``matrix``'s
     columns (``ablation.train``: ``train_booster`` without its fixed feature names)."""
     params = {**BOOSTER_PARAMS, "seed": 0}
     base, model = [], []
     for fitted, scored in harness._folds(train, 5):
         pairs = [(matrix(e), e) for e in fitted]
-        booster = ablation.train(pairs, params, ROUNDS, PRIOR_SCALE, early=False)
+        booster = ablation.train(pairs, params, rounds, PRIOR_SCALE, early=False)
         for e in scored:
             scores = PRIOR_SCALE * e.prior + booster.predict(matrix(e), num_threads=2)
             base.append(harness.ndcg(e, harness.fused_scores(e)))
@@ -211,9 +221,11 @@ def features(args: argparse.Namespace, prefix: str) -> dict[str, Any]:
     second = second_scores(args, prefix, train)
     matched = np.concatenate(list(second.values()))
     extra = {q: reader_columns(s) for q, s in second.items()}
-    base, current = cv_per_claim(train, lambda e: e.features)
+    base, current = cv_per_claim(train, lambda e: e.features, args.rounds)
     print(f"{prefix}: {base.mean():.4f} -> {current.mean():.4f}", file=sys.stderr, flush=True)
-    _, both = cv_per_claim(train, lambda e: np.hstack([e.features, extra[e.question_id]]))
+    _, both = cv_per_claim(
+        train, lambda e: np.hstack([e.features, extra[e.question_id]]), args.rounds
+    )
     print(f"{prefix} + second reader: {both.mean():.4f}", file=sys.stderr, flush=True)
     vector = FEATURE_NAMES.index("vector_ratio")
     return {
@@ -249,13 +261,15 @@ INDEPENDENT_RUNS = (
 # --- data size -----------------------------------------------------------------------------------
 
 
-def size_gain(train: Mapping[str, Example], size: int, seed: int) -> dict[str, float]:
+def size_gain(
+    train: Mapping[str, Example], size: int, seed: int, rounds: int = ROUNDS
+) -> dict[str, float]:
     """The CV gain over hybrid-rrf when each fold's model learns from ``size`` claims drawn
     (``seed``) from its fitting folds: ``train_booster`` as ``loader learn`` calls it, the
     trees weighed 1 and, as ``loader learn`` would weigh them, n / (n + 200)."""
     from loader.train.booster import residual_weight
 
-    request = LearnRequest(sources=(), out=Path("unused"), seed=seed)
+    request = LearnRequest(sources=(), out=Path("unused"), seed=seed, rounds=rounds)
     base, full, shrunk = [], [], []
     for fitted, scored in harness._folds(train, 5):
         if size < len(fitted):
@@ -278,13 +292,14 @@ def size_gain(train: Mapping[str, Example], size: int, seed: int) -> dict[str, f
 
 
 def data_size(args: argparse.Namespace, train: Mapping[str, Example]) -> dict[str, Any]:
-    """``size_gain`` at ``SIZES`` (``SEEDS`` draws each; one at 647, all the fitting folds),
-    the least-squares fit gain = a + b log2(claims), and the claims it needs for
-    ``TARGETS["sfa"]``."""
+    """``size_gain`` at ``--sizes`` (``SEEDS`` draws each; one at the last, 647 by default: all
+    the fitting folds), the least-squares fit gain = a + b log2(claims), and the claims it needs
+    for ``TARGETS["sfa"]``."""
+    sizes = [int(size) for size in args.sizes.split(",")]
     runs = []
-    for size in SIZES:
-        for seed in range(1 if size == SIZES[-1] else SEEDS):
-            runs.append(size_gain(train, size, seed))
+    for size in sizes:
+        for seed in range(1 if size == sizes[-1] else SEEDS):
+            runs.append(size_gain(train, size, seed, args.rounds))
             print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
     x = np.log2([run["size"] for run in runs])
     y = np.array([run["gain"] for run in runs])
@@ -292,7 +307,7 @@ def data_size(args: argparse.Namespace, train: Mapping[str, Example]) -> dict[st
     residuals = y - (intercept + slope * x)
     means = {
         size: round(float(np.mean([r["gain"] for r in runs if r["size"] == size])), 4)
-        for size in SIZES
+        for size in sizes
     }
     return {
         "runs": runs,
@@ -399,10 +414,13 @@ def _top(difference: np.ndarray, count: int) -> list[list[Any]]:
     return [[CONTRIBUTORS[i], round(float(difference[i]), 3)] for i in order]
 
 
-def per_claim(train: Mapping[str, Example], test: Mapping[str, Example]) -> dict[str, Any]:
+def per_claim(
+    train: Mapping[str, Example], test: Mapping[str, Example], rounds: int = ROUNDS
+) -> dict[str, Any]:
     """The 809-claim model (``learned_rerank_scifact.py final``: all the train claims, prior 2,
     trees weighed 1) against fusion, claim by claim, and the drivers of its 10 worst losses."""
-    booster = train_booster(list(train.values()), LearnRequest(sources=(), out=Path("unused")))
+    request = LearnRequest(sources=(), out=Path("unused"), rounds=rounds)
+    booster = train_booster(list(train.values()), request)
     claims = sorted(test)
     scores = {q: harness.model_scores(booster, PRIOR_SCALE, test[q]) for q in claims}
     base = harness.per_claim(test, harness.fused_scores)
@@ -452,7 +470,8 @@ def _load(path: Path) -> dict[str, Example]:
 
 def _pickle(args: argparse.Namespace, prefix: str, split: str) -> Path:
     folder = args.cache_dir if prefix == "sfa" else args.why_cache_dir
-    return harness._cache(argparse.Namespace(index_prefix=prefix, cache_dir=folder), split)
+    index_prefix = _prefix(args, prefix)
+    return harness._cache(argparse.Namespace(index_prefix=index_prefix, cache_dir=folder), split)
 
 
 def sfb_candidates(args: argparse.Namespace) -> dict[str, Any]:
@@ -463,7 +482,7 @@ def sfb_candidates(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit("sfb-candidates: set LOADER_EMBEDDING_MODEL=bge-small-en-v1.5")
     counts = {}
     for split in ("train", "test"):
-        pairs = harness.judged(args.dataset, split, settings, "sfb")
+        pairs = harness.judged(args.dataset, split, settings, _prefix(args, "sfb"))
         counts[split] = len(harness.examples(pairs, settings, _pickle(args, "sfb", split)))
     return counts
 
@@ -485,7 +504,7 @@ def run(args: argparse.Namespace, command: str) -> dict[str, Any]:
     train = _load(_pickle(args, "sfa", "train"))
     if command == "data-size":
         return data_size(args, train)
-    return per_claim(train, _load(_pickle(args, "sfa", "test")))
+    return per_claim(train, _load(_pickle(args, "sfa", "test")), args.rounds)
 
 
 def main() -> int:
@@ -498,6 +517,11 @@ def main() -> int:
     )
     parser.add_argument("--dataset", default=str(harness.DEFAULT_DATASET), help="SciFact folder.")
     parser.add_argument("--url", default=None, help="OpenSearch URL (default: the settings').")
+    parser.add_argument(
+        "--index-prefixes", default="sfa,sfb", help="The eval indices' prefixes: MiniLM's,bge's."
+    )
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)), help="data-size: claims.")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="Boosting rounds per model.")
     parser.add_argument("--out", default=None, help="Merge the figures into this JSON file.")
     args = parser.parse_args()
     figures = {}

@@ -3,6 +3,10 @@ that must all be zero.
 
     python benchmarks/probe_hostile.py [--url http://127.0.0.1:9200] [--rounds 3] [--races 40]
 
+``--quick`` keeps the first case of each matrix (every command, option and surface runs, but at one
+status, mode or file): the suite's smoke run (tests/benchmark_cases.py), which shows that the probe
+runs, not that nothing leaks.
+
 What it does, on indices of its own (``probe-<random>``, deleted afterwards):
 
 - **lost documents**: ``LOADER_BULK_BATCH_SIZE=1 loader push many/ --tenant t --json`` in a child
@@ -118,12 +122,15 @@ def chunks_by_source(client: Any, alias: str, collection: str) -> Counter:
     )
 
 
-def probe_push_during_reindex(client: Any, url: str, alias: str, work: Path, rounds: int) -> dict:
-    """Lost documents of ``rounds`` pushes each racing an apply that copies the index."""
+def probe_push_during_reindex(
+    client: Any, url: str, alias: str, work: Path, rounds: int, files: int = RACE_FILES
+) -> dict:
+    """Lost documents of ``rounds`` pushes of ``files`` files, each racing an apply that copies
+    the index."""
     lost = refused_swaps = failed_files = doctor_silent = raced = 0
     for round_number in range(rounds):
         collection = f"many{round_number}"
-        folder = race_folder(work, collection, RACE_FILES)
+        folder = race_folder(work, collection, files)
         env = {"OPENSEARCH_URL": url, "LOADER_BULK_BATCH_SIZE": "1"}
         command = [sys.executable, "-m", "loader", "push", str(folder), "--tenant", "t"]
         pushing = subprocess.Popen(
@@ -159,7 +166,7 @@ def probe_push_during_reindex(client: Any, url: str, alias: str, work: Path, rou
         failed = {error["source"] for error in report["errors"]}
         failed_files += len(failed)
         stored = chunks_by_source(client, alias, collection)
-        written = {f"f{number:03d}.md" for number in range(RACE_FILES)} - failed
+        written = {f"f{number:03d}.md" for number in range(files)} - failed
         round_lost = sorted(path for path in written if stored[path] != RACE_CHUNKS)
         lost += len(round_lost)
         if round_lost:
@@ -203,8 +210,9 @@ def other_tenant_hits(hits: list[dict], tenant: str) -> int:
     return sum(1 for hit in hits if hit.get("tenant") != tenant)
 
 
-def cli_searches(url: str, alias: str, work: Path) -> tuple[int, int, int]:
-    """(searches, hits of the other tenant, searches that failed) through ``loader search``."""
+def cli_searches(url: str, alias: str, work: Path, quick: bool = False) -> tuple[int, int, int]:
+    """(searches, hits of the other tenant, searches that failed) through ``loader search``:
+    every mode with every option, both ways (with ``quick``, each option once, one way)."""
     options = (
         [],
         ["--k", "100", "--candidates", "500"],
@@ -213,24 +221,28 @@ def cli_searches(url: str, alias: str, work: Path) -> tuple[int, int, int]:
         ["--lang", "en", "--tag", "x"],
     )
     searches = crossed = failures = 0
-    for tenant, other in (("acme", "globex"), ("globex", "acme")):
-        for mode in MODES:
-            for extra in options:
-                question = f"{ONLY[other]} policy"
-                args = ["search", question, "--tenant", tenant, "--mode", mode, "--no-rerank"]
-                done = loader_command(
-                    [*args, *extra, "--index", alias, "--json"], work, OPENSEARCH_URL=url
-                )
-                searches += 1
-                if done.returncode != 0:
-                    failures += 1
-                    continue
-                crossed += other_tenant_hits(json.loads(done.stdout)["hits"], tenant)
-                crossed += "chunks of other tenants" in done.stderr
+    for tenant, other in surfaces.few((("acme", "globex"), ("globex", "acme")), quick):
+        pairs = (
+            zip(MODES, options, strict=True) if quick else ((m, o) for m in MODES for o in options)
+        )
+        for mode, extra in pairs:
+            question = f"{ONLY[other]} policy"
+            args = ["search", question, "--tenant", tenant, "--mode", mode, "--no-rerank"]
+            done = loader_command(
+                [*args, *extra, "--index", alias, "--json"], work, OPENSEARCH_URL=url
+            )
+            searches += 1
+            if done.returncode != 0:
+                failures += 1
+                continue
+            crossed += other_tenant_hits(json.loads(done.stdout)["hits"], tenant)
+            crossed += "chunks of other tenants" in done.stderr
     return searches, crossed, failures
 
 
-def template_calls(client: Any, settings: Settings, embedder: Any) -> tuple[int, int, int]:
+def template_calls(
+    client: Any, settings: Settings, embedder: Any, quick: bool = False
+) -> tuple[int, int, int]:
     """(calls answered, hits of a tenant other than acme, 5xx answers) of the stored templates
     called directly, as any application would, with the abuse suite's injections (and a list,
     an object, none) as the tenant and hostile values in the other parameters."""
@@ -247,7 +259,7 @@ def template_calls(client: Any, settings: Settings, embedder: Any) -> tuple[int,
         {"published_from": "1970-01-01", "decay_scale": "36500d"},
     ]
     calls = crossed = server_errors = 0
-    for mode in MODES:
+    for mode in surfaces.few(MODES, quick):
         for tenant in tenants:
             for extra in extras:
                 params = {"query_text": ONLY["globex"], "query_vector": vector, "exact_terms": []}
@@ -324,7 +336,9 @@ BAD_CALLS = [
 ]
 
 
-def serve_searches(client: Any, settings: Settings, embedder: Any, keys_file: Path) -> dict:
+def serve_searches(
+    client: Any, settings: Settings, embedder: Any, keys_file: Path, quick: bool = False
+) -> dict:
     """Searches and bad requests to ``loader serve``, with API keys and without."""
     searches = crossed = server_errors = bad_requests = 0
     for keyed in (True, False):
@@ -333,7 +347,7 @@ def serve_searches(client: Any, settings: Settings, embedder: Any, keys_file: Pa
         with Server(app) as server:
             for tenant, other in (("acme", "globex"), ("globex", "acme")):
                 headers = {"X-API-Key": KEYS[tenant]} if keyed else {}
-                for mode in MODES:
+                for mode in surfaces.few(MODES, quick):
                     for body in (
                         {"question": ONLY[other]},
                         {"question": ONLY[other], "k": 100, "candidates": 500},
@@ -379,7 +393,9 @@ def serve_searches(client: Any, settings: Settings, embedder: Any, keys_file: Pa
     }
 
 
-def probe_tenants(client: Any, settings: Settings, url: str, work: Path, embedder: Any) -> dict:
+def probe_tenants(
+    client: Any, settings: Settings, url: str, work: Path, embedder: Any, quick: bool = False
+) -> dict:
     alias = settings.index_name
     folders = {tenant: tenant_folder(work, tenant) for tenant in ONLY}
     for order in (("acme", "globex"), ("globex", "acme")):
@@ -391,8 +407,8 @@ def probe_tenants(client: Any, settings: Settings, url: str, work: Path, embedde
         encoding="utf-8",
     )
     keys_file.chmod(0o600)
-    searches, cli_crossed, cli_failures = cli_searches(url, alias, work)
-    calls, template_crossed, template_errors = template_calls(client, settings, embedder)
+    searches, cli_crossed, cli_failures = cli_searches(url, alias, work, quick)
+    calls, template_crossed, template_errors = template_calls(client, settings, embedder, quick)
     return {
         "CLI searches": searches,
         "CLI cross-tenant hits": cli_crossed,
@@ -400,15 +416,16 @@ def probe_tenants(client: Any, settings: Settings, url: str, work: Path, embedde
         "stored-template calls answered": calls,
         "stored-template cross-tenant hits": template_crossed,
         "stored-template 5xx": template_errors,
-        **serve_searches(client, settings, embedder, keys_file),
+        **serve_searches(client, settings, embedder, keys_file, quick),
     }
 
 
 # -- secrets printed -----------------------------------------------------------------------
 
 
-def probe_secrets(work: Path) -> dict:
-    """Outputs and bodies holding the password, behind a proxy echoing it."""
+def probe_secrets(work: Path, quick: bool = False) -> dict:
+    """Outputs and bodies holding the password, behind a proxy echoing it (with ``quick``, at
+    one status, each command once with ``--debug``)."""
     docs = work / "secret-docs"
     docs.mkdir()
     (docs / "a.md").write_text("# A\n\nSome text.\n", encoding="utf-8")
@@ -431,10 +448,10 @@ def probe_secrets(work: Path) -> dict:
     echoed = 0  # outputs where the proxy's echo arrived (masked): the probe reached it
     for banner in (False, True):  # with the banner, commands get past their first request
         with EchoUpstream(banner=banner) as upstream:
-            for status, kind in statuses:
+            for status, kind in surfaces.few(statuses, quick):
                 upstream.answer(status, kind)
                 for command in commands:
-                    for debug in ([], ["--debug"]):
+                    for debug in (["--debug"],) if quick else ([], ["--debug"]):
                         done = loader_command(
                             [*command, *debug],
                             work,
@@ -448,8 +465,8 @@ def probe_secrets(work: Path) -> dict:
     with EchoUpstream(banner=True) as upstream:
         server = ServeProcess(upstream, work)
         try:
-            for status, kind in statuses:
-                for body_kind in ("json", "text", "page"):
+            for status, kind in surfaces.few(statuses, quick):
+                for body_kind in surfaces.few(("json", "text", "page"), quick):
                     upstream.answer(status, body_kind if status != 200 else kind)
                     for method, path, body in (
                         (
@@ -528,7 +545,7 @@ def probe_ids(client: Any, settings: Settings, work: Path, embedder: Any) -> dic
 
 
 def probe_new_surfaces(
-    client: Any, settings: Settings, url: str, work: Path, embedder: Any
+    client: Any, settings: Settings, url: str, work: Path, embedder: Any, quick: bool = False
 ) -> dict:
     """Issue #44's surfaces: /judge, /events and /log, judgments import, the retrievers."""
     root = work / "judge-docs"
@@ -549,9 +566,9 @@ def probe_new_surfaces(
     return {
         **surfaces.probe_judge(client, settings, embedder, KEYS, keys_file, world),
         **surfaces.probe_events(client, settings, embedder, KEYS, keys_file, world),
-        **surfaces.probe_import(url, settings.index_name, work, outside, child_env()),
+        **surfaces.probe_import(url, settings.index_name, work, outside, child_env(), quick),
         **surfaces.probe_retrievers(client, settings, embedder, questions["globex"]),
-        **surfaces.probe_serve_upstream(work),
+        **surfaces.probe_serve_upstream(work, quick),
         "judge and events/log hangs (no answer in 120 s)": len(surfaces.HUNG_REQUESTS),
     }
 
@@ -561,6 +578,14 @@ def main() -> None:
     parser.add_argument("--url", default=os.environ.get("OPENSEARCH_URL", "http://127.0.0.1:9200"))
     parser.add_argument("--rounds", type=int, default=3, help="push/apply races")
     parser.add_argument("--races", type=int, default=40, help="pushes racing a file swap")
+    parser.add_argument(
+        "--race-files", type=int, default=RACE_FILES, help="files of each push/apply race's push"
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run: the first case of each matrix of child processes only",
+    )
     parser.add_argument(
         "--only", nargs="+", choices=SECTIONS, default=SECTIONS, help="run these sections only"
     )
@@ -575,11 +600,11 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as temporary:
             work = Path(temporary)
             sections = (
-                ("secrets", lambda: probe_secrets(work)),
+                ("secrets", lambda: probe_secrets(work, args.quick)),
                 (
                     "race",
                     lambda: probe_push_during_reindex(
-                        client, args.url, f"{prefix}-race", work, args.rounds
+                        client, args.url, f"{prefix}-race", work, args.rounds, args.race_files
                     ),
                 ),
                 (
@@ -590,6 +615,7 @@ def main() -> None:
                         args.url,
                         work,
                         embedder,
+                        args.quick,
                     ),
                 ),
                 (
@@ -616,6 +642,7 @@ def main() -> None:
                         args.url,
                         work,
                         embedder,
+                        args.quick,
                     ),
                 ),
             )

@@ -38,6 +38,7 @@ def main() -> None:
     parser.add_argument("--space", action="append", default=[], metavar="SETTING=V1,V2")
     parser.add_argument("--metric", default="ndcg@10")
     parser.add_argument("--out", default=None, help="Write the result JSON here.")
+    parser.add_argument("--index-prefix", default="eval", help="The eval indices' prefix.")
     args = parser.parse_args()
     settings, _ = resolve_settings(overrides={"opensearch_url": args.url, "rerank": False})
     request = TuneRequest(
@@ -46,6 +47,7 @@ def main() -> None:
         metric=args.metric,
         space=tuple(args.space),
         limit=args.limit,
+        index_prefix=args.index_prefix,
     )
     started = time.perf_counter()
     result = tune_settings(request, settings, on_event=print)
