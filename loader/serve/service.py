@@ -5,6 +5,7 @@ one), and answers ``/health`` and ``/search``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Any
@@ -73,32 +74,90 @@ class SearchService:
 
             self.embedder = embedder_for(settings)  # model, backend, instructions
             self.embedder.embed_queries(["warm up"])  # the model loads lazily
-        self.default_rerank()
+        shared = rerank_check.choose_reranker(settings).kind != rerank_check.LEARNED
+        if settings.rerank == "auto" and shared:
+            self._shared_default()  # the shared reranker loads now; a learned one per tenant
 
-    def default_rerank(self) -> tuple[bool, tuple[str, ...]]:
-        """Whether a request that leaves ``rerank`` out reranks, and the warnings its answer
-        then carries: the rerank setting; ``auto`` is decided once, on whether the reranker
-        loads (a warning on the log says why not, and each such answer says there is none)."""
+    def default_rerank(self, tenant: str) -> tuple[bool, tuple[str, ...]]:
+        """Whether a request of ``tenant`` that leaves ``rerank`` out reranks, and the warnings
+        its answer then carries: the rerank setting; with ``auto``, whether the tenant's
+        reranker loads (its own learned model, or the shared cross-encoder or keyword one; a
+        warning on the log says why not, and each such answer says there is none)."""
+        if self.settings.rerank != "auto":
+            return self.settings.rerank == "on", ()
+        choice = rerank_check.choose_reranker(self.settings, tenant)
+        if choice.kind == rerank_check.LEARNED:
+            if self._learned(choice.model) is not None:
+                return True, ()
+            problem = f"the learned reranker {choice.model} cannot be loaded"
+        elif choice.kind:
+            return self._shared_default()
+        else:
+            problem = str(choice.problem)
+        _log_once(scrub_secrets(f"no rerank (rerank = auto): {problem}", self.secrets))
+        if not self.settings.learned_reranker:
+            return False, self._no_cross_encoder
+        return False, (
+            "no rerank: rerank is auto and neither a cross-encoder nor a learned reranker of "
+            "this tenant is available on this server (its log says why)",
+        )
+
+    @property
+    def _no_cross_encoder(self) -> tuple[str, ...]:
+        return (
+            f"no rerank: rerank is auto and reranker_model {self.settings.reranker_model!r} "
+            "is not a cross-encoder on this server (its log says why)",
+        )
+
+    def _shared_default(self) -> tuple[bool, tuple[str, ...]]:
+        """``default_rerank`` for the reranker every tenant shares (a cross-encoder, the keyword
+        one): decided once, on whether it loads."""
         with self._reranker_lock:
             decided = self._default_rerank
         if decided is not None:
             return decided
-        rerank, problem = rerank_check.default_rerank(self.settings)
-        if self.settings.rerank == "auto" and rerank and self.get_reranker() is None:
+        rerank, problem = True, None
+        if self.get_reranker() is None:
             rerank, problem = False, str(self._reranker_failure)
         warnings: tuple[str, ...] = ()
-        if self.settings.rerank == "auto" and not rerank:
+        if not rerank:
             log.warning("%s", scrub_secrets(str(problem), self.secrets))
-            warnings = (
-                f"no rerank: rerank is auto and reranker_model {self.settings.reranker_model!r} "
-                "is not a cross-encoder on this server (its log says why)",
-            )
+            warnings = self._no_cross_encoder
         with self._reranker_lock:
             self._default_rerank = (rerank, warnings)
         return rerank, warnings
 
+    def reranker_for(self, tenant: str) -> tuple[Any, LoaderError | None]:
+        """The reranker of ``tenant``'s searches and, when there is none, the error a request
+        that asks for a rerank gets: the tenant's own learned model (or the one
+        ``learned_reranker_tenants`` lends it), else the reranker every tenant shares."""
+        choice = rerank_check.choose_reranker(self.settings, tenant)
+        if choice.kind == rerank_check.LEARNED:
+            learned = self._learned(choice.model)
+            return learned, None if learned is not None else _unloadable(choice.model)
+        if not choice.kind:
+            try:
+                choice.require()
+            except RerankerUnavailableError as exc:
+                return None, exc
+        shared = self.get_reranker()
+        return shared, self._reranker_failure
+
+    def _learned(self, folder: str) -> Any:
+        """The learned model of ``folder`` (read once per process and file), or ``None`` when it
+        cannot be loaded (the log says why; tried again at the next request: it may be
+        retrained)."""
+        from loader.models.rerank.learned import load_learned
+
+        try:
+            return load_learned(folder)
+        except (ModelError, ConfigError) as exc:
+            _log_once(scrub_secrets(f"learned reranker {folder}: {exc}", self.secrets))
+            return None
+
     def get_reranker(self) -> Any:
-        """The reranker, loaded at the first call; ``None`` (once and for all) if it cannot be."""
+        """The reranker every tenant shares (a cross-encoder, the keyword one), loaded at the
+        first call; ``None`` (once and for all) if it cannot be."""
         with self._reranker_lock:
             if self.reranker is None and self._reranker_failure is None:
                 from loader.models.rerank import load_reranker
@@ -113,15 +172,7 @@ class SearchService:
                         "no reranker available, rerank requests answer 503: %s",
                         scrub_secrets(str(exc), self.secrets),
                     )
-                    # The cross-encoder or the learned model the settings choose: name both
-                    # settings, never the server's folders.
-                    self._reranker_failure = ModelError(
-                        f"no reranker available: {exc}",
-                        public_reason="no reranker available: the one the server's settings "
-                        "name (reranker_model, learned_reranker) cannot be loaded (the server's "
-                        'log has the reason); send "rerank": false, or set rerank=off or those '
-                        "settings on the server",
-                    )
+                    self._reranker_failure = _unloadable(str(exc))
             return self.reranker
 
     def health(self) -> JSONResponse:
@@ -144,17 +195,19 @@ class SearchService:
                 f"question: {len(body.question)} characters, more than the limit of "
                 f"{MAX_QUESTION_CHARS}",
             )
+        warnings: tuple[str, ...] = ()
+        if body.rerank is None:  # the server's default, and its warning (no server paths)
+            rerank, warnings = self.default_rerank(tenant)
+            body = body.model_copy(update={"rerank": rerank})
         try:
             request = body.to_request(self.settings, tenant)
         except LoaderError as exc:
             return loader_error(exc, self.secrets)
-        if body.rerank is None:  # the server's default, and its warning (no server paths)
-            rerank, warnings = self.default_rerank()
-            request = request.replace(rerank=rerank, warnings=warnings)
-        reranker = self.get_reranker() if request.rerank else None
+        request = request.replace(warnings=(*warnings, *request.warnings))
+        reranker, failure = self.reranker_for(tenant) if request.rerank else (None, None)
         if request.rerank and reranker is None:
-            assert self._reranker_failure is not None
-            return loader_error(self._reranker_failure, self.secrets)
+            assert failure is not None
+            return loader_error(failure, self.secrets)
         try:
             result = search(
                 request,
@@ -167,3 +220,20 @@ class SearchService:
         except LoaderError as exc:
             return loader_error(exc, self.secrets)
         return JSONResponse(result.to_dict())
+
+
+def _unloadable(reason: str) -> ModelError:
+    """A rerank asked for whose reranker cannot be loaded: a 503 naming the settings, never the
+    server's folders (the log has the reason)."""
+    return ModelError(
+        f"no reranker available: {reason}",
+        public_reason="no reranker available: the one the server's settings name "
+        "(reranker_model, learned_reranker) cannot be loaded (the server's log has the "
+        'reason); send "rerank": false, or set rerank=off or those settings on the server',
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _log_once(line: str) -> None:
+    """A warning logged once per process (a tenant without a model asks again and again)."""
+    log.warning("%s", line)
