@@ -103,6 +103,12 @@ class LearnedReranker:
         facts = _model_facts(self.folder)
         self.prior_scale = float(facts.get("prior_scale", 0.0))
         self.residual_weight = float(facts.get("residual_weight", 1.0))
+        # Where it learnt (``loader.models.rerank.tenants``): the search reranks this many of
+        # its candidates (``candidate_depth``; ``None`` before it was recorded: all of them).
+        depth = facts.get("candidate_depth")
+        self.candidate_depth = depth if isinstance(depth, int) and depth > 0 else None
+        self.base_mode = str(facts.get("base_mode") or "")
+        self.tenant = str(facts.get("tenant") or "")
         self.booster = _booster(model_file)
         if tuple(self.booster.feature_name()) != FEATURE_NAMES:
             raise ModelError(
@@ -150,7 +156,7 @@ class LearnedReranker:
         ]
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=64)  # one model per tenant: a server holds several
 def _cached(folder: str, modified_ns: int) -> LearnedReranker:
     return LearnedReranker(folder)
 
