@@ -9,9 +9,9 @@ import click
 from loader.cli.common import check_index_prefix_option, echo_json, settings_options
 from loader.cli.options import json_option, mode_option, quiet_option, tenant_option
 from loader.errors import ModelRejectedError
-from loader.modes import HYBRID_MODES
 from loader.settings import Settings
 from loader.terminal import printable, show_progress
+from loader.train.defaults import LEARN_BASE_MODES as BASE_MODES
 
 
 @click.command(short_help="Train the learned reranker from judged questions, kept if it helps.")
@@ -19,9 +19,10 @@ from loader.terminal import printable, show_progress
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
-    required=True,
-    help="Folder for the model (written only when it beats the current search; a folder that "
-    "holds a learned reranker is retrained in place).",
+    default=None,
+    help="Folder of the learned rerankers, one model folder per tenant (default: the "
+    "learned_reranker setting): the model goes to <out>/<tenant>/, written only when it beats "
+    "the current search, retrained in place.",
 )
 @click.option(
     "--split",
@@ -37,9 +38,16 @@ from loader.terminal import printable, show_progress
     help="First part of the index `loader eval` built for a BEIR folder "
     "(<prefix>-<dataset>-<strategy>).",
 )
-@mode_option(f"The search whose candidates the model reranks (default: {HYBRID_MODES[0]}).")
+@mode_option(
+    "The search whose candidates the model reranks (default: the one of "
+    f"{', '.join(BASE_MODES)} the model serves best over, on the held-out questions)."
+)
 @click.option(
-    "--candidates", type=int, default=50, show_default=True, help="Candidates per question."
+    "--candidates",
+    type=int,
+    default=50,
+    show_default=True,
+    help="Candidates per question the model learns from, and reranks when it is on.",
 )
 @click.option(
     "--held-out",
@@ -73,7 +81,7 @@ from loader.terminal import printable, show_progress
 def learn(
     settings: Settings,
     sources: tuple[Path, ...],
-    out: Path,
+    out: Path | None,
     split: str,
     tenant: str,
     index_prefix: str,
@@ -92,11 +100,14 @@ def learn(
     questions files (`loader judgments export --format questions`, or click-derived ones with
     "implicit": true on each line).
 
-    Each question is searched as `loader search` would, and the model learns from its
-    candidates' features, close to the fused order. It is written to --out only when its
-    held-out nDCG@10 beats the current search's, with the lower end of a 95 % paired-bootstrap
-    interval of the gain above zero; otherwise nothing is written and the exit code is 14.
-    Then set learned_reranker = "<out>" (guide/rerank.md).
+    The model is one tenant's: the tenant the sources are searched as (--tenant; a BEIR
+    folder's, eval), and it reranks only that tenant's searches. Each question is searched as
+    `loader search` would, in each of the base modes (or --mode), and the model learns from its
+    candidates' features, close to the fused order; it records the mode and the candidates it
+    learnt from, and the searches it reranks use them. It is written to <out>/<tenant>/ only
+    when its held-out nDCG@10 beats the current search's, with the lower end of a 95 %
+    paired-bootstrap interval of the gain above zero; otherwise nothing is written and the exit
+    code is 14. Then set learned_reranker = "<out>" (guide/rerank.md).
     """
     from loader.train.learn import LearnRequest
     from loader.train.learn import learn as learn_reranker
@@ -107,7 +118,7 @@ def learn(
         split=split,
         tenant=tenant,
         index_prefix=index_prefix,
-        mode=mode or HYBRID_MODES[0],
+        mode=mode,
         candidates=candidates,
         held_out=held_out,
         max_questions=max_questions,
@@ -126,8 +137,12 @@ def learn(
     else:
         click.echo(printable(result.reason))
         if result.adopted:
+            root = result.out.rsplit("/", 1)[0] if "/" in result.out else "."
             click.echo(
-                printable(f'learned reranker: {out}; use it with learned_reranker = "{out}"')
+                printable(
+                    f"learned reranker of tenant {result.provenance['model']['tenant']!r}: "
+                    f'{result.out}; use it with learned_reranker = "{root}"'
+                )
             )
     if not result.adopted:
         raise ModelRejectedError(result.reason)

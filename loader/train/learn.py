@@ -31,16 +31,15 @@ Example::
 
 from __future__ import annotations
 
-import json
 import logging
 import random
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from loader.errors import ConfigError
 from loader.models.rerank.check import LEARNED_MODEL_FILE
@@ -49,16 +48,19 @@ from loader.models.rerank.features import (
     FEATURES,
     feature_fingerprint,
 )
-from loader.models.rerank.learned import PROVENANCE_FILE
 from loader.train.booster import (
+    BASE_MODES,
     BOOSTER_PARAMS,
     PRIOR_SCALE,
     ROUNDS,
-    guard,
+    choose_base,
+    guard_metrics,
+    held_out_scores,
     residual_weight,
     train_booster,
 )
 from loader.train.examples import Example, collect_examples
+from loader.train.model_store import check_out, model_folder, model_tenant, write_model
 from loader.train.sources import Source, read_source
 
 if TYPE_CHECKING:
@@ -74,12 +76,17 @@ class LearnRequest:
     """What ``learn`` trains from and how (``loader learn``'s options).
 
     Attributes:
-        sources: BEIR folders and questions files (``loader.train.sources``).
-        out: the model's folder, written only when the guard keeps it.
+        sources: BEIR folders and questions files (``loader.train.sources``), all searched as
+            one tenant: the model is that tenant's.
+        out: the folder of the learned rerankers (``None``: the ``learned_reranker`` setting);
+            the model goes to ``<out>/<its tenant>/`` (``loader.models.rerank.tenants``), written
+            only when the guard keeps it.
         split: the qrels file of the BEIR folders (``train``).
         tenant: the tenant a questions file's questions are searched as.
         index_prefix: the prefix ``loader eval`` named a BEIR folder's index with.
-        mode, candidates: the search the model reranks (``hybrid-rrf``, 50).
+        mode: the search whose candidates the model reranks; ``None``: the one of ``BASE_MODES``
+            over whose candidates it serves best (``booster.choose_base``).
+        candidates: the candidates per question it learns from, and reranks (50).
         held_out: share of the questions held out for the guard.
         max_questions: questions at most (a seeded sample; ``None``: all), for learning curves.
         implicit_weight: sample weight of click-derived questions (explicit ones weigh 1).
@@ -88,11 +95,11 @@ class LearnRequest:
     """
 
     sources: tuple[str | Path, ...]
-    out: Path
+    out: Path | None = None
     split: str = "train"
     tenant: str = "default"
     index_prefix: str = "eval"
-    mode: str = "hybrid-rrf"
+    mode: str | None = None
     candidates: int = 50
     held_out: float = 0.2
     max_questions: int | None = None
@@ -106,7 +113,8 @@ class LearnRequest:
 
         if not self.sources:
             raise ConfigError("loader learn needs at least one source (a BEIR folder or a file)")
-        search_mode(self.mode)
+        if self.mode is not None:
+            search_mode(self.mode)
         if not 0.05 <= self.held_out <= 0.5:
             raise ConfigError(f"--held-out must be between 0.05 and 0.5, got {self.held_out}")
         if self.max_questions is not None and self.max_questions < 10:
@@ -119,7 +127,8 @@ class LearnRequest:
             raise ConfigError(f"--candidates must be between 5 and 200, got {self.candidates}")
         if self.rounds < 1:
             raise ConfigError(f"--rounds must be at least 1, got {self.rounds}")
-        _check_out(self.out)
+        if self.out is not None:
+            check_out(self.out)
 
 
 @dataclass
@@ -145,17 +154,6 @@ class LearnResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _check_out(out: Path) -> None:
-    """``out`` must be new, empty, or a learned model's folder (retrained in place)."""
-    if out.is_file():
-        raise ConfigError(f"--out {out} is a file; give a folder for the model")
-    if out.is_dir() and any(out.iterdir()) and not (out / LEARNED_MODEL_FILE).is_file():
-        raise ConfigError(
-            f"--out {out} is a folder that holds something else than a learned reranker; give "
-            "a new folder"
-        )
 
 
 def _split(questions: list[Any], share: float, seed: int) -> tuple[list[Any], list[Any]]:
@@ -210,6 +208,8 @@ def learn(
     notify = on_event or (lambda line: None)
     request.check()
     sources = _read_sources(request, settings.index_name, settings.chunk_strategy)
+    tenant = model_tenant(sources)
+    out = model_folder(request.out, settings.learned_reranker, tenant)
     sampled = _sample(sources, request)
     if len(sampled) < 10:
         raise ConfigError(f"{len(sampled)} judged questions; loader learn needs at least 10")
@@ -218,32 +218,92 @@ def learn(
         client = connect(settings)
         require_cluster(client, settings)
     _check_indices(sources, settings, client)
-    notify(f"searching {len(sampled)} questions ({len(kept)} to train on, {len(held)} held out)")
-    settings = settings.replace(query_log="off")  # training searches are no users' searches
-    train_examples = collect_examples(
-        kept, settings, client, mode=request.mode, candidates=request.candidates
+    modes = (request.mode,) if request.mode else BASE_MODES
+    notify(
+        f"searching {len(sampled)} questions ({len(kept)} to train on, {len(held)} held out) "
+        f"in {', '.join(modes)}"
     )
-    held_examples = collect_examples(
-        held, settings, client, mode=request.mode, candidates=request.candidates
-    )
-    if not held_examples:
-        raise ConfigError("no held-out question found any candidate; is the index empty?")
-    booster = train_booster(train_examples, request)
-    weight = residual_weight(sum(bool(example.labels.max() > 0) for example in train_examples))
-    metrics = guard(booster, held_examples, PRIOR_SCALE, request.seed, weight)
+    searching = settings.replace(query_log="off")  # training searches are no users' searches
+    fits = {mode: _fit(kept, held, searching, client, mode, request) for mode in modes}
+    base, bases = choose_base({mode: fit.scores for mode, fit in fits.items()})
+    fit = fits[base]
+    served = settings.search_mode if settings.search_mode in fits else base
+    metrics = _guard_figures(fits[served].scores, fit.scores, request.seed)
     adopted = metrics["gain"] > 0 and metrics["gain_lower_bound"] > 0
-    counts = _counts(sources, sampled, train_examples, held_examples)
-    result = LearnResult(adopted, _verdict(metrics, adopted), str(request.out), metrics, counts)
+    counts = _counts(sources, sampled, fit.train, fit.held)
+    result = LearnResult(adopted, _verdict(metrics, adopted), str(out), metrics, counts)
     index_setup = {  # what made the index it learned from: the model fits those chunks
         "embedding_model": settings.embedding_model,
         "chunk_strategy": settings.chunk_strategy,
     }
-    result.provenance = _provenance(request, index_setup, sources, booster, metrics, counts, result)
-    result.provenance["model"]["residual_weight"] = weight
+    result.provenance = _provenance(
+        request, index_setup, sources, fit.booster, metrics, counts, result, base
+    )
+    result.provenance["model"].update(
+        residual_weight=fit.weight, tenant=tenant, candidate_depth=request.candidates,
+        base_mode=base,
+    )  # fmt: skip
+    result.provenance["base"] = {
+        "chosen": base,
+        "served_now": served,  # the guard's "current search": fusion in the search_mode
+        "by": "mean held-out nDCG@10 of the model over each mode's candidates (the guard's "
+        "held-out split)"
+        if len(modes) > 1
+        else "--mode",
+        "modes": bases,
+    }
     if adopted:
-        _write(request.out, booster, result.provenance)
+        write_model(out, fit.booster, result.provenance)
     result.seconds = time.perf_counter() - started
     return result
+
+
+@dataclass
+class _Fit:
+    """A model learnt over one mode's candidates, and its held-out scores."""
+
+    booster: Any
+    weight: float
+    train: list[Example]
+    held: list[Example]
+    scores: dict[tuple[str, str], tuple[float, float]]
+
+
+def _fit(
+    kept: list[Any],
+    held: list[Any],
+    settings: Settings,
+    client: OpenSearch,
+    mode: str,
+    request: LearnRequest,
+) -> _Fit:
+    """Search the questions in ``mode``, learn from the kept ones, score the held-out ones.
+
+    Raises:
+        ConfigError: no held-out question found a candidate; too few to learn from.
+    """
+    depth = request.candidates
+    train = collect_examples(kept, settings, client, mode=mode, candidates=depth)
+    held_examples = collect_examples(held, settings, client, mode=mode, candidates=depth)
+    if not held_examples:
+        raise ConfigError("no held-out question found any candidate; is the index empty?")
+    booster = train_booster(train, request)
+    weight = residual_weight(sum(bool(example.labels.max() > 0) for example in train))
+    scores = held_out_scores(booster, held_examples, PRIOR_SCALE, weight)
+    return _Fit(booster, weight, train, held_examples, scores)
+
+
+def _guard_figures(
+    current: dict[tuple[str, str], tuple[float, float]],
+    learned: dict[tuple[str, str], tuple[float, float]],
+    seed: int,
+) -> dict[str, float]:
+    """The guard over the held-out questions both scored: the current search's fused order
+    (``current``) against the model over its base's candidates (``learned``)."""
+    keys = sorted(set(current) & set(learned))
+    before = np.array([current[key][0] for key in keys])
+    after = np.array([learned[key][1] for key in keys])
+    return guard_metrics(before, after, seed)
 
 
 def _check_indices(sources: list[Source], settings: Settings, client: OpenSearch) -> None:
@@ -304,6 +364,7 @@ def _provenance(
     metrics: dict[str, float],
     counts: dict[str, int],
     result: LearnResult,
+    provenance_mode: str,
 ) -> dict[str, Any]:
     return {
         "model": {
@@ -321,7 +382,7 @@ def _provenance(
         "sources": [source.describe() for source in sources],
         "counts": counts,
         "settings": {
-            "mode": request.mode,
+            "mode": provenance_mode,
             "candidates": request.candidates,
             "split": request.split,
             "index_prefix": request.index_prefix,
@@ -336,18 +397,3 @@ def _provenance(
         "guard": {"adopted": result.adopted, "verdict": result.reason},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-
-
-def _write(out: Path, booster: Any, provenance: dict[str, Any]) -> None:
-    """The booster and its provenance, written beside each other and moved into ``out`` last."""
-    out.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".learn-", dir=out))
-    try:
-        booster.save_model(str(scratch / LEARNED_MODEL_FILE))
-        text = json.dumps(provenance, indent=2, default=float) + "\n"
-        (scratch / PROVENANCE_FILE).write_text(text, encoding="utf-8")
-        # The provenance first: a reader that finds the new booster finds its facts too.
-        (scratch / PROVENANCE_FILE).replace(out / PROVENANCE_FILE)
-        (scratch / LEARNED_MODEL_FILE).replace(out / LEARNED_MODEL_FILE)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
