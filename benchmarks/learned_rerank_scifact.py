@@ -234,12 +234,13 @@ def one_run(
         sources=(args.dataset,),
         out=out,
         index_prefix=args.index_prefix,
+        mode="hybrid-rrf",  # the figures' base (no choice among the fusions)
         max_questions=None if size >= len(context["pairs"]) else size,
         seed=seed,
     )
     result = learn(request, settings)
     if result.adopted:
-        model = LearnedReranker(out)
+        model = LearnedReranker(result.out)  # <out>/eval/: a BEIR folder's tenant
         booster, scale, weight = model.booster, model.prior_scale, model.residual_weight
     else:
         (booster, weight), scale = (
@@ -424,7 +425,12 @@ def carry_over(args: argparse.Namespace) -> dict[str, Any]:
     task = load_task(questions, docs=ROOT / "docs")
     settings = settings.replace(index_name=index_alias(args.docs_prefix, task.name, "structure"))
     base = section_ndcgs(task, settings, rerank=False)
-    learned = settings.replace(rerank_backend="learned", learned_reranker=args.model)
+    # SciFact's model (tenant eval) lent to the docs' tenant: carry-over is what it measures.
+    learned = settings.replace(
+        rerank_backend="learned",
+        learned_reranker=args.model,
+        learned_reranker_tenants=f"{task.tenant}=eval",
+    )
     model = section_ndcgs(task, learned, rerank=True)
     gain, low, high = gain_interval(base, model)
     lower = gain_lower_bound(base, model, seed=0)

@@ -13,6 +13,7 @@ import numpy as np
 
 from loader.errors import ConfigError
 from loader.models.rerank.features import FEATURE_NAMES
+from loader.train.defaults import LEARN_BASE_MODES
 from loader.train.examples import Example
 from loader.train.guard import gain_lower_bound
 
@@ -118,6 +119,33 @@ def _ndcg(example: Example, scores: np.ndarray) -> float:
     return ndcg_at_k([example.keys[i] for i in order], example.relevant, NDCG_DEPTH)
 
 
+def held_out_scores(
+    booster: Any, held: Sequence[Example], prior_scale: float, weight: float = 1.0
+) -> dict[tuple[str, str], tuple[float, float]]:
+    """Per held-out question (its source and id): nDCG@10 of its candidates' fused order and
+    of the model's (its trees weighed ``weight``). Pure."""
+    scores = {}
+    for example in held:
+        fused = -np.arange(len(example.labels), dtype=float)  # the candidates' own order
+        residual = booster.predict(example.features, num_threads=1)
+        learned = prior_scale * example.prior + weight * residual
+        key = (example.source, example.question_id)
+        scores[key] = (_ndcg(example, fused), _ndcg(example, learned))
+    return scores
+
+
+def guard_metrics(current: np.ndarray, learned: np.ndarray, seed: int) -> dict[str, float]:
+    """The guard's figures for the same questions' nDCG@10 under the current search and the
+    model: the means, the mean gain and the lower end of its 95 % paired-bootstrap interval."""
+    return {
+        "questions": float(len(current)),
+        "ndcg@10_current": float(current.mean()),
+        "ndcg@10_learned": float(learned.mean()),
+        "gain": float((learned - current).mean()),
+        "gain_lower_bound": gain_lower_bound(current, learned, seed),
+    }
+
+
 def guard(
     booster: Any,
     held: Sequence[Example],
@@ -128,18 +156,39 @@ def guard(
     """Held-out nDCG@10 of the current search (the fused order) and of the model (its trees
     weighed ``weight``), the mean gain and the lower end of its 95 % paired-bootstrap interval.
     Pure."""
-    current, learned = [], []
-    for example in held:
-        fused = -np.arange(len(example.labels), dtype=float)  # the candidates' own order
-        residual = booster.predict(example.features, num_threads=1)
-        score = prior_scale * example.prior + weight * residual
-        current.append(_ndcg(example, fused))
-        learned.append(_ndcg(example, score))
-    before, after = np.array(current), np.array(learned)
-    return {
-        "questions": float(len(held)),
-        "ndcg@10_current": float(before.mean()),
-        "ndcg@10_learned": float(after.mean()),
-        "gain": float((after - before).mean()),
-        "gain_lower_bound": gain_lower_bound(before, after, seed),
-    }
+    scores = np.array(list(held_out_scores(booster, held, prior_scale, weight).values()))
+    return guard_metrics(scores[:, 0], scores[:, 1], seed)
+
+
+# The fusions `loader learn` chooses the model's base among (without --mode).
+BASE_MODES = LEARN_BASE_MODES
+
+
+def choose_base(
+    scores: dict[str, dict[tuple[str, str], tuple[float, float]]],
+) -> tuple[str, dict[str, dict[str, float]]]:
+    """The base search whose model serves best: the mode with the highest mean out-of-sample
+    nDCG@10 of the model over its candidates (what users get once it is kept), over the
+    questions every mode scored; a tie goes to the mode named first. Also each mode's figures
+    (its fusion's mean, the model's, the gain, the questions), for the provenance. Pure.
+
+    ``scores``: per mode, per question, (fused, learned) nDCG@10 on questions the model did not
+    learn from (``held_out_scores``: today the guard's held-out split; the out-of-fold scores
+    of a cross-validation fit the same shape).
+
+    >>> choose_base({"a": {("s", "q"): (0.5, 0.6)}, "b": {("s", "q"): (0.6, 0.7)}})[0]
+    'b'
+    """
+    shared = set.intersection(*(set(by_question) for by_question in scores.values()))
+    figures = {}
+    for mode, by_question in scores.items():
+        pairs = np.array([by_question[key] for key in sorted(shared)]).reshape(-1, 2)
+        fused, learned = pairs[:, 0], pairs[:, 1]
+        figures[mode] = {
+            "ndcg@10_fused": float(fused.mean()) if len(pairs) else 0.0,
+            "ndcg@10_learned": float(learned.mean()) if len(pairs) else 0.0,
+            "gain": float((learned - fused).mean()) if len(pairs) else 0.0,
+            "questions": float(len(pairs)),
+        }
+    best = max(scores, key=lambda mode: figures[mode]["ndcg@10_learned"])  # first of equals
+    return best, figures

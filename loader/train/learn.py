@@ -32,16 +32,15 @@ Example::
 
 from __future__ import annotations
 
-import json
 import logging
 import random
-import shutil
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from loader.errors import ConfigError
 from loader.models.rerank.check import LEARNED_MODEL_FILE
@@ -50,22 +49,21 @@ from loader.models.rerank.features import (
     FEATURES,
     feature_fingerprint,
 )
-from loader.models.rerank.learned_files import (
-    MAX_MODEL_BYTES,
-    PROVENANCE_FILE,
-    model_file_facts,
-)
 from loader.train import defaults
 from loader.train.booster import (
+    BASE_MODES,
     BOOSTER_PARAMS,
     PRIOR_SCALE,
     ROUNDS,
-    guard,
+    choose_base,
+    guard_metrics,
+    held_out_scores,
     residual_weight,
     train_booster,
 )
 from loader.train.examples import Example, SearchProgress, collect_examples
-from loader.train.sources import Source, read_source
+from loader.train.model_store import check_out, model_folder, model_tenant, write_model
+from loader.train.sources import Source, check_indices, read_source
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -87,13 +85,18 @@ class LearnRequest:
     """What ``learn`` trains from and how (``loader learn``'s options).
 
     Attributes:
-        sources: BEIR folders and questions files (``loader.train.sources``).
-        out: the model's folder, written only when the guard keeps it.
+        sources: BEIR folders and questions files (``loader.train.sources``), all searched as
+            one tenant: the model is that tenant's.
+        out: the folder of the learned rerankers (``None``: the ``learned_reranker`` setting);
+            the model goes to ``<out>/<its tenant>/`` (``loader.models.rerank.tenants``), written
+            only when the guard keeps it.
         split: the qrels file of the BEIR folders (``train``).
         test_split: the split ``loader eval`` measures: refused as ``split``.
         tenant: the tenant a questions file's questions are searched as.
         index_prefix: the prefix ``loader eval`` named a BEIR folder's index with.
-        mode, candidates: the search the model reranks (``hybrid-rrf``, 50).
+        mode: the search whose candidates the model reranks; ``None``: the one of ``BASE_MODES``
+            over whose candidates it serves best (``booster.choose_base``).
+        candidates: the candidates per question it learns from, and reranks (50).
         held_out: share of the questions held out for the guard.
         max_questions: questions at most (a seeded sample; ``None``: all), for learning curves.
         implicit_weight: sample weight of click-derived questions (explicit ones weigh 1).
@@ -102,12 +105,12 @@ class LearnRequest:
     """
 
     sources: tuple[str | Path, ...]
-    out: Path
+    out: Path | None = None
     split: str = "train"
     test_split: str = defaults.TEST_SPLIT
     tenant: str = "default"
     index_prefix: str = "eval"
-    mode: str = "hybrid-rrf"
+    mode: str | None = None
     candidates: int = 50
     held_out: float = 0.2
     max_questions: int | None = None
@@ -121,7 +124,8 @@ class LearnRequest:
 
         if not self.sources:
             raise ConfigError("loader learn needs at least one source (a BEIR folder or a file)")
-        search_mode(self.mode)
+        if self.mode is not None:
+            search_mode(self.mode)
         if self.split == self.test_split:
             raise ConfigError(
                 f"--split {self.split}: learning on the split eval measures would grade the "
@@ -144,7 +148,8 @@ class LearnRequest:
             raise ConfigError(f"--candidates must be between 5 and 200, got {self.candidates}")
         if self.rounds < 1:
             raise ConfigError(f"--rounds must be at least 1, got {self.rounds}")
-        _check_out(self.out)
+        if self.out is not None:
+            check_out(self.out)
 
 
 @dataclass
@@ -170,17 +175,6 @@ class LearnResult:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def _check_out(out: Path) -> None:
-    """``out`` must be new, empty, or a learned model's folder (retrained in place)."""
-    if out.is_file():
-        raise ConfigError(f"--out {out} is a file; give a folder for the model")
-    if out.is_dir() and any(out.iterdir()) and not (out / LEARNED_MODEL_FILE).is_file():
-        raise ConfigError(
-            f"--out {out} is a folder that holds something else than a learned reranker; give "
-            "a new folder"
-        )
 
 
 def _split(questions: list[Any], share: float, seed: int) -> tuple[list[Any], list[Any]]:
@@ -266,70 +260,111 @@ def learn(
     notify = on_event or (lambda line: None)
     request.check()
     sources = _read_sources(request, settings.index_name, settings.chunk_strategy, notify)
+    tenant = model_tenant(sources)
+    out = model_folder(request.out, settings.learned_reranker, tenant)
     sampled = _sample(sources, request)
     kept, held = _split(sampled, request.held_out, request.seed)
     if client is None:
         client = connect(settings)
         require_cluster(client, settings)
-    _check_indices(sources, settings, client)
-    notify(f"searching {len(sampled)} questions ({len(kept)} to train on, {len(held)} held out)")
-    settings = settings.replace(query_log="off")  # training searches are no users' searches
-    searched = SearchProgress(len(sampled), notify)
-    train_examples, held_examples = (
+    check_indices(sources, settings, client)
+    modes = (request.mode,) if request.mode else BASE_MODES
+    notify(
+        f"searching {len(sampled)} questions ({len(kept)} to train on, {len(held)} held out) "
+        f"in {', '.join(modes)}"
+    )
+    searching = settings.replace(query_log="off")  # training searches are no users' searches
+    progress = SearchProgress(len(sampled) * len(modes), notify)
+    fits = {
+        mode: _fit(kept, held, searching, client, mode, request, progress, notify) for mode in modes
+    }
+    base, bases = choose_base({mode: fit.scores for mode, fit in fits.items()})
+    fit = fits[base]
+    served = settings.search_mode if settings.search_mode in fits else base
+    metrics = _guard_figures(fits[served].scores, fit.scores, request.seed)
+    adopted = metrics["gain"] > 0 and metrics["gain_lower_bound"] > 0
+    counts = _counts(sources, sampled, fit.train, fit.held)
+    result = LearnResult(adopted, _verdict(metrics, adopted), str(out), metrics, counts)
+    index_setup = {  # what made the index it learned from: the model fits those chunks
+        "embedding_model": settings.embedding_model,
+        "chunk_strategy": settings.chunk_strategy,
+    }
+    result.provenance = _provenance(
+        request, index_setup, sources, fit.booster, metrics, counts, result, base
+    )
+    result.provenance["model"].update(
+        residual_weight=fit.weight, tenant=tenant, candidate_depth=request.candidates,
+        base_mode=base,
+    )  # fmt: skip
+    result.provenance["base"] = {
+        "chosen": base,
+        "served_now": served,  # the guard's "current search": fusion in the search_mode
+        "by": "mean held-out nDCG@10 of the model over each mode's candidates (the guard's "
+        "held-out split)"
+        if len(modes) > 1
+        else "--mode",
+        "modes": bases,
+    }
+    if adopted:
+        result.provenance = write_model(out, fit.booster, result.provenance)
+    result.seconds = time.perf_counter() - started
+    return result
+
+
+@dataclass
+class _Fit:
+    """A model learnt over one mode's candidates, and its held-out scores."""
+
+    booster: Any
+    weight: float
+    train: list[Example]
+    held: list[Example]
+    scores: dict[tuple[str, str], tuple[float, float]]
+
+
+def _fit(
+    kept: list[Any],
+    held: list[Any],
+    settings: Settings,
+    client: OpenSearch,
+    mode: str,
+    request: LearnRequest,
+    progress: SearchProgress,
+    notify: Callable[[str], None],
+) -> _Fit:
+    """Search the questions in ``mode``, learn from the kept ones, score the held-out ones.
+
+    Raises:
+        ConfigError: no held-out question found a candidate; too few to learn from.
+    """
+    depth = request.candidates
+    train, held_examples = (
         collect_examples(
-            questions,
-            settings,
-            client,
-            mode=request.mode,
-            candidates=request.candidates,
-            on_searched=searched,
+            questions, settings, client, mode=mode, candidates=depth, on_searched=progress
         )
         for questions in (kept, held)
     )
     if not held_examples:
         raise ConfigError("no held-out question found any candidate; is the index empty?")
-    notify(f"training: {request.rounds} rounds on {len(train_examples)} questions")
-    booster = train_booster(train_examples, request)
-    weight = residual_weight(sum(bool(example.labels.max() > 0) for example in train_examples))
-    notify(f"measuring the model on {len(held_examples)} held-out questions")
-    metrics = guard(booster, held_examples, PRIOR_SCALE, request.seed, weight)
-    adopted = metrics["gain"] > 0 and metrics["gain_lower_bound"] > 0
-    counts = _counts(sources, sampled, train_examples, held_examples)
-    result = LearnResult(adopted, _verdict(metrics, adopted), str(request.out), metrics, counts)
-    index_setup = {  # what made the index it learned from: the model fits those chunks
-        "embedding_model": settings.embedding_model,
-        "chunk_strategy": settings.chunk_strategy,
-    }
-    result.provenance = _provenance(request, index_setup, sources, booster, metrics, counts, result)
-    result.provenance["model"]["residual_weight"] = weight
-    if adopted:
-        result.provenance = write_model(request.out, booster, result.provenance)
-    result.seconds = time.perf_counter() - started
-    return result
+    notify(f"training: {request.rounds} rounds on {len(train)} questions ({mode})")
+    booster = train_booster(train, request)
+    weight = residual_weight(sum(bool(example.labels.max() > 0) for example in train))
+    notify(f"measuring the model on {len(held_examples)} held-out questions ({mode})")
+    scores = held_out_scores(booster, held_examples, PRIOR_SCALE, weight)
+    return _Fit(booster, weight, train, held_examples, scores)
 
 
-def _check_indices(sources: list[Source], settings: Settings, client: OpenSearch) -> None:
-    """Every source's index must exist: a BEIR folder's is the one `loader eval` built.
-
-    Raises:
-        ConfigError: naming the index, the source and the fix (exit code 2).
-    """
-    from loader.cluster.client import cluster_errors
-
-    for source in sources:
-        with cluster_errors(settings, f"looking for index {source.index!r}"):
-            found = client.indices.exists(index=source.index)
-        if found:
-            continue
-        if source.kind == "beir":
-            raise ConfigError(
-                f"source {source.path}: index {source.index!r} does not exist; run `loader eval "
-                f"{source.path}` with the same --index-prefix and chunk_strategy first"
-            )
-        raise ConfigError(
-            f"source {source.path}: index {source.index!r} does not exist; give --index, or "
-            "`loader apply` and `loader push` first"
-        )
+def _guard_figures(
+    current: dict[tuple[str, str], tuple[float, float]],
+    learned: dict[tuple[str, str], tuple[float, float]],
+    seed: int,
+) -> dict[str, float]:
+    """The guard over the held-out questions both scored: the current search's fused order
+    (``current``) against the model over its base's candidates (``learned``)."""
+    keys = sorted(set(current) & set(learned))
+    before = np.array([current[key][0] for key in keys])
+    after = np.array([learned[key][1] for key in keys])
+    return guard_metrics(before, after, seed)
 
 
 def _counts(
@@ -371,6 +406,7 @@ def _provenance(
     metrics: dict[str, float],
     counts: dict[str, int],
     result: LearnResult,
+    provenance_mode: str,
 ) -> dict[str, Any]:
     return {
         "model": {
@@ -388,7 +424,7 @@ def _provenance(
         "sources": [source.describe() for source in sources],
         "counts": counts,
         "settings": {
-            "mode": request.mode,
+            "mode": provenance_mode,
             "candidates": request.candidates,
             "split": request.split,
             "test_split": request.test_split,
@@ -404,35 +440,3 @@ def _provenance(
         "guard": {"adopted": result.adopted, "verdict": result.reason},
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
-
-
-def write_model(out: Path, booster: Any, provenance: dict[str, Any]) -> dict[str, Any]:
-    """The booster and its provenance, written beside each other and moved into ``out`` last;
-    the provenance records the booster file's trees, size and SHA-256, which every reader checks
-    (``loader.models.rerank.learned_files``). Returns the provenance written.
-
-    Raises:
-        ConfigError: the booster is larger than a reader accepts (fewer ``--rounds``).
-    """
-    data = booster.model_to_string().encode("utf-8")
-    if len(data) > MAX_MODEL_BYTES:
-        raise ConfigError(
-            f"the trained booster is {len(data):,} bytes, more than the {MAX_MODEL_BYTES:,} a "
-            "reader accepts; train fewer --rounds"
-        )
-    facts = {"trees": data.count(b"\nTree="), **model_file_facts(data)}  # what a reader checks
-    provenance = {**provenance, "model": {**provenance["model"], **facts}}
-    out.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".learn-", dir=out))
-    try:
-        (scratch / LEARNED_MODEL_FILE).write_bytes(data)
-        text = json.dumps(provenance, indent=2, default=float) + "\n"
-        (scratch / PROVENANCE_FILE).write_text(text, encoding="utf-8")
-        # The provenance first: a reader that finds the new booster finds its facts too (one
-        # that finds the new provenance beside the old booster refuses the pair, and keeps the
-        # model it holds until the booster follows).
-        (scratch / PROVENANCE_FILE).replace(out / PROVENANCE_FILE)
-        (scratch / LEARNED_MODEL_FILE).replace(out / LEARNED_MODEL_FILE)
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return provenance

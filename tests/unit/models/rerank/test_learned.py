@@ -19,7 +19,8 @@ from loader.models.rerank.learned import PRIOR, PROVENANCE_FILE, LearnedReranker
 from loader.query.result import SearchHit
 from loader.train.booster import PRIOR_SCALE, guard, train_booster
 from loader.train.examples import Example
-from loader.train.learn import LearnRequest, write_model
+from loader.train.learn import LearnRequest
+from loader.train.model_store import write_model
 
 CANDIDATES = 10
 SIGNAL = FEATURE_NAMES.index("heading_overlap")
