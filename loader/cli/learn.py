@@ -42,11 +42,12 @@ from loader.terminal import printable, show_progress
     "--candidates", type=int, default=50, show_default=True, help="Candidates per question."
 )
 @click.option(
-    "--held-out",
-    type=float,
-    default=0.2,
+    "--folds",
+    type=int,
+    default=5,
     show_default=True,
-    help="Share of the questions held out to judge the model against the current search.",
+    help="Cross-validation folds (whole questions) that judge the model against the current "
+    "search.",
 )
 @click.option(
     "--max-questions",
@@ -62,7 +63,7 @@ from loader.terminal import printable, show_progress
     help='Sample weight of click-derived questions ("implicit": true); explicit grades weigh 1.',
 )
 @click.option("--rounds", type=int, default=300, show_default=True, help="Boosting rounds.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampling, split, model.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling, folds, model.")
 @quiet_option()
 @json_option("Print the result as JSON.")
 @settings_options
@@ -79,7 +80,7 @@ def learn(
     index_prefix: str,
     mode: str | None,
     candidates: int,
-    held_out: float,
+    folds: int,
     max_questions: int | None,
     implicit_weight: float,
     rounds: int,
@@ -94,8 +95,10 @@ def learn(
 
     Each question is searched as `loader search` would, and the model learns from its
     candidates' features, close to the fused order. It is written to --out only when its
-    held-out nDCG@10 beats the current search's, with the lower end of a 95 % paired-bootstrap
-    interval of the gain above zero; otherwise nothing is written and the exit code is 14.
+    cross-validated nDCG@10 (each question scored by a model trained without it) beats the
+    current search's, with the lower end of a 95 % paired-bootstrap interval of the gain above
+    zero; the model written is trained on every question. Otherwise nothing is written and the
+    exit code is 14.
     Then set learned_reranker = "<out>" (guide/rerank.md).
     """
     from loader.train.learn import LearnRequest
@@ -109,7 +112,7 @@ def learn(
         index_prefix=index_prefix,
         mode=mode or HYBRID_MODES[0],
         candidates=candidates,
-        held_out=held_out,
+        folds=folds,
         max_questions=max_questions,
         implicit_weight=implicit_weight,
         seed=seed,

@@ -1,11 +1,13 @@
 """The learned reranker's booster, pure (no cluster): LambdaMART (LightGBM's ``lambdarank``)
 trained on examples' features as the residual over the fused order's prior (``train_booster``),
 the trees' weight for the number of questions they learnt from (``residual_weight``), and the
-held-out verdict against the fused order (``guard``). ``loader.train.learn`` runs them.
+held-out verdict against the fused order (``guard``, and ``cross_validated_guard`` over
+k folds of whole questions). ``loader.train.learn`` runs them.
 """
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -118,16 +120,11 @@ def _ndcg(example: Example, scores: np.ndarray) -> float:
     return ndcg_at_k([example.keys[i] for i in order], example.relevant, NDCG_DEPTH)
 
 
-def guard(
-    booster: Any,
-    held: Sequence[Example],
-    prior_scale: float,
-    seed: int,
-    weight: float = 1.0,
-) -> dict[str, float]:
-    """Held-out nDCG@10 of the current search (the fused order) and of the model (its trees
-    weighed ``weight``), the mean gain and the lower end of its 95 % paired-bootstrap interval.
-    Pure."""
+def held_out_ndcgs(
+    booster: Any, held: Sequence[Example], prior_scale: float, weight: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per question, nDCG@10 of the current search (the fused order) and of the model (its
+    trees weighed ``weight``). Pure."""
     current, learned = [], []
     for example in held:
         fused = -np.arange(len(example.labels), dtype=float)  # the candidates' own order
@@ -135,11 +132,61 @@ def guard(
         score = prior_scale * example.prior + weight * residual
         current.append(_ndcg(example, fused))
         learned.append(_ndcg(example, score))
-    before, after = np.array(current), np.array(learned)
+    return np.array(current), np.array(learned)
+
+
+def verdict_figures(before: np.ndarray, after: np.ndarray, seed: int) -> dict[str, float]:
+    """The mean nDCG@10 of both orders, the mean gain and the lower end of its 95 %
+    paired-bootstrap interval. Pure."""
     return {
-        "questions": float(len(held)),
+        "questions": float(len(before)),
         "ndcg@10_current": float(before.mean()),
         "ndcg@10_learned": float(after.mean()),
         "gain": float((after - before).mean()),
         "gain_lower_bound": gain_lower_bound(before, after, seed),
     }
+
+
+def guard(
+    booster: Any,
+    held: Sequence[Example],
+    prior_scale: float,
+    seed: int,
+    weight: float = 1.0,
+) -> dict[str, float]:
+    """Held-out figures of one trained model (``verdict_figures``). Pure."""
+    return verdict_figures(*held_out_ndcgs(booster, held, prior_scale, weight), seed)
+
+
+def fold_parts(examples: Sequence[Example], folds: int, seed: int) -> list[list[Example]]:
+    """A seeded partition of the examples (whole questions) into ``folds`` parts."""
+    order = list(range(len(examples)))
+    random.Random(seed).shuffle(order)
+    return [[examples[i] for i in order[part::folds]] for part in range(folds)]
+
+
+def cross_validated_guard(
+    examples: Sequence[Example], options: BoosterOptions, folds: int
+) -> dict[str, float]:
+    """The guard's figures over every question, each scored by a model that never saw it:
+    ``folds`` models, each trained as ``train_booster`` trains on the other parts (and weighed
+    as the final model would be for its size). All the questions judge, none is spent only on
+    judging, and the model that is kept is trained on all of them. Pure.
+
+    Raises:
+        ConfigError: a fold leaves too few relevant questions to train on.
+    """
+    before, after = [], []
+    parts = fold_parts(examples, folds, options.seed)
+    for number, held in enumerate(parts):
+        fitted = [
+            example for other, part in enumerate(parts) if other != number for example in part
+        ]
+        booster = train_booster(fitted, options)
+        weight = residual_weight(sum(bool(example.labels.max() > 0) for example in fitted))
+        fold_before, fold_after = held_out_ndcgs(booster, held, PRIOR_SCALE, weight)
+        before.append(fold_before)
+        after.append(fold_after)
+    figures = verdict_figures(np.concatenate(before), np.concatenate(after), options.seed)
+    figures["folds"] = float(folds)
+    return figures

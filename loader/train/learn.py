@@ -2,8 +2,7 @@
 
 1. **Questions**: from every source (``loader.train.sources``: a BEIR folder's train qrels, a
    questions file of explicit or click-derived grades), at most ``max_questions`` of them (a
-   seeded sample), split by a seeded draw into held-out questions (``held_out``, 20 %) and
-   training questions.
+   seeded sample).
 2. **Examples**: each question is searched as the model's searches will be (the source's index
    and tenant, ``mode``, ``candidates`` candidates, no rewrite, no query log; a BEIR folder's
    each document at its best chunk, as ``loader eval`` searches; a questions file's chunk by
@@ -17,11 +16,14 @@
    stopped after a few trees, see ``BOOSTER_PARAMS``), and the trees' output weighed
    n / (n + 200) for n training questions: with few judgments it stays close to fusion.
    Click-derived questions weigh ``implicit_weight`` (sample weights), explicit ones 1.
-4. **Guard**: on the held-out questions, nDCG@10 of the learned order against the index's
-   current search (the fused order), document by document for document-graded questions. The
-   model is written to ``out`` only when the mean gain is above zero and so is the lower end of
-   a 95 % paired-bootstrap interval of it (``loader.train.guard.gain_lower_bound``); otherwise
-   nothing is written and the result says what was measured.
+4. **Guard**: ``folds``-fold cross-validation over whole questions (seeded): each question's
+   nDCG@10 under a model trained without it against the index's current search (the fused
+   order), document by document for document-graded questions. The model, trained on every
+   question, is written to ``out`` only when the mean gain is above zero and so is the lower
+   end of a 95 % paired-bootstrap interval of it (``loader.train.guard.gain_lower_bound``);
+   otherwise nothing is written and the result says what was measured. Every question judges
+   (a 20 % hold-out judged 162 of SciFact's 809 claims and refused bge-small's model at a lower
+   bound of -0.0004 while it gained +0.021 on test), and none is spent on judging alone.
 
 Example::
 
@@ -54,7 +56,7 @@ from loader.train.booster import (
     BOOSTER_PARAMS,
     PRIOR_SCALE,
     ROUNDS,
-    guard,
+    cross_validated_guard,
     residual_weight,
     train_booster,
 )
@@ -80,10 +82,10 @@ class LearnRequest:
         tenant: the tenant a questions file's questions are searched as.
         index_prefix: the prefix ``loader eval`` named a BEIR folder's index with.
         mode, candidates: the search the model reranks (``hybrid-rrf``, 50).
-        held_out: share of the questions held out for the guard.
+        folds: the guard's cross-validation folds (whole questions).
         max_questions: questions at most (a seeded sample; ``None``: all), for learning curves.
         implicit_weight: sample weight of click-derived questions (explicit ones weigh 1).
-        seed: the draws (sample, split, bootstrap) and LightGBM's.
+        seed: the draws (sample, folds, bootstrap) and LightGBM's.
         rounds: boosting rounds (all of them: no early stopping).
     """
 
@@ -94,7 +96,7 @@ class LearnRequest:
     index_prefix: str = "eval"
     mode: str = "hybrid-rrf"
     candidates: int = 50
-    held_out: float = 0.2
+    folds: int = 5
     max_questions: int | None = None
     implicit_weight: float = 0.5
     seed: int = 0
@@ -107,8 +109,8 @@ class LearnRequest:
         if not self.sources:
             raise ConfigError("loader learn needs at least one source (a BEIR folder or a file)")
         search_mode(self.mode)
-        if not 0.05 <= self.held_out <= 0.5:
-            raise ConfigError(f"--held-out must be between 0.05 and 0.5, got {self.held_out}")
+        if not 2 <= self.folds <= 10:
+            raise ConfigError(f"--folds must be between 2 and 10, got {self.folds}")
         if self.max_questions is not None and self.max_questions < 10:
             raise ConfigError(f"--max-questions must be at least 10, got {self.max_questions}")
         if not 0.0 <= self.implicit_weight <= 1.0:
@@ -128,10 +130,11 @@ class LearnResult:
 
     Attributes:
         adopted: the guard kept the model, and it was written to ``out``.
-        reason: one line: the held-out figures and the verdict.
-        metrics: held-out nDCG@10 of the current search and of the model, the mean gain, the
-            lower end of its 95 % paired-bootstrap interval, the questions measured.
-        counts: questions read, sampled, trained on, held out; candidates; relevant ones.
+        reason: one line: the cross-validated figures and the verdict.
+        metrics: cross-validated nDCG@10 of the current search and of the model, the mean
+            gain, the lower end of its 95 % paired-bootstrap interval, the questions measured,
+            the folds.
+        counts: questions read, sampled, searched, trained on; candidates; relevant ones.
         provenance: what ``provenance.json`` holds (written only when adopted).
     """
 
@@ -156,14 +159,6 @@ def _check_out(out: Path) -> None:
             f"--out {out} is a folder that holds something else than a learned reranker; give "
             "a new folder"
         )
-
-
-def _split(questions: list[Any], share: float, seed: int) -> tuple[list[Any], list[Any]]:
-    """A seeded split into (kept, held): ``share`` of them held, at least one each."""
-    shuffled = list(questions)
-    random.Random(seed).shuffle(shuffled)
-    held = min(max(1, round(len(shuffled) * share)), len(shuffled) - 1)
-    return shuffled[held:], shuffled[:held]
 
 
 def _read_sources(request: LearnRequest, index_name: str, chunk_strategy: str) -> list[Source]:
@@ -213,26 +208,25 @@ def learn(
     sampled = _sample(sources, request)
     if len(sampled) < 10:
         raise ConfigError(f"{len(sampled)} judged questions; loader learn needs at least 10")
-    kept, held = _split(sampled, request.held_out, request.seed)
     if client is None:
         client = connect(settings)
         require_cluster(client, settings)
     _check_indices(sources, settings, client)
-    notify(f"searching {len(sampled)} questions ({len(kept)} to train on, {len(held)} held out)")
+    notify(f"searching {len(sampled)} questions")
     settings = settings.replace(query_log="off")  # training searches are no users' searches
-    train_examples = collect_examples(
-        kept, settings, client, mode=request.mode, candidates=request.candidates
+    examples = collect_examples(
+        sampled, settings, client, mode=request.mode, candidates=request.candidates
     )
-    held_examples = collect_examples(
-        held, settings, client, mode=request.mode, candidates=request.candidates
-    )
-    if not held_examples:
-        raise ConfigError("no held-out question found any candidate; is the index empty?")
-    booster = train_booster(train_examples, request)
-    weight = residual_weight(sum(bool(example.labels.max() > 0) for example in train_examples))
-    metrics = guard(booster, held_examples, PRIOR_SCALE, request.seed, weight)
+    if len(examples) < request.folds:
+        raise ConfigError(
+            f"{len(examples)} questions found candidates; --folds {request.folds} needs as many"
+        )
+    notify(f"cross-validating over {request.folds} folds of {len(examples)} questions")
+    metrics = cross_validated_guard(examples, request, request.folds)
     adopted = metrics["gain"] > 0 and metrics["gain_lower_bound"] > 0
-    counts = _counts(sources, sampled, train_examples, held_examples)
+    booster = train_booster(examples, request)
+    weight = residual_weight(sum(bool(example.labels.max() > 0) for example in examples))
+    counts = _counts(sources, sampled, examples)
     result = LearnResult(adopted, _verdict(metrics, adopted), str(request.out), metrics, counts)
     index_setup = {  # what made the index it learned from: the model fits those chunks
         "embedding_model": settings.embedding_model,
@@ -270,26 +264,24 @@ def _check_indices(sources: list[Source], settings: Settings, client: OpenSearch
         )
 
 
-def _counts(
-    sources: list[Source], sampled: list[Any], train: list[Example], held: list[Example]
-) -> dict[str, int]:
+def _counts(sources: list[Source], sampled: list[Any], examples: list[Example]) -> dict[str, int]:
     return {
         "questions_read": sum(len(source.questions) for source in sources),
         "questions_sampled": len(sampled),
-        "trained_on": sum(bool(example.labels.max() > 0) for example in train),
-        "train_questions": len(train),
-        "held_out": len(held),
-        "implicit": sum(bool(example.implicit) for example in train + held),
-        "candidates": sum(len(example.labels) for example in train + held),
-        "relevant_candidates": int(sum((example.labels > 0).sum() for example in train + held)),
+        "questions_searched": len(examples),
+        "trained_on": sum(bool(example.labels.max() > 0) for example in examples),
+        "implicit": sum(bool(example.implicit) for example in examples),
+        "candidates": sum(len(example.labels) for example in examples),
+        "relevant_candidates": int(sum((example.labels > 0).sum() for example in examples)),
     }
 
 
 def _verdict(metrics: dict[str, float], adopted: bool) -> str:
     figures = (
-        f"held-out nDCG@10 {metrics['ndcg@10_current']:.4f} -> {metrics['ndcg@10_learned']:.4f} "
-        f"on {int(metrics['questions'])} questions (gain {metrics['gain']:+.4f}, 95 % lower "
-        f"bound {metrics['gain_lower_bound']:+.4f})"
+        f"{int(metrics['folds'])}-fold cross-validated nDCG@10 "
+        f"{metrics['ndcg@10_current']:.4f} -> {metrics['ndcg@10_learned']:.4f} on "
+        f"{int(metrics['questions'])} questions (gain {metrics['gain']:+.4f}, 95 % lower bound "
+        f"{metrics['gain_lower_bound']:+.4f})"
     )
     if adopted:
         return f"{figures}: the learned reranker beats the current search; kept"
@@ -325,7 +317,7 @@ def _provenance(
             "candidates": request.candidates,
             "split": request.split,
             "index_prefix": request.index_prefix,
-            "held_out": request.held_out,
+            "folds": request.folds,
             "max_questions": request.max_questions,
             "implicit_weight": request.implicit_weight,
             "seed": request.seed,

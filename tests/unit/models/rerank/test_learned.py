@@ -17,7 +17,13 @@ from loader.models.rerank.check import LEARNED_MODEL_FILE
 from loader.models.rerank.features import FEATURE_NAMES
 from loader.models.rerank.learned import PRIOR, PROVENANCE_FILE, LearnedReranker, load_learned
 from loader.query.result import SearchHit
-from loader.train.booster import PRIOR_SCALE, guard, train_booster
+from loader.train.booster import (
+    PRIOR_SCALE,
+    cross_validated_guard,
+    fold_parts,
+    guard,
+    train_booster,
+)
 from loader.train.examples import Example
 from loader.train.learn import LearnRequest, _write
 
@@ -110,3 +116,24 @@ def test_every_round_is_trained_even_when_an_inner_split_would_have_stopped_earl
     request = LearnRequest(sources=("synthetic",), out=Path("unused"), rounds=80)
     booster = train_booster(synthetic(200, seed=3), request)
     assert booster.num_trees() == 80
+
+
+def test_the_cross_validated_guard_scores_each_question_once_with_a_model_that_never_saw_it():
+    examples = synthetic(60, seed=4)
+    parts = fold_parts(examples, 5, seed=0)
+    ids = [example.question_id for part in parts for example in part]
+    assert sorted(ids) == sorted(example.question_id for example in examples)  # each once
+    assert [example.question_id for part in fold_parts(examples, 5, 0) for example in part] == ids
+    request = LearnRequest(sources=("synthetic",), out=Path("unused"), rounds=60)
+    kept = cross_validated_guard(examples, request, folds=5)
+    assert kept["questions"] == 60 and kept["folds"] == 5
+    assert kept["gain"] > 0.1 and kept["gain_lower_bound"] > 0  # trees weigh 48 / 248
+    # The same questions with the signal on a random candidate: nothing to learn that holds on
+    # questions the model did not see, so the lower bound is not above zero.
+    rng = np.random.default_rng(5)
+    for example in examples:
+        example.labels[:] = 0
+        example.labels[int(rng.integers(CANDIDATES))] = 2
+        example.relevant = {example.keys[int(np.argmax(example.labels))]: 2}
+    refused = cross_validated_guard(examples, request, folds=5)
+    assert refused["gain_lower_bound"] <= 0
