@@ -79,7 +79,14 @@ SEEDS = {25: 5, 50: 5, 100: 3, 200: 3, 400: 2, 809: 1}
 
 def judged(dataset: str, split: str, settings: Settings, prefix: str) -> list[tuple[Any, Any]]:
     """The split's judged claims as ``loader learn`` reads them: (source, question) pairs."""
-    source = read_source(dataset, settings, split=split, tenant=EVAL_TENANT, index_prefix=prefix)
+    source = read_source(
+        dataset,
+        split=split,
+        tenant=EVAL_TENANT,
+        index_prefix=prefix,
+        index_name=settings.index_name,
+        chunk_strategy=settings.chunk_strategy,
+    )
     return [(source, question) for question in source.questions]
 
 
