@@ -165,6 +165,25 @@ def search_ranked(settings, model: Path, tmp_path: Path, rerank: bool, topic: in
     return json.loads(searched.stdout)
 
 
+def test_retraining_in_place_is_judged_against_the_model_served_and_never_replaces_it_by_a_worse(
+    corpus, client, tmp_path
+):
+    ids = chunk_ids(client, corpus, "A")
+    source = questions_file(tmp_path / "planted.jsonl", ids, shuffled=False)
+    out = tmp_path / "model"
+    assert learn(corpus, out, source).exit_code == 0
+    served = (out / LEARNED_MODEL_FILE).read_bytes()
+    # Against fusion the same questions keep a model (above); against the model trained on all
+    # of them, a model that never saw each question cannot be surely better: it is refused and
+    # the served model stays, byte for byte.
+    again = learn(corpus, out, source, "--rounds", "20")
+    assert again.exit_code == ModelRejectedError.exit_code, again.output
+    metrics = json.loads(again.stdout)["metrics"]
+    assert metrics["against"] == f"the model in {out}"
+    assert metrics["ndcg@10_current"] > metrics["ndcg@10_fused"]
+    assert (out / LEARNED_MODEL_FILE).read_bytes() == served
+
+
 def test_shuffled_labels_are_refused_and_nothing_is_written(corpus, client, tmp_path):
     ids = chunk_ids(client, corpus, "A")
     source = questions_file(tmp_path / "shuffled.jsonl", ids, shuffled=True)
