@@ -12,6 +12,7 @@ from loader.errors import ModelRejectedError
 from loader.modes import HYBRID_MODES
 from loader.settings import Settings
 from loader.terminal import printable, show_progress
+from loader.train import defaults
 
 
 @click.command(short_help="Train the learned reranker from judged questions, kept if it helps.")
@@ -28,6 +29,12 @@ from loader.terminal import printable, show_progress
     default="train",
     show_default=True,
     help="The BEIR folders' qrels file (qrels/<split>.tsv) to learn from.",
+)
+@click.option(
+    "--test-split",
+    default=defaults.TEST_SPLIT,
+    show_default=True,
+    help="The split eval measures: refused as --split.",
 )
 @click.option(
     "--index-prefix",
@@ -53,7 +60,8 @@ from loader.terminal import printable, show_progress
     "--max-questions",
     type=int,
     default=None,
-    help="Questions at most, a seeded sample (for a learning curve; default: all).",
+    help="Questions at most, a seeded sample (10 to 10,000; for a learning curve or a larger "
+    "set; default: all, refused above 10,000).",
 )
 @click.option(
     "--implicit-weight",
@@ -76,6 +84,7 @@ def learn(
     sources: tuple[Path, ...],
     out: Path,
     split: str,
+    test_split: str,
     tenant: str,
     index_prefix: str,
     mode: str | None,
@@ -93,13 +102,22 @@ def learn(
     questions files (`loader judgments export --format questions`, or click-derived ones with
     "implicit": true on each line).
 
+    A questions file is read once and every line checked before anything is searched; a line
+    naming another tenant than --tenant is refused, and identical lines count once. It takes at
+    least 10 distinct judged questions, and searches at most 10,000 (--max-questions samples).
+
     Each question is searched as `loader search` would, and the model learns from its
     candidates' features, close to the fused order. It is written to --out only when its
     cross-validated nDCG@10 (each question scored by a model trained without it) beats the
-    current search's, with the lower end of a 95 % paired-bootstrap interval of the gain above
-    zero; the model written is trained on every question. Otherwise nothing is written and the
-    exit code is 14.
-    Then set learned_reranker = "<out>" (guide/rerank.md).
+    search served now (the model already in --out, else fusion), with the one-sided 95 % lower
+    bound of the gain (the 5th percentile of paired-bootstrap means) above zero; the model
+    written is trained on every question. Otherwise nothing is written, the one line on stderr
+    says what the guard measured and to judge more questions, and the exit code is 14. Then set
+    learned_reranker = "<out>" (guide/rerank.md).
+
+    Exit codes: 0 kept; 2 a bad source or option (the message names the file and line, or the
+    option, or a source's missing index); 3 OpenSearch failed; 4 OpenSearch refused the
+    credentials; 6 the embedding model failed; 14 the guard refused the model.
     """
     from loader.train.learn import LearnRequest
     from loader.train.learn import learn as learn_reranker
@@ -108,6 +126,7 @@ def learn(
         sources=sources,
         out=out,
         split=split,
+        test_split=test_split,
         tenant=tenant,
         index_prefix=index_prefix,
         mode=mode or HYBRID_MODES[0],
@@ -126,11 +145,8 @@ def learn(
     )
     if as_json:
         echo_json(result.to_dict(), indent=2)
-    else:
-        click.echo(printable(result.reason))
-        if result.adopted:
-            click.echo(
-                printable(f'learned reranker: {out}; use it with learned_reranker = "{out}"')
-            )
-    if not result.adopted:
+    if not result.adopted:  # its one line on stderr, by the error handler
         raise ModelRejectedError(result.reason)
+    if not as_json:
+        click.echo(printable(result.reason))
+        click.echo(printable(f'learned reranker: {out}; use it with learned_reranker = "{out}"'))

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -151,6 +151,17 @@ class Imported:
     grades: dict[int, dict[str, int]] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class QuestionsLine:
+    """One line of a questions file: its number, its object, its ``question`` and the grades
+    of its ``judgments`` (chunk id -> grade; empty when it has none), each checked."""
+
+    number: int
+    record: dict[str, Any]
+    question: str
+    grades: dict[str, int]
+
+
 def read_judgment_file(path: str | Path) -> Imported:
     """Read a questions file, an SRW query set or SRW judgments (told apart by their content).
 
@@ -164,43 +175,66 @@ def read_judgment_file(path: str | Path) -> Imported:
     """
     path = Path(path)
     text = read_user_text(path, "judgments file")
+    name = f"judgments file {path}"
+    kind, whole = judgment_format(text)
+    if kind == "srw-query-set":
+        return _srw_query_set(whole, name)
+    if kind == "srw-judgments":
+        return _srw_judgments(whole, name)
+    imported = Imported("questions", [])
+    for line in questions_lines_of(text, name):
+        if line.grades:
+            imported.grades[len(imported.questions)] = line.grades
+        imported.questions.append(line.question)
+    _some(imported.questions, name)
+    return imported
+
+
+def judgment_format(text: str) -> tuple[str, Any]:
+    """Which of ``FORMATS`` the text of a judgments file is, and its JSON when it is one
+    document (an SRW file); a questions file is JSON lines. Pure."""
     try:
         whole = json.loads(text)
     except (ValueError, RecursionError):  # a questions file (JSONL), or no JSON: read by line
         whole = None
     if isinstance(whole, dict) and "querySetQueries" in whole:
-        return _srw_query_set(whole, path)
+        return "srw-query-set", whole
     if isinstance(whole, dict) and "judgmentRatings" in whole:
-        return _srw_judgments(whole, path)
-    return _questions_file(text, path)
+        return "srw-judgments", whole
+    return "questions", None
 
 
-def _srw_query_set(whole: dict[str, Any], path: Path) -> Imported:
+def _srw_query_set(whole: dict[str, Any], name: str) -> Imported:
     texts = []
-    for number, query in enumerate(_list(whole["querySetQueries"], path, "querySetQueries")):
+    for number, query in enumerate(_list(whole["querySetQueries"], name, "querySetQueries")):
         where = f"querySetQueries[{number}]"
-        texts.append(_text(_object(query, path, where), "queryText", path, where))
-    return Imported("srw-query-set", _some(texts, path))
+        texts.append(checked_text(_object(query, name, where), "queryText", name, where))
+    return Imported("srw-query-set", _some(texts, name))
 
 
-def _srw_judgments(whole: dict[str, Any], path: Path) -> Imported:
+def _srw_judgments(whole: dict[str, Any], name: str) -> Imported:
     imported = Imported("srw-judgments", [])
-    for number, entry in enumerate(_list(whole["judgmentRatings"], path, "judgmentRatings")):
+    for number, entry in enumerate(_list(whole["judgmentRatings"], name, "judgmentRatings")):
         where = f"judgmentRatings[{number}]"
-        imported.questions.append(_text(_object(entry, path, where), "query", path, where))
+        imported.questions.append(checked_text(_object(entry, name, where), "query", name, where))
         grades = imported.grades.setdefault(number, {})
-        for rated, rating in enumerate(_list(entry.get("ratings"), path, f"{where}.ratings")):
+        for rated, rating in enumerate(_list(entry.get("ratings"), name, f"{where}.ratings")):
             at = f"{where}.ratings[{rated}]"
-            rating = _object(rating, path, at)
-            grades[_text(rating, "docId", path, at)] = _grade(rating.get("rating"), path, at)
-    _some(imported.questions, path)
+            rating = _object(rating, name, at)
+            grades[checked_text(rating, "docId", name, at)] = _grade(rating.get("rating"), name, at)
+    _some(imported.questions, name)
     return imported
 
 
-def _questions_file(text: str, path: Path) -> Imported:
-    """A questions file (JSONL): each line's ``question`` and its ``judgments``' grades."""
-    imported = Imported("questions", [])
-    for line_number, line in enumerate(text.split("\n"), start=1):
+def questions_lines_of(text: str, name: str) -> Iterator[QuestionsLine]:
+    """Each non-blank line of a questions file's ``text``, checked: a JSON object with a
+    ``question`` and valid ``judgments``. Lines end at ``\\n`` only, so a ``\\r`` is the line's
+    own (JSON whitespace, or a control character JSON refuses), never a break. Pure.
+
+    Raises:
+        ConfigError: ``"<name>: line 3: not valid JSON (...)"``, a field of the wrong type.
+    """
+    for line_number, line in enumerate(_lines(text), start=1):
         if not line.strip():
             continue
         where = f"line {line_number}"
@@ -208,60 +242,69 @@ def _questions_file(text: str, path: Path) -> Imported:
             record = json.loads(line)
         except (ValueError, RecursionError) as exc:
             reason = "nested too deeply" if isinstance(exc, RecursionError) else parse_failure(exc)
-            raise ConfigError(
-                f"judgments file {path}: {where}: not valid JSON ({reason})"
-            ) from None
-        record = _object(record, path, where)
-        number = len(imported.questions)
-        imported.questions.append(_text(record, "question", path, where))
+            raise ConfigError(f"{name}: {where}: not valid JSON ({reason})") from None
+        record = _object(record, name, where)
+        question = checked_text(record, "question", name, where)
+        grades: dict[str, int] = {}
         judgments = record.get("judgments")
         for judged, entry in enumerate(
-            [] if judgments is None else _list(judgments, path, f"{where}: judgments")
+            [] if judgments is None else _list(judgments, name, f"{where}: judgments")
         ):
             at = f"{where}: judgments[{judged}]"
-            entry = _object(entry, path, at)
-            chunk_id = _text(entry, "chunk_id", path, at)
-            imported.grades.setdefault(number, {})[chunk_id] = _grade(entry.get("grade"), path, at)
-    _some(imported.questions, path)
-    return imported
+            entry = _object(entry, name, at)
+            grades[checked_text(entry, "chunk_id", name, at)] = _grade(entry.get("grade"), name, at)
+        yield QuestionsLine(line_number, record, question, grades)
 
 
-def _some(questions: list[str], path: Path) -> list[str]:
+def _lines(text: str) -> Iterator[str]:
+    """``text.split("\\n")``, one line at a time: a 20 MB file of short lines is 600,000 of them."""
+    start = 0
+    while start <= len(text):
+        end = text.find("\n", start)
+        end = len(text) if end < 0 else end
+        yield text[start:end]
+        start = end + 1
+
+
+def _some(questions: list[str], name: str) -> list[str]:
     if not questions:
-        raise ConfigError(f"judgments file {path} holds no question")
+        raise ConfigError(f"{name} holds no question")
     return questions
 
 
-def _list(value: object, path: Path, where: str) -> list[Any]:
+def _list(value: object, name: str, where: str) -> list[Any]:
     if not isinstance(value, list):
-        raise ConfigError(f"judgments file {path}: {where} must be a list, got {_kind(value)}")
+        raise ConfigError(f"{name}: {where} must be a list, got {_kind(value)}")
     return value
 
 
-def _object(value: object, path: Path, where: str) -> dict[str, Any]:
+def _object(value: object, name: str, where: str) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise ConfigError(f"judgments file {path}: {where} must be an object, got {_kind(value)}")
+        raise ConfigError(f"{name}: {where} must be an object, got {_kind(value)}")
     return value
 
 
-def _text(record: dict[str, Any], key: str, path: Path, where: str) -> str:
-    """``record[key]``, a non-empty string; ``where`` is the record's JSON path, or ``line N``."""
+def checked_text(record: dict[str, Any], key: str, name: str, where: str) -> str:
+    """``record[key]``, a non-empty string; ``name`` is the file (``judgments file x.jsonl``),
+    ``where`` the record's JSON path, or ``line N``.
+
+    Raises:
+        ConfigError: naming the file, the line or path and the field.
+    """
     value = record.get(key)
     field = f"{where}: {key}" if where.startswith("line ") else f"{where}.{key}"
     if not isinstance(value, str) or not value.strip():
-        raise ConfigError(
-            f"judgments file {path}: {field} must be a non-empty string, got {_kind(value)}"
-        )
+        raise ConfigError(f"{name}: {field} must be a non-empty string, got {_kind(value)}")
     char = first_surrogate(value)
     if char is not None:  # a broken escape ("\ud800"): no UTF-8 carries it into the index
         raise ConfigError(
-            f"judgments file {path}: {field} holds the lone surrogate U+{ord(char):04X} "
-            "(a broken escape), which is no text"
+            f"{name}: {field} holds the lone surrogate U+{ord(char):04X} (a broken escape), "
+            "which is no text"
         )
     return value
 
 
-def _grade(value: object, path: Path, where: str) -> int:
+def _grade(value: object, name: str, where: str) -> int:
     """A grade 0, 1 or 2 from a number or a numeric string (SRW writes ``"2.000"``), rounded."""
     number = None
     if isinstance(value, int | float | str) and not isinstance(value, bool):
@@ -270,7 +313,7 @@ def _grade(value: object, path: Path, where: str) -> int:
         except ValueError:
             number = None
     if number is None or not math.isfinite(number) or round(number) not in GRADES:
-        raise ConfigError(f"judgments file {path}: {where}: rating {_kind(value)} is not 0, 1 or 2")
+        raise ConfigError(f"{name}: {where}: rating {_kind(value)} is not 0, 1 or 2")
     return round(number)
 
 

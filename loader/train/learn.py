@@ -1,8 +1,9 @@
 """`loader learn`: train the learned reranker from judged questions, kept only when it helps.
 
 1. **Questions**: from every source (``loader.train.sources``: a BEIR folder's train qrels, a
-   questions file of explicit or click-derived grades), at most ``max_questions`` of them (a
-   seeded sample).
+   questions file of explicit or click-derived grades, identical lines counted once), at least
+   ``MIN_QUESTIONS`` and at most ``MAX_QUESTIONS`` of them, or ``max_questions`` (a seeded
+   sample). A bad source is refused before the cluster is asked anything.
 2. **Examples**: each question is searched as the model's searches will be (the source's index
    and tenant, ``mode``, ``candidates`` candidates, no rewrite, no query log; a BEIR folder's
    each document at its best chunk, as ``loader eval`` searches; a questions file's chunk by
@@ -57,6 +58,7 @@ from loader.models.rerank.features import (
     feature_fingerprint,
 )
 from loader.models.rerank.learned import PROVENANCE_FILE
+from loader.train import defaults
 from loader.train.booster import (
     BOOSTER_PARAMS,
     GUARD_FOLDS,
@@ -67,7 +69,7 @@ from loader.train.booster import (
     residual_weight,
     train_booster,
 )
-from loader.train.examples import Example, collect_examples
+from loader.train.examples import Example, SearchProgress, collect_examples
 from loader.train.sources import Source, read_source
 
 if TYPE_CHECKING:
@@ -76,6 +78,13 @@ if TYPE_CHECKING:
     from loader.settings import Settings
 
 log = logging.getLogger(__name__)
+
+# Fewer held-out questions than this leave the guard nothing to measure (2 at --held-out 0.2).
+MIN_QUESTIONS = 10
+# Each question is one search (0.25 s to 2 s on a busy 2-core machine): 10,000 is 40 minutes to
+# hours, far above the judged sets learn is for (SciFact's 809 train claims, a judging session's
+# few hundred), and bounds what one file can ask for (600,000 lines of 20 MB were 40 hours).
+MAX_QUESTIONS = 10_000
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,7 @@ class LearnRequest:
         sources: BEIR folders and questions files (``loader.train.sources``).
         out: the model's folder, written only when the guard keeps it.
         split: the qrels file of the BEIR folders (``train``).
+        test_split: the split ``loader eval`` measures: refused as ``split``.
         tenant: the tenant a questions file's questions are searched as.
         index_prefix: the prefix ``loader eval`` named a BEIR folder's index with.
         mode, candidates: the search the model reranks (``hybrid-rrf``, 50).
@@ -99,6 +109,7 @@ class LearnRequest:
     sources: tuple[str | Path, ...]
     out: Path
     split: str = "train"
+    test_split: str = defaults.TEST_SPLIT
     tenant: str = "default"
     index_prefix: str = "eval"
     mode: str = "hybrid-rrf"
@@ -118,8 +129,18 @@ class LearnRequest:
         search_mode(self.mode)
         if not 2 <= self.folds <= 10:
             raise ConfigError(f"--folds must be between 2 and 10, got {self.folds}")
-        if self.max_questions is not None and self.max_questions < 10:
-            raise ConfigError(f"--max-questions must be at least 10, got {self.max_questions}")
+        if self.split == self.test_split:
+            raise ConfigError(
+                f"--split {self.split}: learning on the split eval measures would grade the "
+                "model on questions it learnt; give the train split"
+            )
+        if self.max_questions is not None and not (
+            MIN_QUESTIONS <= self.max_questions <= MAX_QUESTIONS
+        ):
+            raise ConfigError(
+                f"--max-questions must be between {MIN_QUESTIONS} and {MAX_QUESTIONS:,}, got "
+                f"{self.max_questions}"
+            )
         if not 0.0 <= self.implicit_weight <= 1.0:
             raise ConfigError(
                 f"--implicit-weight must be between 0 and 1, got {self.implicit_weight}"
@@ -168,9 +189,17 @@ def _check_out(out: Path) -> None:
         )
 
 
-def _read_sources(request: LearnRequest, index_name: str, chunk_strategy: str) -> list[Source]:
-    return [
-        read_source(
+def _read_sources(
+    request: LearnRequest, index_name: str, chunk_strategy: str, notify: Callable[[str], None]
+) -> list[Source]:
+    """Every source, each read once (one given twice is refused: its questions would count
+    twice)."""
+    sources, seen = [], set()
+    for path in request.sources:
+        if Path(path).resolve() in seen:
+            raise ConfigError(f"source {path} is given twice; give each source once")
+        seen.add(Path(path).resolve())
+        source = read_source(
             path,
             split=request.split,
             tenant=request.tenant,
@@ -178,14 +207,36 @@ def _read_sources(request: LearnRequest, index_name: str, chunk_strategy: str) -
             index_name=index_name,
             chunk_strategy=chunk_strategy,
         )
-        for path in request.sources
-    ]
+        merged = f" ({source.merged:,} identical lines merged)" if source.merged else ""
+        notify(f"read {path}: {len(source.questions):,} judged questions{merged}")
+        sources.append(source)
+    return sources
 
 
 def _sample(sources: list[Source], request: LearnRequest) -> list[tuple[Source, Any]]:
+    """The questions to search: all of them, or a seeded sample of ``max_questions``.
+
+    Raises:
+        ConfigError: fewer than ``MIN_QUESTIONS``, or more than ``MAX_QUESTIONS`` and no
+            ``max_questions``; the message says how many and what to do.
+    """
     pairs = [(source, question) for source in sources for question in source.questions]
+    merged = sum(source.merged for source in sources)
+    counted = f"{len(pairs):,} distinct judged questions"
+    if merged:
+        counted += f" ({merged:,} identical lines merged)"
+    if request.max_questions is None and len(pairs) > MAX_QUESTIONS:
+        raise ConfigError(
+            f"{counted}; loader learn searches at most {MAX_QUESTIONS:,} (each is a search): "
+            f"give --max-questions {MAX_QUESTIONS} for a seeded sample of them"
+        )
     if request.max_questions is not None and len(pairs) > request.max_questions:
         pairs = random.Random(request.seed).sample(pairs, request.max_questions)
+    if len(pairs) < MIN_QUESTIONS:
+        raise ConfigError(
+            f"{counted}; loader learn needs at least {MIN_QUESTIONS}: judge more questions "
+            "(`loader judgments sample`, then grade them on serve's judging page)"
+        )
     return pairs
 
 
@@ -202,7 +253,8 @@ def learn(
         The result; ``adopted`` says whether ``request.out`` was written.
 
     Raises:
-        ConfigError: a source or option is unusable, or too few questions to learn from.
+        ConfigError: a source or option is unusable (``--split`` the test split, a questions
+            file's bad line or another tenant's), too few or too many questions.
         ClusterError: an index is missing (run `loader eval` for a BEIR folder first) or the
             cluster failed.
     """
@@ -211,18 +263,22 @@ def learn(
     started = time.perf_counter()
     notify = on_event or (lambda line: None)
     request.check()
-    sources = _read_sources(request, settings.index_name, settings.chunk_strategy)
+    sources = _read_sources(request, settings.index_name, settings.chunk_strategy, notify)
     sampled = _sample(sources, request)
-    if len(sampled) < 10:
-        raise ConfigError(f"{len(sampled)} judged questions; loader learn needs at least 10")
     if client is None:
         client = connect(settings)
         require_cluster(client, settings)
     _check_indices(sources, settings, client)
     notify(f"searching {len(sampled)} questions")
     settings = settings.replace(query_log="off")  # training searches are no users' searches
+    searched = SearchProgress(len(sampled), notify)
     examples = collect_examples(
-        sampled, settings, client, mode=request.mode, candidates=request.candidates
+        sampled,
+        settings,
+        client,
+        mode=request.mode,
+        candidates=request.candidates,
+        on_searched=searched,
     )
     if len(examples) < request.folds:
         raise ConfigError(
@@ -233,6 +289,7 @@ def learn(
     metrics = cross_validated_guard(examples, request, request.folds, current)
     metrics["against"] = served
     adopted = metrics["gain"] > 0 and metrics["gain_lower_bound"] > 0
+    notify(f"training: {request.rounds} rounds on {len(examples)} questions")
     booster = train_booster(examples, request)
     weight = residual_weight(sum(bool(example.labels.max() > 0) for example in examples))
     counts = _counts(sources, sampled, examples)
@@ -298,6 +355,7 @@ def _check_indices(sources: list[Source], settings: Settings, client: OpenSearch
 def _counts(sources: list[Source], sampled: list[Any], examples: list[Example]) -> dict[str, int]:
     return {
         "questions_read": sum(len(source.questions) for source in sources),
+        "identical_merged": sum(source.merged for source in sources),
         "questions_sampled": len(sampled),
         "questions_searched": len(examples),
         "trained_on": sum(bool(example.labels.max() > 0) for example in examples),
@@ -319,8 +377,8 @@ def _verdict(metrics: dict[str, float], adopted: bool) -> str:
         return f"{figures}: the learned reranker beats the current search; kept"
     return (
         f"{figures}: not better than the current search with {metrics['confidence']:.0%} "
-        "confidence; nothing written. Judge more questions (the bound narrows as they grow) "
-        "and run loader learn again"
+        f"confidence; nothing written. Judge more questions: the guard measured "
+        f"{int(metrics['questions'])}, and the bound narrows as they grow"
     )
 
 
@@ -352,6 +410,7 @@ def _provenance(
             "mode": request.mode,
             "candidates": request.candidates,
             "split": request.split,
+            "test_split": request.test_split,
             "index_prefix": request.index_prefix,
             "folds": request.folds,
             "max_questions": request.max_questions,

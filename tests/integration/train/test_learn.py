@@ -22,6 +22,7 @@ from loader.models.rerank.features import FEATURE_NAMES
 from loader.models.rerank.learned import PROVENANCE_FILE
 from loader.train.examples import collect_examples
 from loader.train.learn import LearnRequest
+from loader.train.learn import learn as learn_reranker
 from loader.train.sources import read_source
 from tests.paths import FIXTURES
 
@@ -193,6 +194,24 @@ def test_shuffled_labels_are_refused_and_nothing_is_written(corpus, client, tmp_
     assert json.loads(done.stdout)["adopted"] is False
     assert "nothing written" in done.stderr
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_learn_says_what_it_read_and_how_far_the_search_is(corpus, client, tmp_path):
+    """A 400-question file was searched in 11 to 14 minutes of silence (issue #52): the sources
+    read, the searches done (every 20 s and at the end), the training and the measuring are
+    each a progress line."""
+    ids = chunk_ids(client, corpus, "A")
+    source = questions_file(tmp_path / "planted.jsonl", ids, shuffled=False)
+    lines: list[str] = []
+    request = LearnRequest(
+        sources=(source,), out=tmp_path / "model", tenant="A", mode="bm25", rounds=20
+    )
+    learn_reranker(request, corpus, client=client, on_event=lines.append)
+    assert lines[0] == f"read {source}: {TOPICS} judged questions"
+    searched = [line for line in lines if line.startswith("searched ")]
+    assert searched and searched[-1].startswith(f"searched {TOPICS} of {TOPICS} questions in ")
+    assert any(line.startswith("training: 20 rounds on ") for line in lines)
+    assert any(line.startswith("measuring the model on ") for line in lines)
 
 
 def test_examples_hold_only_the_asked_tenants_chunks(corpus, client, tmp_path):

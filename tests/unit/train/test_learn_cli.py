@@ -65,7 +65,7 @@ def test_options_out_of_range_are_named(tmp_path):
     )
     assert "--folds must be between 2 and 10" in learn(str(source), *out, "--folds", "1").stderr
     assert (
-        "--max-questions must be at least 10"
+        "--max-questions must be between 10 and 10,000"
         in learn(str(source), *out, "--max-questions", "3").stderr
     )
     other = tmp_path / "other"
