@@ -69,17 +69,13 @@ FOLDS = (3, 5, 10)
 CONFIDENCES = (0.8, 0.9, 0.95, 0.975)
 
 
-def guarded(
-    judged_examples: Sequence[Example], folds: int, seed: int, rounds: int
-) -> tuple[np.ndarray, np.ndarray, Any, float]:
-    """What ``loader learn`` does with these judged questions: each question's out-of-fold
-    nDCG@10 under fusion and under the model (any confidence's bound is read off them), and the
-    model trained on all of them with its residual weight."""
-    request = LearnRequest(sources=(), out=Path("unused"), folds=folds, seed=seed, rounds=rounds)
-    fused, learned = out_of_fold_ndcgs(judged_examples, request, folds)
+def kept_model(judged_examples: Sequence[Example], seed: int, rounds: int) -> tuple[Any, float]:
+    """The model ``loader learn`` writes for these judged questions: trained on all of them,
+    with its residual weight."""
+    request = LearnRequest(sources=(), out=Path("unused"), seed=seed, rounds=rounds)
     booster = train_booster(judged_examples, request)
     useful = sum(bool(example.labels.max() > 0) for example in judged_examples)
-    return fused, learned, booster, residual_weight(useful)
+    return booster, residual_weight(useful)
 
 
 def true_gain(
@@ -98,14 +94,18 @@ def choose(args: argparse.Namespace) -> dict[str, Any]:
     train = examples(pairs, settings, _cache(args, "train"))
     ids = sorted(train)
     runs = []
-    for size in CHOOSE_SIZES:
+    for size in args.sizes or CHOOSE_SIZES:
         for seed in range(args.seeds):
             picked = list(np.random.default_rng(1000 + seed).choice(ids, size, replace=False))
             rest = {q: train[q] for q in ids if q not in set(picked)}
             subset = [train[q] for q in picked]
-            for folds in FOLDS:
-                fused, learned, booster, weight = guarded(subset, folds, seed, args.rounds)
-                gain, low, high = true_gain(booster, weight, rest)
+            booster, weight = kept_model(subset, seed, args.rounds)
+            gain, low, high = true_gain(booster, weight, rest)
+            for folds in args.fold_choices:
+                request = LearnRequest(
+                    sources=(), out=Path("unused"), folds=folds, seed=seed, rounds=args.rounds
+                )
+                fused, learned = out_of_fold_ndcgs(subset, request, folds)
                 bounds = {
                     str(c): round(gain_lower_bound(fused, learned, seed, c), 5) for c in CONFIDENCES
                 }
@@ -120,20 +120,21 @@ def choose(args: argparse.Namespace) -> dict[str, Any]:
                     }
                 )
                 print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
-    return {"train_claims": len(ids), "runs": runs, "settings": score_settings(runs)}
+    table = score_settings(runs, args.fold_choices)
+    return {"train_claims": len(ids), "runs": runs, "settings": table}
 
 
-def score_settings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def score_settings(runs: list[dict[str, Any]], fold_choices: Sequence[int]) -> list[dict[str, Any]]:
     """Per (folds, confidence): models kept per size, kept models significantly below fusion on
     the left-out claims (upper end of the interval below zero), kept models below zero at all,
     and the mean gain served per size (a refused model serves fusion: 0)."""
     table = []
-    for folds in FOLDS:
+    for folds in fold_choices:
         for confidence in CONFIDENCES:
             mine = [r for r in runs if r["folds"] == folds]
             kept = [r for r in mine if r["cv_gain"] > 0 and r["bounds"][str(confidence)] > 0]
             served = {}
-            for size in CHOOSE_SIZES:
+            for size in sorted({r["size"] for r in mine}):
                 at = [r for r in mine if r["size"] == size]
                 gains = [r["rest_gain"][0] if r in kept else 0.0 for r in at]
                 served[str(size)] = [
@@ -155,6 +156,23 @@ def score_settings(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return table
 
 
+def score(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings' table over the runs of several ``choose`` outputs (sizes run apart), and
+    the setting chosen: among the safe ones -- no kept model significantly below fusion on the
+    left-out claims, and the kept models' mean gain there above zero at every size (the issue's
+    bar, read on train) -- the one that serves the most gain summed over the sizes."""
+    runs = [run for path in args.runs_from for run in json.loads(path.read_text())["runs"]]
+    table = score_settings(runs, args.fold_choices)
+    for row in table:
+        by_size = row["served_gain_by_size"].values()
+        row["safe"] = row["kept_significantly_below"] == 0 and all(
+            served > 0 for kept, _, served in by_size if kept
+        )
+    safe = [row for row in table if row["safe"]]
+    chosen = max(safe, key=lambda row: row["served_gain_total"]) if safe else None
+    return {"runs": len(runs), "settings": table, "chosen": chosen}
+
+
 def curve(args: argparse.Namespace) -> dict[str, Any]:
     """Test, once, with the chosen guard: every size x seed, kept or not, and what is served."""
     settings = _settings(args)
@@ -165,7 +183,7 @@ def curve(args: argparse.Namespace) -> dict[str, Any]:
     base = per_claim(test, fused_scores)
     ids = sorted(train)
     runs = []
-    for size in CURVE_SIZES:
+    for size in args.sizes or CURVE_SIZES:
         for seed in range(args.seeds):
             picked = (
                 ids
@@ -228,19 +246,39 @@ def summary(runs: list[dict[str, Any]], base: np.ndarray) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("choose", "curve"))
+    parser.add_argument("command", choices=("choose", "score", "curve"))
     parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
     parser.add_argument("--index-prefix", default="sfa")
     parser.add_argument("--url", default="http://127.0.0.1:9200")
     parser.add_argument("--cache-dir", default="/tmp/learned-rerank")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--rounds", type=int, default=300)
-    parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument("--folds", type=int, default=5, help="curve: the guard's folds")
+    parser.add_argument(
+        "--sizes",
+        type=lambda text: [int(part) for part in text.split(",")],
+        default=None,
+        help="choose: the subset sizes (default: 25,50,100,200,400)",
+    )
+    parser.add_argument(
+        "--runs-from",
+        type=Path,
+        nargs="*",
+        default=(),
+        help="score: the JSON files of earlier choose runs, scored together",
+    )
+    parser.add_argument(
+        "--fold-choices",
+        type=lambda text: [int(part) for part in text.split(",")],
+        default=list(FOLDS),
+        help="choose: the folds tried (comma-separated)",
+    )
     parser.add_argument("--confidence", type=float, default=0.95)
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     Path(args.cache_dir).mkdir(parents=True, exist_ok=True)
-    figures = choose(args) if args.command == "choose" else curve(args)
+    commands = {"choose": choose, "score": score, "curve": curve}
+    figures = commands[args.command](args)
     text = json.dumps(figures, indent=2)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")

@@ -109,8 +109,8 @@ def learn(
     Each question is searched as `loader search` would, and the model learns from its
     candidates' features, close to the fused order. It is written to --out only when its
     cross-validated nDCG@10 (each question scored by a model trained without it) beats the
-    search served now (the model already in --out, else fusion), with the one-sided 95 % lower
-    bound of the gain (the 5th percentile of paired-bootstrap means) above zero; the model
+    search served now (the model already in --out, else fusion), with the one-sided 90 % lower
+    bound of the gain (the 10th percentile of paired-bootstrap means) above zero; the model
     written is trained on every question. Otherwise nothing is written, the one line on stderr
     says what the guard measured and to judge more questions, and the exit code is 14. Then set
     learned_reranker = "<out>" (guide/rerank.md).

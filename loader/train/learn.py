@@ -22,8 +22,8 @@
    already in ``out`` when retraining in place (so a retraining never serves a worse one), else
    the fused order -- document by document for document-graded questions. The model, trained
    on every question, is written to ``out`` only when the mean gain is above zero and so is
-   its one-sided 95 % lower bound (the 5th percentile of 2,000 paired-bootstrap means:
-   ``loader.train.guard.gain_lower_bound``); otherwise nothing is written and the result says
+   its one-sided 90 % lower bound (the 10th percentile of 2,000 paired-bootstrap means:
+   ``loader.train.guard.gain_lower_bound``, at ``GUARD_CONFIDENCE``); otherwise nothing is written and the result says
    what was measured. Every question judges (a 20 % hold-out judged 36 of 180 questions and
    refused every fold of a model that gained +0.019 on held-out data), and none is spent on
    judging alone. The folds and the confidence were chosen on SciFact's train claims alone
@@ -160,7 +160,7 @@ class LearnResult:
         adopted: the guard kept the model, and it was written to ``out``.
         reason: one line: the cross-validated figures and the verdict.
         metrics: cross-validated nDCG@10 of the current search and of the model, the mean
-            gain, the lower end of its 95 % paired-bootstrap interval, the questions measured,
+            gain, its one-sided lower bound (``confidence``), the questions measured,
             the folds.
         counts: questions read, sampled, searched, trained on; candidates; relevant ones.
         provenance: what ``provenance.json`` holds (written only when adopted).
