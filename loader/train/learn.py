@@ -23,11 +23,11 @@
    the fused order -- document by document for document-graded questions. The model, trained
    on every question, is written to ``out`` only when the mean gain is above zero and so is
    its one-sided 90 % lower bound (the 10th percentile of 2,000 paired-bootstrap means:
-   ``loader.train.guard.gain_lower_bound``, at ``GUARD_CONFIDENCE``); otherwise nothing is written and the result says
-   what was measured. Every question judges (a 20 % hold-out judged 36 of 180 questions and
-   refused every fold of a model that gained +0.019 on held-out data), and none is spent on
-   judging alone. The folds and the confidence were chosen on SciFact's train claims alone
-   (``loader.train.booster.GUARD_FOLDS``).
+   ``loader.train.guard.gain_lower_bound``, at ``GUARD_CONFIDENCE``); otherwise nothing is
+   written and the result says what was measured. Every question judges (a 20 % hold-out
+   judged 36 of 180 questions and refused every fold of a model that gained +0.019 on
+   held-out data), and none is spent on judging alone. The folds and the confidence were
+   chosen on SciFact's train claims alone (``loader.train.booster.GUARD_FOLDS``).
 
 Example::
 
