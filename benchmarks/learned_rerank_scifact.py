@@ -64,7 +64,7 @@ from loader.settings import Settings  # noqa: E402
 from loader.train.booster import PRIOR_SCALE, residual_weight, train_booster  # noqa: E402
 from loader.train.examples import Example, collect_examples  # noqa: E402
 from loader.train.guard import gain_lower_bound  # noqa: E402
-from loader.train.learn import LearnRequest, _sample, _split, learn  # noqa: E402
+from loader.train.learn import LearnRequest, _sample, learn  # noqa: E402
 from loader.train.sources import read_source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,7 +79,14 @@ SEEDS = {25: 5, 50: 5, 100: 3, 200: 3, 400: 2, 809: 1}
 
 def judged(dataset: str, split: str, settings: Settings, prefix: str) -> list[tuple[Any, Any]]:
     """The split's judged claims as ``loader learn`` reads them: (source, question) pairs."""
-    source = read_source(dataset, settings, split=split, tenant=EVAL_TENANT, index_prefix=prefix)
+    source = read_source(
+        dataset,
+        split=split,
+        tenant=EVAL_TENANT,
+        index_prefix=prefix,
+        index_name=settings.index_name,
+        chunk_strategy=settings.chunk_strategy,
+    )
     return [(source, question) for question in source.questions]
 
 
@@ -213,12 +220,11 @@ def headroom(args: argparse.Namespace) -> dict[str, Any]:
 
 def _replica(request: LearnRequest, pairs: list, train: Mapping[str, Example]) -> Any:
     """The booster ``learn`` trains for ``request``, from cached examples: the same seeded
-    sample and split (``loader.train.learn``'s own helpers), the same ``train_booster``. For a
-    model the guard refused (nothing written), to say what it would have done on test."""
+    sample (``loader.train.learn``'s own helper), every sampled question, the same
+    ``train_booster``. For a model the guard refused (nothing written), to say what it would
+    have done on test."""
     source = pairs[0][0]
-    sampled = _sample([source], request)
-    kept, _held = _split(sampled, request.held_out, request.seed)
-    fitted = [train[q.id] for _s, q in kept if q.id in train]
+    fitted = [train[q.id] for _s, q in _sample([source], request) if q.id in train]
     useful = sum(bool(example.labels.max() > 0) for example in fitted)
     return train_booster(fitted, request), residual_weight(useful)
 

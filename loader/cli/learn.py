@@ -47,7 +47,7 @@ from loader.train.defaults import LEARN_BASE_MODES as BASE_MODES
 )
 @mode_option(
     "The search whose candidates the model reranks (default: the one of "
-    f"{', '.join(BASE_MODES)} the model serves best over, on the held-out questions)."
+    f"{', '.join(BASE_MODES)} the model scores best over, by cross-validation)."
 )
 @click.option(
     "--candidates",
@@ -57,11 +57,12 @@ from loader.train.defaults import LEARN_BASE_MODES as BASE_MODES
     help="Candidates per question the model learns from, and reranks when it is on.",
 )
 @click.option(
-    "--held-out",
-    type=float,
-    default=0.2,
+    "--folds",
+    type=int,
+    default=5,
     show_default=True,
-    help="Share of the questions held out to judge the model against the current search.",
+    help="Cross-validation folds (whole questions) that judge the model against the current "
+    "search.",
 )
 @click.option(
     "--max-questions",
@@ -78,7 +79,7 @@ from loader.train.defaults import LEARN_BASE_MODES as BASE_MODES
     help='Sample weight of click-derived questions ("implicit": true); explicit grades weigh 1.',
 )
 @click.option("--rounds", type=int, default=300, show_default=True, help="Boosting rounds.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampling, split, model.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling, folds, model.")
 @quiet_option()
 @json_option("Print the result as JSON.")
 @settings_options
@@ -96,7 +97,7 @@ def learn(
     index_prefix: str,
     mode: str | None,
     candidates: int,
-    held_out: float,
+    folds: int,
     max_questions: int | None,
     implicit_weight: float,
     rounds: int,
@@ -115,13 +116,17 @@ def learn(
 
     The model is one tenant's: the tenant the sources are searched as (--tenant; a BEIR
     folder's, eval), and it reranks only that tenant's searches. Each question is searched as
-    `loader search` would, in each of the base modes (or --mode), and the model learns from its
-    candidates' features, close to the fused order; it records the mode and the candidates it
-    learnt from, and the searches it reranks use them. It is written to <out>/<tenant>/ only
-    when its held-out nDCG@10 beats the current search's, with the lower end of a 95 %
-    paired-bootstrap interval of the gain above zero; otherwise nothing is written, the one line
-    on stderr says what the guard measured and to judge more questions, and the exit code is 14.
-    Then set learned_reranker = "<out>" (guide/rerank.md).
+    `loader search` would, in each of the base modes (or --mode: then in that one alone), and
+    the model learns from its candidates' features, close to the fused order. The base is the
+    mode whose model scores best by cross-validation (each question scored by a model trained
+    without it; three bases cost 3 x --folds trainings); the model records it and the
+    candidates it learnt from, and the searches it reranks use them. It is written to
+    <out>/<tenant>/ only when its cross-validated nDCG@10 beats the search served now (the
+    tenant's model already there, else fusion), with the one-sided 90 % lower bound of the gain
+    (the 10th percentile of paired-bootstrap means) above zero; the model written is trained on
+    every question. Otherwise nothing is written, the one line on stderr says what the guard
+    measured and to judge more questions, and the exit code is 14. Then set learned_reranker =
+    "<out>" (guide/rerank.md).
 
     Exit codes: 0 kept; 2 a bad source or option (the message names the file and line, or the
     option, or a source's missing index); 3 OpenSearch failed; 4 OpenSearch refused the
@@ -139,7 +144,7 @@ def learn(
         index_prefix=index_prefix,
         mode=mode,
         candidates=candidates,
-        held_out=held_out,
+        folds=folds,
         max_questions=max_questions,
         implicit_weight=implicit_weight,
         seed=seed,

@@ -170,7 +170,8 @@ def collect_examples(
 class SearchProgress:
     """Called after each of ``total`` searches: a line to ``notify`` every ``every`` seconds
     (``"searched 120 of 400 questions in 3 min; about 7 min left"``) and one after the last, so
-    a long search is never silent; ``clock`` is ``time.monotonic`` but in tests."""
+    a long search is never silent; ``what`` names the searches (a question in each of several
+    modes: ``searches``); ``clock`` is ``time.monotonic`` but in tests."""
 
     def __init__(
         self,
@@ -179,8 +180,10 @@ class SearchProgress:
         *,
         every: float = PROGRESS_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        what: str = "questions",
     ) -> None:
         self.total, self.notify, self.every, self.clock = total, notify, every, clock
+        self.what = what
         self.done = 0
         self.started = self.shown = clock()
 
@@ -191,7 +194,7 @@ class SearchProgress:
             return
         self.shown = now
         elapsed = now - self.started
-        line = f"searched {self.done} of {self.total} questions in {_duration(elapsed)}"
+        line = f"searched {self.done} of {self.total} {self.what} in {_duration(elapsed)}"
         if self.done < self.total:
             left = elapsed / self.done * (self.total - self.done)
             line += f"; about {_duration(left)} left"

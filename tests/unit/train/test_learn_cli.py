@@ -63,6 +63,7 @@ def test_options_out_of_range_are_named(tmp_path):
         "--implicit-weight must be between 0 and 1"
         in learn(str(source), *out, "--implicit-weight", "2").stderr
     )
+    assert "--folds must be between 2 and 10" in learn(str(source), *out, "--folds", "1").stderr
     assert (
         "--max-questions must be between 10 and 10,000"
         in learn(str(source), *out, "--max-questions", "3").stderr
