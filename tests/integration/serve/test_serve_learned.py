@@ -65,6 +65,7 @@ def served(client, base_settings, unique_name, embedder, tmp_path) -> Iterator:
             ["learn", str(questions), "--out", str(models), "--tenant", tenant,
              "--url", settings.opensearch_url, "--index", settings.index_name, "--mode", "bm25",
              "--rounds", "160", "--folds", "3", "--seed", seed, "--json"],
+            env={"LOADER_SEARCH_MODE": "bm25"},  # the guard judges against bm25's fusion
         )  # fmt: skip
         assert done.exit_code == 0, done.output
         assert json.loads(done.stdout)["out"] == str(models / tenant)

@@ -104,10 +104,13 @@ def questions_file(path: Path, ids: dict[tuple[str, int], str], shuffled: bool) 
 
 
 def learn(settings, out: Path, source: Path, *args: str):
+    """`loader learn --mode bm25` where bm25 is served (search_mode): the guard's current search
+    is what the tenant is served now, here bm25's fusion."""
     return CliRunner().invoke(
         cli,
         ["learn", str(source), "--out", str(out), "--url", settings.opensearch_url,
          "--index", settings.index_name, "--tenant", "A", *FAST, *args],
+        env={"LOADER_SEARCH_MODE": "bm25"},
     )  # fmt: skip
 
 
