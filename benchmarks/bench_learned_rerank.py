@@ -107,6 +107,11 @@ def main() -> int:
     args = parser.parse_args()
     overrides: dict[str, Any] = {"opensearch_url": args.url, "index_name": args.index}
     overrides.update(rerank_backend="learned", learned_reranker=args.model, query_log="off")
+    if (Path(args.model) / "learned_reranker.txt").is_file():  # one model: lent to --tenant
+        from loader.models.rerank.tenants import recorded_facts
+
+        owner = recorded_facts(Path(args.model))["tenant"]
+        overrides["learned_reranker_tenants"] = f"{args.tenant}={owner}"
     settings, _ = resolve_settings(overrides=overrides)
     for line in report(measure(settings, args.tenant, args.rounds, args.limit)):
         print(line)

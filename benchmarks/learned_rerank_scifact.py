@@ -64,7 +64,7 @@ from loader.settings import Settings  # noqa: E402
 from loader.train.booster import PRIOR_SCALE, ROUNDS, residual_weight, train_booster  # noqa: E402
 from loader.train.examples import Example, collect_examples  # noqa: E402
 from loader.train.guard import gain_lower_bound  # noqa: E402
-from loader.train.learn import LearnRequest, _sample, _split, learn  # noqa: E402
+from loader.train.learn import LearnRequest, _sample, learn  # noqa: E402
 from loader.train.sources import read_source  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -221,12 +221,11 @@ def headroom(args: argparse.Namespace) -> dict[str, Any]:
 
 def _replica(request: LearnRequest, pairs: list, train: Mapping[str, Example]) -> Any:
     """The booster ``learn`` trains for ``request``, from cached examples: the same seeded
-    sample and split (``loader.train.learn``'s own helpers), the same ``train_booster``. For a
-    model the guard refused (nothing written), to say what it would have done on test."""
+    sample (``loader.train.learn``'s own helper), every sampled question, the same
+    ``train_booster``. For a model the guard refused (nothing written), to say what it would
+    have done on test."""
     source = pairs[0][0]
-    sampled = _sample([source], request)
-    kept, _held = _split(sampled, request.held_out, request.seed)
-    fitted = [train[q.id] for _s, q in kept if q.id in train]
+    fitted = [train[q.id] for _s, q in _sample([source], request) if q.id in train]
     useful = sum(bool(example.labels.max() > 0) for example in fitted)
     return train_booster(fitted, request), residual_weight(useful)
 
@@ -242,13 +241,14 @@ def one_run(
         sources=(args.dataset,),
         out=out,
         index_prefix=args.index_prefix,
+        mode="hybrid-rrf",  # the figures' base (no choice among the fusions)
         max_questions=None if size >= len(context["pairs"]) else size,
         seed=seed,
         rounds=args.rounds,
     )
     result = learn(request, settings)
     if result.adopted:
-        model = LearnedReranker(out)
+        model = LearnedReranker(result.out)  # <out>/eval/: a BEIR folder's tenant
         booster, scale, weight = model.booster, model.prior_scale, model.residual_weight
     else:
         (booster, weight), scale = (
@@ -437,7 +437,12 @@ def carry_over(args: argparse.Namespace) -> dict[str, Any]:
     task = load_task(questions, docs=ROOT / "docs")
     settings = settings.replace(index_name=index_alias(args.docs_prefix, task.name, "structure"))
     base = section_ndcgs(task, settings, rerank=False)
-    learned = settings.replace(rerank_backend="learned", learned_reranker=args.model)
+    # SciFact's model (tenant eval) lent to the docs' tenant: carry-over is what it measures.
+    learned = settings.replace(
+        rerank_backend="learned",
+        learned_reranker=args.model,
+        learned_reranker_tenants=f"{task.tenant}=eval",
+    )
     model = section_ndcgs(task, learned, rerank=True)
     gain, low, high = gain_interval(base, model)
     lower = gain_lower_bound(base, model, seed=0)

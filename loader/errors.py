@@ -148,8 +148,8 @@ class ForbiddenError(LoaderError):
 
 
 class ModelRejectedError(LoaderError):
-    """A trained model did not beat the current search on held-out questions (``loader learn``'s
-    guard): nothing was written, and the message says what was measured."""
+    """A trained model did not beat the current search on questions it did not learn from
+    (``loader learn``'s guard): nothing was written, and the message says what was measured."""
 
     exit_code = 14
     http_status = 422

@@ -156,6 +156,38 @@ def tenant_problem(tenant: str) -> str | None:
     return None
 
 
+def parse_tenant_map(text: str) -> dict[str, str]:
+    """``learned_reranker_tenants``: ``"B=A, C=A"`` -> ``{"B": "A", "C": "A"}`` (tenant ->
+    the tenant whose model it uses).
+
+    Raises:
+        ConfigError: an entry without ``=``, a blank side, a tenant named twice.
+    """
+    lent: dict[str, str] = {}
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        tenant, equals, owner = (side.strip() for side in entry.partition("="))
+        if not equals or not tenant or not owner:
+            raise ConfigError(
+                f"learned_reranker_tenants: {entry!r} is not TENANT=MODEL_TENANT "
+                '(e.g. "B=A": tenant B\'s searches use the model learnt from tenant A)'
+            )
+        if tenant in lent:
+            raise ConfigError(f"learned_reranker_tenants names tenant {tenant!r} twice")
+        lent[tenant] = owner
+    return lent
+
+
+def tenant_map_problem(text: str) -> str | None:
+    """The setting's check: what is wrong with ``text``, or ``None``."""
+    try:
+        parse_tenant_map(text)
+    except ConfigError as exc:
+        return str(exc).removeprefix("learned_reranker_tenants: ")
+    return None
+
+
 def _setting(
     scope: str,
     default: Any,
@@ -456,8 +488,19 @@ class Settings:
     learned_reranker: str = _setting(
         "query",
         "",
-        "Folder of a learned reranker (`loader learn --out`): the rerank with rerank_backend = "
-        "learned, and with rerank = auto when reranker_model is no cross-encoder here.",
+        "Folder of the learned rerankers, one model folder per tenant (`loader learn --tenant T "
+        "--out` writes <folder>/T/): a search uses its own tenant's model, or none; with "
+        "rerank_backend = learned, and with rerank = auto when reranker_model is no "
+        "cross-encoder here. A folder holding learned_reranker.txt itself is the model of the "
+        "tenant its provenance records, and of no other.",
+    )
+    learned_reranker_tenants: str = _setting(
+        "query",
+        "",
+        "Lend a tenant's learned model to others: \"B=A, C=A\" makes tenant B's and C's searches "
+        "use the model learnt from tenant A. Without it a model never reranks another tenant's "
+        "searches.",
+        check=tenant_map_problem,
     )
     rerank_backend: str = _setting(
         "query",

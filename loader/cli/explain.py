@@ -22,13 +22,17 @@ from loader.terminal import printable
     "indexed for the tenant, else for another tenant, else the part before the first '#'. "
     "Without --expect, the top results are explained.",
 )
-@mode_option("Search mode (default: the search_mode setting).")
+@mode_option(
+    "Search mode (default: the search_mode setting; the mode a learned model learnt on, when "
+    "it reranks)."
+)
 @k_option("Results kept (default: top_k).")
 @click.option(
     "--candidates",
     type=int,
     default=None,
-    help="Depth of the BM25, vector and fused lists (default: candidates).",
+    help="Depth of the BM25, vector and fused lists (default: candidates; the depth a learned "
+    "model learnt at, when it reranks).",
 )
 @click.option(
     "--rerank/--no-rerank",

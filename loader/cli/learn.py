@@ -9,10 +9,10 @@ import click
 from loader.cli.common import check_index_prefix_option, echo_json, settings_options
 from loader.cli.options import json_option, mode_option, quiet_option, tenant_option
 from loader.errors import ModelRejectedError
-from loader.modes import HYBRID_MODES
 from loader.settings import Settings
 from loader.terminal import printable, show_progress
 from loader.train import defaults
+from loader.train.defaults import LEARN_BASE_MODES as BASE_MODES
 
 
 @click.command(short_help="Train the learned reranker from judged questions, kept if it helps.")
@@ -20,9 +20,10 @@ from loader.train import defaults
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
-    required=True,
-    help="Folder for the model (written only when it beats the current search; a folder that "
-    "holds a learned reranker is retrained in place).",
+    default=None,
+    help="Folder of the learned rerankers, one model folder per tenant (default: the "
+    "learned_reranker setting): the model goes to <out>/<tenant>/, written only when it beats "
+    "the current search, retrained in place.",
 )
 @click.option(
     "--split",
@@ -44,16 +45,24 @@ from loader.train import defaults
     help="First part of the index `loader eval` built for a BEIR folder "
     "(<prefix>-<dataset>-<strategy>).",
 )
-@mode_option(f"The search whose candidates the model reranks (default: {HYBRID_MODES[0]}).")
-@click.option(
-    "--candidates", type=int, default=50, show_default=True, help="Candidates per question."
+@mode_option(
+    "The search whose candidates the model reranks (default: the one of "
+    f"{', '.join(BASE_MODES)} the model scores best over, by cross-validation)."
 )
 @click.option(
-    "--held-out",
-    type=float,
-    default=0.2,
+    "--candidates",
+    type=int,
+    default=50,
     show_default=True,
-    help="Share of the questions held out to judge the model against the current search.",
+    help="Candidates per question the model learns from, and reranks when it is on.",
+)
+@click.option(
+    "--folds",
+    type=int,
+    default=5,
+    show_default=True,
+    help="Cross-validation folds (whole questions) that judge the model against the current "
+    "search.",
 )
 @click.option(
     "--max-questions",
@@ -70,7 +79,7 @@ from loader.train import defaults
     help='Sample weight of click-derived questions ("implicit": true); explicit grades weigh 1.',
 )
 @click.option("--rounds", type=int, default=300, show_default=True, help="Boosting rounds.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Sampling, split, model.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Sampling, folds, model.")
 @quiet_option()
 @json_option("Print the result as JSON.")
 @settings_options
@@ -81,14 +90,14 @@ from loader.train import defaults
 def learn(
     settings: Settings,
     sources: tuple[Path, ...],
-    out: Path,
+    out: Path | None,
     split: str,
     test_split: str,
     tenant: str,
     index_prefix: str,
     mode: str | None,
     candidates: int,
-    held_out: float,
+    folds: int,
     max_questions: int | None,
     implicit_weight: float,
     rounds: int,
@@ -105,12 +114,19 @@ def learn(
     naming another tenant than --tenant is refused, and identical lines count once. It takes at
     least 10 distinct judged questions, and searches at most 10,000 (--max-questions samples).
 
-    Each question is searched as `loader search` would, and the model learns from its
-    candidates' features, close to the fused order. It is written to --out only when its
-    held-out nDCG@10 beats the current search's, with the lower end of a 95 % paired-bootstrap
-    interval of the gain above zero; otherwise nothing is written, the one line on stderr says
-    what the guard measured and to judge more questions, and the exit code is 14. Then set
-    learned_reranker = "<out>" (guide/rerank.md).
+    The model is one tenant's: the tenant the sources are searched as (--tenant; a BEIR
+    folder's, eval), and it reranks only that tenant's searches. Each question is searched as
+    `loader search` would, in each of the base modes (or --mode: then in that one alone), and
+    the model learns from its candidates' features, close to the fused order. The base is the
+    mode whose model scores best by cross-validation (each question scored by a model trained
+    without it; three bases cost 3 x --folds trainings); the model records it and the
+    candidates it learnt from, and the searches it reranks use them. It is written to
+    <out>/<tenant>/ only when its cross-validated nDCG@10 beats the search served now (the
+    tenant's model already there, else fusion), with the one-sided 90 % lower bound of the gain
+    (the 10th percentile of paired-bootstrap means) above zero; the model written is trained on
+    every question. Otherwise nothing is written, the one line on stderr says what the guard
+    measured and to judge more questions, and the exit code is 14. Then set learned_reranker =
+    "<out>" (guide/rerank.md).
 
     Exit codes: 0 kept; 2 a bad source or option (the message names the file and line, or the
     option, or a source's missing index); 3 OpenSearch failed; 4 OpenSearch refused the
@@ -126,9 +142,9 @@ def learn(
         test_split=test_split,
         tenant=tenant,
         index_prefix=index_prefix,
-        mode=mode or HYBRID_MODES[0],
+        mode=mode,
         candidates=candidates,
-        held_out=held_out,
+        folds=folds,
         max_questions=max_questions,
         implicit_weight=implicit_weight,
         seed=seed,
@@ -146,4 +162,10 @@ def learn(
         raise ModelRejectedError(result.reason)
     if not as_json:
         click.echo(printable(result.reason))
-        click.echo(printable(f'learned reranker: {out}; use it with learned_reranker = "{out}"'))
+        root = Path(result.out).parent
+        click.echo(
+            printable(
+                f"learned reranker of tenant {result.provenance['model']['tenant']!r}: "
+                f'{result.out}; use it with learned_reranker = "{root}"'
+            )
+        )

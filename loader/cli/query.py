@@ -52,7 +52,10 @@ FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale
 
 @click.command(short_help="Search the index: ranked chunks with their sources.")
 @click.argument("question")
-@mode_option("Search mode (default: the search_mode setting).")
+@mode_option(
+    "Search mode (default: the search_mode setting; the mode a learned model learnt on, when "
+    "it reranks)."
+)
 @click.option(
     "--rerank/--no-rerank",
     default=None,
@@ -65,7 +68,8 @@ FILTER_OPTIONS = ("lang", "tags", "published_from", "published_to", "decay_scale
     "--candidates",
     type=int,
     default=None,
-    help="Chunks retrieved before the rerank (default: candidates).",
+    help="Chunks retrieved before the rerank (default: candidates; the depth a learned model "
+    "learnt at, when it reranks).",
 )
 @click.option("--lang", default=None, help="Only chunks in this language (e.g. en).")
 @click.option(

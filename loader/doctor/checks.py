@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors, cluster_version, connect, safe_url
@@ -340,15 +341,18 @@ def _int8_check(settings: Settings) -> Check:
 
 
 def learned_model_checks(learned_reranker: str, reranker_model: str) -> list[Check]:
-    """One line per learned reranker the settings name (``learned_reranker``, or
-    ``reranker_model`` naming a folder ``loader learn`` wrote): its folder checked and its
-    booster loaded as every reader does (``loader.models.rerank.learned``: the files' kind, size,
-    recorded hash and text, then a child process first), so a damaged model fails here, naming
-    the file and what is wrong, instead of at the first rerank."""
+    """One line per learned reranker the settings name (each tenant's model folder in
+    ``learned_reranker``, or that folder itself when it holds one model; ``reranker_model``
+    naming a folder ``loader learn`` wrote): its folder checked and its booster loaded as every
+    reader does (``loader.models.rerank.learned``: the files' kind, size, recorded hash and text,
+    then a child process first), so a damaged model fails here, naming the file and what is
+    wrong, instead of at the first rerank."""
     from loader.models.rerank.check import is_learned_folder, learned_problem
-    from loader.models.rerank.learned import LearnedReranker
 
-    named = {learned_reranker: "learned_reranker"} if learned_reranker else {}
+    named = {}
+    if learned_reranker:
+        named = {folder: "learned_reranker" for folder in _tenant_folders(learned_reranker)}
+        named = named or {learned_reranker: "learned_reranker"}  # none: learned_problem says why
     if is_learned_folder(reranker_model):
         named.setdefault(reranker_model, "reranker_model")
     checks = []
@@ -358,15 +362,38 @@ def learned_model_checks(learned_reranker: str, reranker_model: str) -> list[Che
             fix = f"train one with `loader learn --out {folder}`, or unset {setting}"
             checks.append(Check("learned reranker", "fail", problem, fix, ModelError))
             continue
-        try:
-            model = LearnedReranker(folder)
-        except ModelError as exc:
-            fix = "train it again with `loader learn`"
-            checks.append(Check("learned reranker", "fail", str(exc), fix, ModelError))
-            continue
-        detail = f"{folder}: {model.booster.num_trees()} trees, SHA-256 {model.sha256[:16]}..."
-        checks.append(Check("learned reranker", "ok", detail))
+        checks.append(_learned_model_check(folder))
     return checks
+
+
+# The tenants' models doctor checks at most (each is loaded in a child process: ~0.6 s).
+MAX_CHECKED_MODELS = 50
+
+
+def _tenant_folders(root: str) -> list[str]:
+    """The model folders under ``learned_reranker``: the folder itself when it holds one model
+    (the layout before one model per tenant), else each tenant's folder that holds one."""
+    from loader.models.rerank.check import is_learned_folder
+
+    base = Path(root).expanduser()
+    if is_learned_folder(root) or not base.is_dir():
+        return [root] if is_learned_folder(root) else []
+    found = sorted(str(entry) for entry in base.iterdir() if is_learned_folder(str(entry)))
+    return found[:MAX_CHECKED_MODELS]
+
+
+def _learned_model_check(folder: str) -> Check:
+    from loader.models.rerank.learned import LearnedReranker
+
+    try:
+        model = LearnedReranker(folder)
+    except ModelError as exc:
+        return Check(
+            "learned reranker", "fail", str(exc), "train it again with `loader learn`", ModelError
+        )
+    whose = f", tenant {model.tenant!r}" if model.tenant else ""
+    detail = f"{folder}: {model.booster.num_trees()} trees, SHA-256 {model.sha256[:16]}...{whose}"
+    return Check("learned reranker", "ok", detail)
 
 
 def run_doctor(

@@ -16,6 +16,7 @@ Example::
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,6 +27,8 @@ from loader.settings import SEARCH_MODES, Settings, settings_in_scope
 
 if TYPE_CHECKING:
     from loader.models.rerank.check import RerankChoice
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MODES = SEARCH_MODES
 # --rerank on / off / both: the rerank flags each mode is run with.
@@ -250,10 +253,13 @@ def index_alias(prefix: str, dataset: str, strategy: str, config: EvalConfig | N
     return alias
 
 
-def rerank_options(choice: str | None, settings: Settings) -> tuple[tuple[bool, ...], str | None]:
+def rerank_options(
+    choice: str | None, settings: Settings, tenant: str | None = None
+) -> tuple[tuple[bool, ...], str | None]:
     """``--rerank on|off|both`` -> the rerank flags to run: ``(True,)``, ``(False,)``, both;
-    ``None`` (no option) follows the rerank setting as a search does (``auto``: on exactly when
-    reranker_model is a cross-encoder here), with the warning to show when auto leaves it off.
+    ``None`` (no option) follows the rerank setting as a search of ``tenant`` does (``auto``: on
+    exactly when reranker_model is a cross-encoder here, or the tenant has a learned model),
+    with the warning to show when auto leaves it off.
 
     Raises:
         ConfigError: another choice.
@@ -263,15 +269,29 @@ def rerank_options(choice: str | None, settings: Settings) -> tuple[tuple[bool, 
     from loader.models.rerank.check import default_rerank, require_rerank
 
     if choice is None:
-        rerank, warning = default_rerank(settings)
+        rerank, warning = default_rerank(settings, tenant)
         choice = "on" if rerank else "off"
     else:
         warning = None
     if choice not in RERANK_CHOICES:
         raise ConfigError(f"rerank {choice!r} is not one of {', '.join(RERANK_CHOICES)}")
     if True in RERANK_CHOICES[choice]:
-        require_rerank(settings)
+        require_rerank(settings, tenant)
     return RERANK_CHOICES[choice], warning
+
+
+def rerank_setup(
+    choice: str | None, settings: Settings, tenant: str, modes: Sequence[str]
+) -> tuple[tuple[bool, ...], list[str], str]:
+    """``rerank_options`` for a task of ``tenant``, its warnings (logged here, and for the
+    results file: auto leaving the rerank off, rows reranked by a learned model on another
+    mode's candidates) and the learned reranker's caption (``learned_caption``)."""
+    reranks, warning = rerank_options(choice, settings, tenant)
+    learned, others = learned_caption(settings, tenant, modes)
+    warnings = ([warning] if warning else []) + (others if True in reranks else [])
+    for line in warnings:
+        log.warning("%s", line)
+    return reranks, warnings, learned if True in reranks else ""
 
 
 def rerank_caption(
@@ -282,6 +302,7 @@ def rerank_caption(
     rerank: str,
     backend: str,
     swept: str | None = None,
+    learned: str = "",
 ) -> str:
     """What the results table's caption says of the rerank: which reranker ran, or why none did.
 
@@ -293,6 +314,7 @@ def rerank_caption(
             reranker, a learned model, or none and why.
         rerank, backend: the rows' ``rerank`` and ``rerank_backend`` settings.
         swept: the swept setting, if any (a swept reranker is named in each row instead).
+        learned: the learned reranker that runs (``learned_caption``), if it is one.
 
     Example::
 
@@ -307,6 +329,8 @@ def rerank_caption(
         return f"rerank: off (rerank = {rerank})"
     if swept in RERANKER_SETTINGS:
         reranker = f"as each row's {swept}"
+    elif learned:
+        reranker = learned
     elif chosen.kind == "cross-encoder":  # check.CROSS_ENCODER: `loader --help` imports no model
         reranker = f"{chosen.label} on {backend}"
     else:
@@ -314,6 +338,30 @@ def rerank_caption(
     if False in reranks:
         return f"rerank: {reranker} in the +rerank rows, off in the others"
     return f"rerank: {reranker}" + ("" if choice else f" (rerank = {rerank})")
+
+
+def learned_caption(settings: Settings, tenant: str, modes: Sequence[str]) -> tuple[str, list[str]]:
+    """What the caption says of the tenant's learned reranker, when it is the one that reranks
+    (``""`` otherwise), and a warning per evaluated mode whose candidates it did not learn from
+    (those rows rerank as asked: an explicit comparison, not refused)."""
+    from loader.models.rerank.check import LEARNED, choose_reranker
+
+    choice = choose_reranker(settings, tenant)
+    if choice.kind != LEARNED:
+        return "", []
+    depth = f"the top {choice.candidate_depth}" if choice.candidate_depth else "all"
+    base = choice.base_mode or "an unrecorded mode"
+    caption = (
+        f"learned reranker {choice.model} of tenant {tenant!r}, learnt on {base}'s candidates "
+        f"(reranks {depth} of each row's)"
+    )
+    others = [mode for mode in modes if choice.base_mode and mode != choice.base_mode]
+    warnings = [
+        f"the {mode}+rerank row reranks {mode}'s candidates with a model learnt on "
+        f"{choice.base_mode}'s: not what it was measured on"
+        for mode in others
+    ]
+    return caption, warnings
 
 
 def config_settings(settings: Settings, config: EvalConfig, alias: str) -> Settings:

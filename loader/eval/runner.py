@@ -62,7 +62,7 @@ from loader.eval.configs import (
     parse_sweep,
     plan_configurations,
     rerank_caption,
-    rerank_options,
+    rerank_setup,
 )
 from loader.eval.indexes import EvalIndexes
 from loader.eval.metrics import (
@@ -406,9 +406,6 @@ def run_eval(
         check_comparable(previous, gate, str(request.previous))
     # Every swept value is checked now: not after the rows before it ran.
     sweep = parse_sweep(request.sweep, settings) if request.sweep else None
-    reranks, rerank_warning = rerank_options(request.rerank, settings)
-    if rerank_warning:
-        log.warning("%s", rerank_warning)
     _check_writable(request)
     task = load_task(
         request.dataset,
@@ -419,11 +416,14 @@ def run_eval(
         tenant=request.tenant,
         default_tenant=settings.tenant,
     )
+    # After the task (its tenant's learned model), before any document is pushed.
+    modes = request.modes or DEFAULT_MODES
+    reranks, rerank_warnings, learned = rerank_setup(request.rerank, settings, task.tenant, modes)
     report = evaluate(
         task,
         settings,
         strategies=request.strategies or None,
-        modes=request.modes or DEFAULT_MODES,
+        modes=modes,
         rerank_options=reranks,
         candidates=request.candidates,
         sweep=sweep,
@@ -431,16 +431,13 @@ def run_eval(
         show_progress=show_progress,
         on_event=on_event,
     )
-    if rerank_warning:  # in the results file too: its figures are without rerank
-        report.warnings.append(rerank_warning)
+    report.warnings.extend(rerank_warnings)  # in the results file too
+    chosen = choose_reranker(settings, task.tenant)  # what the rows ran: the tenant's model too
+    swept = sweep.setting if sweep else None
     report.rerank = rerank_caption(
-        request.rerank,
-        reranks,
-        choose_reranker(settings),  # what the rows ran: cross-encoder, keyword or learned
-        rerank=settings.rerank,
-        backend=settings.rerank_backend,
-        swept=sweep.setting if sweep else None,
-    )
+        request.rerank, reranks, chosen, rerank=settings.rerank, backend=settings.rerank_backend,
+        swept=swept, learned=learned,
+    )  # fmt: skip
     outputs = write_outputs(report, request.out_dir, request.output, chart=request.chart)
     comparison = None
     if previous is not None:

@@ -113,7 +113,9 @@ class TenantSearch:
         **options: ``SEARCH_OPTIONS``, as ``loader search``'s options: ``mode``, ``k``,
             ``candidates``, ``rerank``, ``one_per_document``, ``exact_match``, ``filters`` (a
             mapping, see ``as_filters``), ``expand``, ``merge_adjacent``; ``None`` for the
-            settings' default.
+            settings' default. A learned rerank is the tenant's own model, or none
+            (``loader.models.rerank.tenants``), and its mode and depth are the model's unless
+            given here.
 
     Raises:
         ConfigError: an unknown option, a bad tenant or option value (named), unreadable

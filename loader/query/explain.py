@@ -56,7 +56,7 @@ from loader.query.located import IndexedChunk, indexed_chunks, locate, source_ow
 from loader.query.request import SearchFilters, SearchRequest
 from loader.query.result import hits_from_response
 from loader.query.rewrite import IdentityRewriter
-from loader.query.search import bm25_text, search
+from loader.query.search import bm25_text, rerank_depth, search
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -221,6 +221,7 @@ def _learned_shares(
     params = request.template_params(bm25_text(request.searched), vector)
     query = RerankQuery.of_call(request.searched, settings.index_name, params)
     hits = sorted(reranked, key=lambda hit: hit.ranks.get("retrieval", 0))
+    hits = hits[: rerank_depth(reranker, len(hits))]  # those the model reranked (search's rule)
     answers = send_lookup(client, settings, reranker.lookup(query, hits))
     shares = reranker.contributions(query, hits, answers)
     return {hit.chunk_id: share for hit, share in zip(hits, shares, strict=True)}
@@ -353,7 +354,7 @@ def _load_reranker(
     from loader.models.rerank import load_reranker
 
     try:
-        return load_reranker(settings)
+        return load_reranker(settings, request.tenant)  # a learned model: the tenant's
     except RerankerUnavailableError:
         raise
     except ModelError as exc:

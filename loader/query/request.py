@@ -30,7 +30,7 @@ from typing import Any
 
 from loader.errors import ConfigError
 from loader.index.search_params import search_template_params
-from loader.models.rerank.check import default_rerank
+from loader.models.rerank.check import LEARNED, RerankChoice, choose_reranker, default_rerank
 from loader.query.conversation import check_history
 from loader.query.identifiers import exact_terms
 from loader.settings import EXPANSIONS, MAX_CANDIDATES, SEARCH_MODES, Settings, tenant_problem
@@ -92,6 +92,39 @@ def _valid_iso_date(match: re.Match[str]) -> bool:
     return zone_minutes <= 18 * 60 and all(
         parts.get(name, 0) <= limit for name, limit in _TIME_LIMITS.items()
     )
+
+
+def learned_defaults(
+    choice: RerankChoice, given: Mapping[str, Any], defaults: dict[str, Any]
+) -> list[str]:
+    """A learned model reranks best the candidates it learnt from: its ``base_mode`` and
+    ``candidate_depth`` become the request's ``mode`` and ``candidates`` where the caller left
+    them out (``defaults`` is updated). What the caller gives is honoured, not refused (an
+    explicit comparison, `loader eval`'s rows, an app's choice), with a warning per difference,
+    returned.
+    """
+    if choice.kind != LEARNED:
+        return []
+    warnings = []
+    learnt = "this tenant's learned reranker"  # no folder: the warning reaches HTTP clients
+    if choice.base_mode in SEARCH_MODES:
+        if "mode" not in given:
+            defaults["mode"] = choice.base_mode
+        elif given["mode"] != choice.base_mode:
+            warnings.append(
+                f"mode {given['mode']} asked for: {learnt} learnt from {choice.base_mode}'s "
+                "candidates, so it reranks others than it was measured on"
+            )
+    depth = choice.candidate_depth
+    if depth:
+        if "candidates" not in given:
+            defaults["candidates"] = min(depth, MAX_CANDIDATES)
+        elif isinstance(given["candidates"], int) and given["candidates"] < depth:
+            warnings.append(
+                f"candidates {given['candidates']} asked for: {learnt} learnt at {depth} "
+                "candidates a question, so it reranks fewer than it was measured on"
+            )
+    return warnings
 
 
 def check_date(name: str, value: object) -> str:
@@ -273,7 +306,9 @@ class SearchRequest:
         ``exact_match``) default to those settings; ``None`` for any field means its default, so
         front ends can pass their unset options through. ``rerank`` defaults to the rerank
         setting; with ``auto``, to whether ``reranker_model`` is a cross-encoder on this machine
-        (a file-system check, no model loaded), and a warning says so when it is not.
+        (a file-system check, no model loaded), else the tenant's learned model, and a warning
+        says so when there is none. A search the tenant's learned model reranks takes the mode
+        and candidates it learnt from unless the caller gives them (``learned_defaults``).
 
         Example::
 
@@ -285,11 +320,19 @@ class SearchRequest:
         """
         given = {name: value for name, value in fields.items() if value is not None}
         defaults = {name: getattr(settings, setting) for name, setting in FROM_SETTINGS.items()}
+        tenant = given.get("tenant")
+        tenant = tenant if isinstance(tenant, str) and tenant.strip() else None
+        warnings = list(given.pop("warnings", ()))
         if "rerank" not in given:
-            defaults["rerank"], warning = default_rerank(settings)
+            defaults["rerank"], warning = default_rerank(settings, tenant)
             if warning:
-                defaults["warnings"] = (*given.pop("warnings", ()), warning)
+                warnings.append(warning)
                 defaults["rerank_unavailable"] = True
+        if given.get("rerank", defaults.get("rerank")) is True and tenant is not None:
+            learned = choose_reranker(settings, tenant)
+            warnings += learned_defaults(learned, given, defaults)
+        if warnings:
+            defaults["warnings"] = tuple(warnings)
         return cls(question=question, **(defaults | given))
 
     def __post_init__(self) -> None:

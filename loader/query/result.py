@@ -110,6 +110,8 @@ class SearchResult:
         tenant: the tenant searched.
         reranked: whether the reranker (cross-encoder, keyword or learned) reordered them.
         candidates: how many distinct candidates retrieval returned.
+        rerank_depth: how many of them the reranker reordered (0 without rerank; a learned
+            model reranks the depth it learnt at, the rest follow in retrieval order).
         hits: the results, best first (or in prompt order with ``prompt_order``).
         timings: milliseconds per stage: rewrite_ms, embed_ms, retrieve_ms, rerank_ms,
             context_ms, total_ms.
@@ -131,6 +133,7 @@ class SearchResult:
     tenant: str
     reranked: bool
     candidates: int
+    rerank_depth: int = 0
     hits: list[SearchHit] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
     truncated: bool = False
@@ -159,10 +162,14 @@ def _hit_lines(number: int, hit: SearchHit, snippet_chars: int) -> list[str]:
 def _summary_line(result: SearchResult) -> str:
     timings = result.timings
     count = len(result.hits)
+    reranked = "no rerank"
+    if result.reranked:
+        partly = 0 < result.rerank_depth < result.candidates
+        reranked = f"reranked the top {result.rerank_depth}" if partly else "reranked"
     return (
         f"{count} result{'' if count == 1 else 's'} of {result.candidates} "
         f"candidate{'' if result.candidates == 1 else 's'} for tenant "
-        f"{result.tenant!r} ({result.mode}, {'reranked' if result.reranked else 'no rerank'}) in "
+        f"{result.tenant!r} ({result.mode}, {reranked}) in "
         f"{timings['total_ms']:.1f} ms: embed {timings['embed_ms']:.1f} ms, retrieve "
         f"{timings['retrieve_ms']:.1f} ms, rerank {timings['rerank_ms']:.1f} ms"
     )

@@ -171,7 +171,7 @@ def _load_models(
     if request.rerank and reranker is None:
         from loader.models.rerank import load_reranker
 
-        reranker = load_reranker(settings)
+        reranker = load_reranker(settings, request.tenant)  # a learned model: the tenant's
     embeds = search_mode(request.mode).embeds
     if embeds and embedder is None:
         from loader.models.embedding import embedder_for
@@ -187,6 +187,14 @@ def _embed(embedder: Embedder | None, queries: list[str]) -> list[list[float] | 
     return [vector.tolist() for vector in embedder.embed_queries(queries)]
 
 
+def rerank_depth(reranker: Reranker, candidates: int) -> int:
+    """How many of ``candidates`` the reranker reorders: a learned model the first
+    ``candidate_depth`` (the depth it learnt at: reranking deeper gives it candidates unlike
+    those it learnt from), any other all of them."""
+    depth = getattr(reranker, "candidate_depth", None)
+    return min(candidates, depth) if depth else candidates
+
+
 def _rerank(
     reranker: Reranker,
     query: RerankQuery,
@@ -194,15 +202,22 @@ def _rerank(
     looked_up: list[dict[str, Any]] | None,
 ) -> list[SearchHit]:
     """``hits`` ordered by the reranker's scores (``loader.models.rerank.Reranker.score``: a
-    cross-encoder's, the keyword reranker's, a learned model's), each scored and ranked."""
-    scores = reranker.score(query, hits, looked_up)
-    for hit, score in zip(hits, scores, strict=True):
+    cross-encoder's, the keyword reranker's, a learned model's), each scored and ranked; only
+    the first ``rerank_depth`` are reranked, the others follow in their retrieval order, each
+    scored one below the one before it, so the scores still fall with the rank (TREC runs)."""
+    depth = rerank_depth(reranker, len(hits))
+    head, tail = hits[:depth], hits[depth:]
+    scores = reranker.score(query, head, looked_up)
+    for hit, score in zip(head, scores, strict=True):
         hit.scores["rerank"] = score
     # sorted() is stable: equal scores keep their retrieval order.
-    ranked = sorted(hits, key=lambda hit: -hit.scores["rerank"])
-    for rank, hit in enumerate(ranked, start=1):
+    ranked = sorted(head, key=lambda hit: -hit.scores["rerank"])
+    floor = ranked[-1].scores["rerank"] if ranked else 0.0
+    for below, hit in enumerate(tail, start=1):
+        hit.scores["rerank"] = floor - below
+    for rank, hit in enumerate(ranked + tail, start=1):
         hit.ranks["rerank"] = rank
-    return ranked
+    return ranked + tail
 
 
 def _assemble(request: SearchRequest, hits: list[SearchHit]) -> list[SearchHit]:
@@ -255,7 +270,7 @@ class _Run:
             return hits, None, None
         query = RerankQuery.of_call(self.rewrite.standalone, calls[0].index, calls[0].params)
         with self.timings.stage("rerank_ms"):
-            lines = reranker.lookup(query, hits)
+            lines = reranker.lookup(query, hits[: rerank_depth(reranker, len(hits))])
         return hits, query, lines
 
     def finish(
@@ -267,7 +282,9 @@ class _Run:
     ) -> SearchResult:
         """The rerank and context stages, and the result."""
         request, rewrite = self.request, self.rewrite
+        depth = 0
         if reranker is not None and query is not None:
+            depth = rerank_depth(reranker, len(hits))
             with self.timings.stage("rerank_ms"):
                 hits = _rerank(reranker, query, hits, looked_up)
         rerank_query = query.question if query is not None else ""
@@ -286,6 +303,7 @@ class _Run:
             tenant=request.tenant,
             reranked=bool(rerank_query),
             candidates=self.retrieved,
+            rerank_depth=depth,
             hits=hits,
             timings=finished,
             truncated=request.truncated,

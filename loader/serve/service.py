@@ -6,6 +6,7 @@ and answers ``/health`` and ``/search``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Any
@@ -39,6 +40,8 @@ NO_LEARNED = (
     "no rerank: rerank is auto and the learned reranker the server's settings name cannot be "
     "used (its log says why)"
 )
+# The models whose last failure is remembered (logged once per reason): one per tenant.
+MAX_FAILURES_KEPT = 1024
 
 
 class SearchService:
@@ -53,11 +56,12 @@ class SearchService:
         self.client = client
         self.embedder = embedder
         self.reranker = reranker
+        # A reranker given here (an app's, a test's) reranks every tenant's searches.
+        self._given_reranker = reranker is not None
         self._reranker_lock = threading.Lock()
-        self._reranker_failure: ModelError | None = None
-        self._learned_folder: str | None = None  # a learned model: looked up at every request
+        self._reranker_failure: LoaderError | None = None  # the shared one's, for good
         self._failure_lock = threading.Lock()
-        self._said_failure = ""
+        self._said_failure: dict[str, str] = {}  # the model ("" the shared one): last logged
         self._default_rerank: tuple[bool, tuple[str, ...]] | None = None
 
     def start(self, load_models: bool) -> None:
@@ -82,25 +86,40 @@ class SearchService:
 
             self.embedder = embedder_for(settings)  # model, backend, instructions
             self.embedder.embed_queries(["warm up"])  # the model loads lazily
-        self.default_rerank()
+        shared = rerank_check.choose_reranker(settings).kind != rerank_check.LEARNED
+        if settings.rerank == "auto" and shared:
+            self._shared_default(None)  # the shared reranker loads now; a learned one per tenant
 
-    def default_rerank(self) -> tuple[bool, tuple[str, ...]]:
-        """Whether a request that leaves ``rerank`` out reranks, and the warnings its answer
-        then carries: the rerank setting; ``auto`` is decided once, on whether the reranker
-        loads (a warning on the log says why not, and each such answer says there is none). A
-        learned model is the exception: auto reranks with it whenever its files pass their
-        checks (``search`` answers without rerank, saying so, while they do not)."""
+    def default_rerank(self, tenant: str) -> tuple[bool, tuple[str, ...]]:
+        """Whether a request of ``tenant`` that leaves ``rerank`` out reranks, and the warnings
+        its answer then carries: the rerank setting; with ``auto``, whether the tenant has a
+        reranker. The tenant's own learned model (or the one ``learned_reranker_tenants`` lends
+        it) reranks whenever its files pass their checks (``search`` answers without rerank,
+        saying so, while they do not); the reranker every tenant shares (a cross-encoder, the
+        keyword one) is decided once, on whether it loads. When there is none, a warning on the
+        log says why and each such answer says there is none."""
+        if self.settings.rerank != "auto":
+            return self.settings.rerank == "on", ()
+        choice = rerank_check.choose_reranker(self.settings, tenant)
+        if choice.kind == rerank_check.LEARNED or self._given_reranker:
+            return True, ()
+        if choice.kind:
+            return self._shared_default(tenant)
+        _log_once(scrub_secrets(f"no rerank (rerank = auto): {choice.problem}", self.secrets))
+        return False, (f"no rerank: rerank is auto and {self._no_reranker()} (its log says why)",)
+
+    def _shared_default(self, tenant: str | None) -> tuple[bool, tuple[str, ...]]:
+        """``default_rerank`` for the reranker every tenant shares: decided once, on whether
+        it loads (loaded now: the first answer is fast)."""
         with self._reranker_lock:
             decided = self._default_rerank
         if decided is not None:
             return decided
-        rerank, problem = rerank_check.default_rerank(self.settings)
-        if self.settings.rerank == "auto" and rerank:  # loaded now: the first answer is fast
-            reranker, failure = self.current_reranker()
-            if reranker is None and self._learned_folder is None:
-                rerank, problem = False, str(failure)
+        rerank, problem = True, None
+        if self._shared_reranker(tenant)[0] is None:
+            rerank, problem = False, str(self._reranker_failure)
         warnings: tuple[str, ...] = ()
-        if self.settings.rerank == "auto" and not rerank:
+        if not rerank:
             log.warning("%s", scrub_secrets(str(problem), self.secrets))
             warnings = (f"no rerank: rerank is auto and {self._no_reranker()} (its log says why)",)
         with self._reranker_lock:
@@ -112,59 +131,67 @@ class SearchService:
         settings = self.settings
         if settings.learned_reranker or settings.rerank_backend == LEARNED_RERANK:
             return (
-                "no reranker the server's settings name (reranker_model, learned_reranker) is "
-                "available on this server"
+                "neither a cross-encoder nor a learned reranker of this tenant is available on "
+                "this server (reranker_model, learned_reranker)"
             )
         return f"reranker_model {settings.reranker_model!r} is not a cross-encoder on this server"
 
-    def current_reranker(self) -> tuple[Any, ModelError | None]:
-        """The reranker, or ``None`` and why it cannot be used (the error a request that asked
-        for a rerank answers with). A cross-encoder or the keyword reranker loads at the first
-        call, once and for all. A learned model is looked up at every call (``load_learned``,
-        two ``stat`` calls when nothing changed): read again when its files change, the model
-        read before serving until new files pass their checks; files refused are each rerank
-        request's error (503) until they change, and the server answers everything else."""
+    def reranker_for(self, tenant: str) -> tuple[Any, LoaderError | None]:
+        """The reranker of ``tenant``'s searches, or ``None`` and why it cannot be used (the
+        error a request that asked for a rerank answers with): the tenant's own learned model
+        (or the one ``learned_reranker_tenants`` lends it), else the reranker every tenant
+        shares (a cross-encoder or the keyword one, loaded at the first call, once and for
+        all). A learned model is looked up at every call (``load_learned``: two ``stat`` calls
+        when nothing changed): read again when its files change, the model read before serving
+        until new files pass their checks; files refused are each rerank request's error (503)
+        until they change, and the server answers everything else."""
+        if self._given_reranker:
+            return self.reranker, None
+        choice = rerank_check.choose_reranker(self.settings, tenant)
+        if choice.kind == rerank_check.LEARNED:
+            from loader.models.rerank.learned import load_learned
+
+            try:
+                return load_learned(choice.model), None
+            except (ModelError, ConfigError) as exc:
+                return None, self._unusable(exc, choice.model)
+        if not choice.kind:
+            try:
+                choice.require()
+            except RerankerUnavailableError as exc:  # no such model here: the request's 4xx
+                return None, exc
+        return self._shared_reranker(tenant)
+
+    def _shared_reranker(self, tenant: str | None) -> tuple[Any, LoaderError | None]:
+        """The reranker every tenant shares, loaded at the first call (once and for all)."""
         with self._reranker_lock:
             if self.reranker is None and self._reranker_failure is None:
-                if self._learned_folder is None:
-                    choice = rerank_check.choose_reranker(self.settings)
-                    if choice.kind == rerank_check.LEARNED:
-                        self._learned_folder = choice.model
-                if self._learned_folder is None:
-                    self._load_reranker()
-            learned = self._learned_folder
-            if learned is None:
-                return self.reranker, self._reranker_failure
-        from loader.models.rerank.learned import load_learned
+                from loader.models.rerank import load_reranker
 
-        try:
-            return load_learned(learned), None
-        except ModelError as exc:
-            return None, self._unusable(exc)
+                try:
+                    self.reranker = load_reranker(self.settings, tenant)
+                except RerankerUnavailableError as exc:  # no such model here: the 4xx
+                    log.warning("%s", scrub_secrets(str(exc), self.secrets))
+                    self._reranker_failure = exc
+                except (ModelError, ConfigError) as exc:
+                    self._reranker_failure = self._unusable(exc, "")
+            return self.reranker, self._reranker_failure
 
-    def _load_reranker(self) -> None:
-        """Load the reranker the settings choose, or note why not (under the lock)."""
-        from loader.models.rerank import load_reranker
-
-        try:
-            self.reranker = load_reranker(self.settings)
-        except RerankerUnavailableError as exc:  # no such model here: the request's 4xx
-            log.warning("%s", scrub_secrets(str(exc), self.secrets))
-            self._reranker_failure = exc
-        except (ModelError, ConfigError) as exc:
-            self._reranker_failure = self._unusable(exc)
-
-    def _unusable(self, exc: LoaderError) -> ModelError:
-        """The 503 of a reranker that cannot be loaded, logged once per reason: the public
-        reason names both settings, never the server's folders."""
+    def _unusable(self, exc: LoaderError, folder: str) -> ModelError:
+        """The 503 of a reranker that cannot be loaded, logged once per reason and model (a
+        learned ``folder``, else ``""``): the public reason names both settings, never the
+        server's folders."""
         reason = scrub_secrets(str(exc), self.secrets)
         with self._failure_lock:
-            said, self._said_failure = self._said_failure, reason
+            said = self._said_failure.get(folder)
+            if said is None and len(self._said_failure) >= MAX_FAILURES_KEPT:
+                self._said_failure.pop(next(iter(self._said_failure)))
+            self._said_failure[folder] = reason
         if said != reason:
             log.warning(
                 "the reranker cannot be used: requests that ask for a rerank answer 503, the "
                 "others are served%s: %s",
-                " (tried again when its files change)" if self._learned_folder else "",
+                " (tried again when its files change)" if folder else "",
                 reason,
             )
         return ModelError(
@@ -194,19 +221,23 @@ class SearchService:
                 f"question: {len(body.question)} characters, more than the limit of "
                 f"{MAX_QUESTION_CHARS}",
             )
+        warnings: tuple[str, ...] = ()
+        asked = body.rerank is not None
+        if not asked:  # the server's default, and its warning (no server paths)
+            rerank, warnings = self.default_rerank(tenant)
+            body = body.model_copy(update={"rerank": rerank})
         try:
             request = body.to_request(self.settings, tenant)
         except LoaderError as exc:
             return loader_error(exc, self.secrets)
-        if body.rerank is None:  # the server's default, and its warning (no server paths)
-            rerank, warnings = self.default_rerank()
-            request = request.replace(
-                rerank=rerank, warnings=warnings, rerank_unavailable=bool(warnings)
-            )
-        reranker, failure = self.current_reranker() if request.rerank else (None, None)
+        request = request.replace(
+            warnings=(*warnings, *request.warnings),
+            rerank_unavailable=request.rerank_unavailable or bool(warnings),
+        )
+        reranker, failure = self.reranker_for(tenant) if request.rerank else (None, None)
         if request.rerank and reranker is None:
             assert failure is not None
-            if body.rerank is not None or self.settings.rerank != "auto":
+            if asked or self.settings.rerank != "auto":
                 return loader_error(failure, self.secrets)
             # auto with a learned model whose files fail their checks: fusion, saying so.
             request = request.replace(
@@ -224,3 +255,9 @@ class SearchService:
         except LoaderError as exc:
             return loader_error(exc, self.secrets)
         return JSONResponse(result.to_dict())
+
+
+@functools.lru_cache(maxsize=256)
+def _log_once(line: str) -> None:
+    """A warning logged once per process (a tenant without a model asks again and again)."""
+    log.warning("%s", line)

@@ -1,6 +1,6 @@
-"""The defaults of `loader fine-tune` and `loader adapt`, declared once for the library's request
-objects and the CLI's options: the CLI shows them in its help without importing the training
-code (numpy, torch), so that `loader --help` stays fast. This module imports nothing.
+"""The defaults of `loader fine-tune`, `loader adapt` and `loader learn`, declared once for the
+library's request objects and the CLI's options: the CLI shows them in its help without importing
+the training code (numpy, torch), so that `loader --help` stays fast. This module imports nothing.
 
 ``tests/unit/test_cli.py`` checks that every option of the training commands defaults to what its
 request object defaults to.
@@ -33,3 +33,7 @@ MIN_GAIN = 0.0
 MIX = 1.0
 # 128 tokens: what MiniLM was trained at, and half the memory of 256 (11 GB for bge-small).
 ADAPT_MAX_TOKENS = 128
+
+# `loader learn` (``learn.LearnRequest``): the fusions it chooses the model's base among when
+# no --mode is given (``booster.choose_base``).
+LEARN_BASE_MODES = ("hybrid-rrf", "hybrid-minmax", "hybrid-zscore")

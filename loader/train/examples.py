@@ -63,12 +63,17 @@ class Example:
 
 
 class FeatureRecorder:
-    """A reranker that keeps the candidates' features and leaves their fused order as it is."""
+    """A reranker that keeps the candidates' features and leaves their fused order as it is.
+
+    ``candidate_depth``: the search hands it the first this many candidates, as it will hand
+    the trained model (``loader.query.search.rerank_depth``): a BEIR folder's search retrieves
+    more chunks than that, to keep that many documents after the collapse."""
 
     kind = LEARNED
     name = "feature recorder"
 
-    def __init__(self) -> None:
+    def __init__(self, candidate_depth: int | None = None) -> None:
+        self.candidate_depth = candidate_depth
         self.recorded: tuple[np.ndarray, np.ndarray, list[Any]] | None = None
 
     def lookup(self, query: RerankQuery, hits: Sequence[Candidate]) -> list[dict[str, Any]]:
@@ -120,7 +125,7 @@ def collect_examples(
     on_searched: Callable[[], None] | None = None,
 ) -> list[Example]:
     """One example per question that finds any candidate, searched in its source's index as
-    its source's tenant (``mode``, ``candidates`` candidates, each document at its
+    its source's tenant (``mode``, its first ``candidates`` candidates, each document at its
     best chunk for a BEIR folder as ``loader eval`` searches, no rewrite); ``on_searched`` is
     called after each search (``SearchProgress``).
 
@@ -136,7 +141,7 @@ def collect_examples(
     embedder = embedder_for(settings) if search_mode(mode).embeds else None
     examples = []
     for source, question in pairs:
-        recorder = FeatureRecorder()
+        recorder = FeatureRecorder(candidates)
         wanted = SearchRequest(
             question=question.text,
             tenant=source.tenant,
@@ -165,7 +170,8 @@ def collect_examples(
 class SearchProgress:
     """Called after each of ``total`` searches: a line to ``notify`` every ``every`` seconds
     (``"searched 120 of 400 questions in 3 min; about 7 min left"``) and one after the last, so
-    a long search is never silent; ``clock`` is ``time.monotonic`` but in tests."""
+    a long search is never silent; ``what`` names the searches (a question in each of several
+    modes: ``searches``); ``clock`` is ``time.monotonic`` but in tests."""
 
     def __init__(
         self,
@@ -174,8 +180,10 @@ class SearchProgress:
         *,
         every: float = PROGRESS_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        what: str = "questions",
     ) -> None:
         self.total, self.notify, self.every, self.clock = total, notify, every, clock
+        self.what = what
         self.done = 0
         self.started = self.shown = clock()
 
@@ -186,7 +194,7 @@ class SearchProgress:
             return
         self.shown = now
         elapsed = now - self.started
-        line = f"searched {self.done} of {self.total} questions in {_duration(elapsed)}"
+        line = f"searched {self.done} of {self.total} {self.what} in {_duration(elapsed)}"
         if self.done < self.total:
             left = elapsed / self.done * (self.total - self.done)
             line += f"; about {_duration(left)} left"

@@ -35,7 +35,10 @@ from typing import TYPE_CHECKING, Any
 from loader.errors import ConfigError, InputError
 
 if TYPE_CHECKING:
+    from opensearchpy import OpenSearch
+
     from loader.eval.judgments import QuestionsLine
+    from loader.settings import Settings
 
 # How a question is graded: by chunk (its judged chunk ids) or by document (its source).
 BY_CHUNK, BY_DOCUMENT = "chunk", "document"
@@ -253,3 +256,27 @@ class DistinctQuestions:
                 f"so), not of --tenant {self.tenant!r}; give --tenant {named!r}, or a file of "
                 f"tenant {self.tenant!r}'s questions"
             )
+
+
+def check_indices(sources: list[Source], settings: Settings, client: OpenSearch) -> None:
+    """Every source's index must exist: a BEIR folder's is the one `loader eval` built.
+
+    Raises:
+        ConfigError: naming the index, the source and the fix (exit code 2).
+    """
+    from loader.cluster.client import cluster_errors
+
+    for source in sources:
+        with cluster_errors(settings, f"looking for index {source.index!r}"):
+            found = client.indices.exists(index=source.index)
+        if found:
+            continue
+        if source.kind == "beir":
+            raise ConfigError(
+                f"source {source.path}: index {source.index!r} does not exist; run `loader eval "
+                f"{source.path}` with the same --index-prefix and chunk_strategy first"
+            )
+        raise ConfigError(
+            f"source {source.path}: index {source.index!r} does not exist; give --index, or "
+            "`loader apply` and `loader push` first"
+        )

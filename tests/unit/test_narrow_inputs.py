@@ -24,8 +24,6 @@ ALLOWED = {
     "loader.eval.runner:_new_report": "the report records every public setting",
     "loader.integrations.core:__init__": "keeps it for every search (`self.settings = "
     "settings if settings is not None else ...`)",
-    "loader.models.rerank.check:choose_reranker": "the documented rerank choice, given the "
-    "settings by search, eval, explain, serve and the retrievers",
     "loader.resolve:resolve_tenant": "resolves the tenant default: the one place",
     "loader.settings:_basic_auth_tokens": "the settings registry's own credentials",
     "loader.settings:rewrite_api_key": "the registry resolves the key: value or file",

@@ -110,19 +110,27 @@ class Reranker(Protocol):
         ...
 
 
-def load_reranker(settings: Settings) -> Reranker:
-    """The process-wide reranker the settings choose (``check.choose_reranker``): the keyword
-    reranker (loads nothing), a learned model (its booster read once per folder) or a
-    cross-encoder (loaded once per model and rerank settings).
+def load_reranker(settings: Settings, tenant: str | None = None) -> Reranker:
+    """The process-wide reranker the settings choose for ``tenant``'s searches
+    (``check.choose_reranker``): the keyword reranker (loads nothing), the tenant's learned
+    model (its booster read once per folder) or a cross-encoder (loaded once per model and
+    rerank settings).
 
     Raises:
-        RerankerUnavailableError: no reranker the settings name is on this machine.
+        RerankerUnavailableError: no reranker the settings name is on this machine (or, learned,
+            for this tenant; or no tenant was given: a learned model is one tenant's).
         ModelError: it cannot be loaded (a learned model of another feature version).
     """
+    from loader.errors import RerankerUnavailableError
     from loader.models.rerank.check import CROSS_ENCODER, KEYWORD, choose_reranker
 
-    choice = choose_reranker(settings)
+    choice = choose_reranker(settings, tenant)
     choice.require()
+    if choice.kind not in (KEYWORD, CROSS_ENCODER) and tenant is None:
+        raise RerankerUnavailableError(
+            f"the learned reranker is chosen per tenant ({choice.model}): name the tenant",
+            public_reason="rerank: a learned reranker reranks one tenant's searches",
+        )
     if choice.kind == KEYWORD:
         from loader.models.rerank.keyword import KeywordReranker
 

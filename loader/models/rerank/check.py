@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 
 from loader.errors import RerankerUnavailableError
 from loader.models.registry import known_spec
+from loader.models.rerank.tenants import MODEL_FILE, tenant_model
 from loader.settings import KEYWORD_RERANK, LEARNED_RERANK
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ log = logging.getLogger(__name__)
 # The kinds of reranker (``RerankChoice.kind``; each reranker's ``kind``).
 CROSS_ENCODER, KEYWORD, LEARNED = "cross-encoder", "keyword", "learned"
 # The file that makes a folder a learned reranker (``loader learn --out`` writes it).
-LEARNED_MODEL_FILE = "learned_reranker.txt"
+LEARNED_MODEL_FILE = MODEL_FILE
 
 # What the message suggests: a folder that holds a cross-encoder, or no rerank.
 _FIX = (
@@ -185,6 +186,9 @@ class RerankChoice:
         absent: why none is available in a few words naming only the settings and their
             values, never a folder they resolve to (for results files and answers:
             ``no cross-encoder on this machine``).
+        candidate_depth, base_mode: a learned model's: the candidates per question and the
+            search mode it learnt from (``None`` and ``""`` when not recorded, or when no
+            tenant was given: ``learned_reranker`` then names the folder of every tenant's).
     """
 
     kind: str
@@ -192,6 +196,8 @@ class RerankChoice:
     problem: str | None = None
     line: str = ""
     absent: str = ""
+    candidate_depth: int | None = None
+    base_mode: str = ""
 
     @property
     def label(self) -> str:
@@ -220,32 +226,59 @@ class RerankChoice:
             )
 
 
-def _learned(folder: str, setting: str, why: str) -> RerankChoice:
-    problem = learned_problem(folder, setting)
-    if problem:
+def _learned(folder: str, setting: str, why: str, tenant: str | None, lent: str) -> RerankChoice:
+    """The learned model of ``tenant`` under ``folder`` (``tenants.tenant_model``); without a
+    tenant, the folder itself (each search then finds its tenant's)."""
+    if tenant is None:
+        if not Path(folder).expanduser().is_dir():
+            return RerankChoice(
+                "",
+                problem=learned_problem(folder, setting),
+                absent=f"no learned reranker in {setting} {folder!r}",
+            )
+        return RerankChoice(LEARNED, folder, line=f"rerank: the learned rerankers in {folder}")
+    found = tenant_model(folder, tenant, lent, setting)
+    if isinstance(found, str):
         return RerankChoice(
-            "", problem=problem, absent=f"no learned reranker in {setting} {folder!r}"
+            "",
+            problem=found,
+            absent=f"no learned reranker for tenant {tenant!r} in {setting} {folder!r}",
         )
-    return RerankChoice(LEARNED, folder, line=f"rerank: the learned reranker {folder} ({why})")
+    return RerankChoice(
+        LEARNED,
+        found.folder,
+        line=f"rerank: the learned reranker {found.folder} of tenant {found.tenant!r} ({why})",
+        candidate_depth=found.candidate_depth,
+        base_mode=found.base_mode,
+    )
 
 
-def choose_reranker(settings: Settings) -> RerankChoice:
-    """Which reranker the settings choose, judged from the files alone (no model imported):
+def choose_reranker(settings: Settings, tenant: str | None = None) -> RerankChoice:
+    """Which reranker the settings choose for a search of ``tenant``, judged from the files
+    alone (no model imported):
 
     1. ``rerank_backend = "keyword"``: the keyword reranker;
     2. ``reranker_model`` naming a folder ``loader learn`` wrote: that learned model;
-    3. ``rerank_backend = "learned"``: the folder ``learned_reranker`` names;
+    3. ``rerank_backend = "learned"``: the tenant's model in the folder ``learned_reranker``
+       names;
     4. a cross-encoder backend: ``reranker_model`` when it is a cross-encoder here, else the
-       learned model when ``learned_reranker`` names one, else none (the problem says why).
+       tenant's learned model when ``learned_reranker`` has one, else none (the problem says
+       why).
+
+    A learned model is only ever the tenant's own (or one ``learned_reranker_tenants`` lends
+    it: ``loader.models.rerank.tenants``); ``tenant=None`` checks the folder alone (a server's
+    start, before any tenant asks).
 
     Example::
 
         choose_reranker(Settings(rerank_backend="keyword")).kind   # 'keyword'
     """
+    lent = settings.learned_reranker_tenants
     if settings.rerank_backend == KEYWORD_RERANK:
         return RerankChoice(KEYWORD, KEYWORD, line="rerank: the keyword reranker")
     if is_learned_folder(settings.reranker_model):
-        return _learned(settings.reranker_model, "reranker_model", "reranker_model names it")
+        why = "reranker_model names it"
+        return _learned(settings.reranker_model, "reranker_model", why, tenant, lent)
     if settings.rerank_backend == LEARNED_RERANK:
         if not settings.learned_reranker:
             return RerankChoice(
@@ -254,7 +287,9 @@ def choose_reranker(settings: Settings) -> RerankChoice:
                 " to name a folder `loader learn` wrote",
                 absent="rerank_backend = learned and no learned_reranker set",
             )
-        return _learned(settings.learned_reranker, "learned_reranker", "rerank_backend")
+        return _learned(
+            settings.learned_reranker, "learned_reranker", "rerank_backend", tenant, lent
+        )
     problem = reranker_problem(settings.reranker_model)
     if problem is None:
         return RerankChoice(
@@ -264,9 +299,8 @@ def choose_reranker(settings: Settings) -> RerankChoice:
         )
     absent = "no cross-encoder on this machine"
     if settings.learned_reranker:
-        learned = _learned(
-            settings.learned_reranker, "learned_reranker", f"no cross-encoder: {problem}"
-        )
+        why = f"no cross-encoder: {problem}"
+        learned = _learned(settings.learned_reranker, "learned_reranker", why, tenant, lent)
         if learned.kind:
             return learned
         problem = f"{problem}; and {learned.problem}"
@@ -274,18 +308,19 @@ def choose_reranker(settings: Settings) -> RerankChoice:
     return RerankChoice("", problem=problem, absent=absent)
 
 
-def rerank_problem(settings: Settings) -> str | None:
+def rerank_problem(settings: Settings, tenant: str | None = None) -> str | None:
     """Why a rerank with ``settings`` cannot run here, or ``None`` (``choose_reranker``)."""
-    return choose_reranker(settings).problem
+    return choose_reranker(settings, tenant).problem
 
 
-def require_rerank(settings: Settings) -> None:
-    """Refuse a rerank asked for when the settings choose no available reranker.
+def require_rerank(settings: Settings, tenant: str | None = None) -> None:
+    """Refuse a rerank asked for when the settings choose no available reranker (for
+    ``tenant``'s searches; ``None``: for any).
 
     Raises:
         RerankerUnavailableError: as ``RerankChoice.require``.
     """
-    choose_reranker(settings).require()
+    choose_reranker(settings, tenant).require()
 
 
 @functools.lru_cache(maxsize=16)
@@ -294,11 +329,12 @@ def _announce(line: str) -> None:
     log.warning("%s", line)
 
 
-def default_rerank(settings: Settings) -> tuple[bool, str | None]:
+def default_rerank(settings: Settings, tenant: str | None = None) -> tuple[bool, str | None]:
     """Whether a search that does not say reranks, by the ``rerank`` setting (``auto``: exactly
     when ``choose_reranker`` finds one: always for the keyword backend), and the warning to show
     when auto leaves it off. With auto, one line (logged once per process) says which reranker
-    it chose when that is not the configured cross-encoder.
+    it chose when that is not the configured cross-encoder. ``tenant``: whose search (a learned
+    model is per tenant: a tenant without one gets no rerank, and the warning says why).
 
     Example::
 
@@ -307,7 +343,7 @@ def default_rerank(settings: Settings) -> tuple[bool, str | None]:
     """
     if settings.rerank != "auto":
         return settings.rerank == "on", None
-    choice = choose_reranker(settings)
+    choice = choose_reranker(settings, tenant)
     if choice.problem:
         return False, f"no rerank (rerank = auto): {choice.problem}"
     if choice.kind == LEARNED:

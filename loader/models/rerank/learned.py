@@ -94,6 +94,10 @@ class LearnedReranker:
         checked = read_checked(self.folder)
         self.prior_scale, self.residual_weight = checked.prior_scale, checked.residual_weight
         self.sha256 = checked.sha256
+        # Where it learnt (``loader.models.rerank.tenants``): the search reranks this many of
+        # its candidates (``candidate_depth``; ``None`` before it was recorded: all of them).
+        self.candidate_depth = checked.candidate_depth
+        self.base_mode, self.tenant = checked.base_mode, checked.tenant
         self.booster = _booster(checked)
         if tuple(self.booster.feature_name()) != FEATURE_NAMES:
             raise ModelError(
@@ -155,7 +159,7 @@ class _Loaded:
 
 _LOADED: dict[str, _Loaded] = {}
 _LOADED_LOCK = threading.Lock()
-_MAX_FOLDERS = 8  # a process uses one or two; a bound all the same
+_MAX_FOLDERS = 64  # one model per tenant: a server holds several; a bound all the same
 
 
 def _files_state(folder: Path) -> tuple:

@@ -1,7 +1,7 @@
 """A learned reranker's folder, checked before LightGBM sees a byte of it (``read_checked``), and
 its booster tried in a process of its own (``probe_booster``) before this one loads it.
 
-``loader learn --out`` writes two files (``loader.train.learn.write_model``):
+``loader learn --out`` writes two files (``loader.train.model_store.write_model``):
 ``learned_reranker.txt``, the booster in LightGBM's text format, and ``provenance.json``, whose
 ``model`` part records what a reader needs (``prior_scale``, ``residual_weight``, the feature
 fingerprint, the tree count) and the booster file's size and SHA-256 (``model_file_facts``).
@@ -73,6 +73,9 @@ class CheckedModel:
         prior_scale, residual_weight: the score's weights (``loader.models.rerank.learned``).
         trees: the booster's trees.
         sha256: the booster file's SHA-256.
+        candidate_depth, base_mode, tenant: where it learnt (``loader.models.rerank.tenants``):
+            the candidates per question (``None``: not recorded, all of them), the search mode
+            and the tenant (``""``: not recorded).
     """
 
     folder: Path
@@ -81,6 +84,9 @@ class CheckedModel:
     residual_weight: float
     trees: int
     sha256: str
+    candidate_depth: int | None = None
+    base_mode: str = ""
+    tenant: str = ""
 
     @property
     def model_file(self) -> Path:
@@ -123,7 +129,17 @@ def read_checked(folder: Path) -> CheckedModel:
             f"learned reranker {model_file} holds {trees} trees, and {PROVENANCE_FILE} records "
             f"{facts['trees']}; {_RETRAIN}"
         )
-    return CheckedModel(folder, text, facts["prior_scale"], facts["residual_weight"], trees, digest)
+    return CheckedModel(
+        folder,
+        text,
+        facts["prior_scale"],
+        facts["residual_weight"],
+        trees,
+        digest,
+        facts["candidate_depth"],
+        facts["base_mode"],
+        facts["tenant"],
+    )
 
 
 def provenance_facts(folder: Path) -> dict[str, Any]:
@@ -166,7 +182,28 @@ def provenance_facts(folder: Path) -> dict[str, Any]:
         "trees": int(_number(facts, "trees", path, 1, 10**7, integer=True)),
         "file_bytes": int(_number(facts, "file_bytes", path, 1, MAX_MODEL_BYTES, integer=True)),
         "file_sha256": _sha256(facts, path),
+        "candidate_depth": _depth(facts, path),
+        "base_mode": _text(facts, "base_mode", path),
+        "tenant": _text(facts, "tenant", path),
     }
+
+
+def _depth(facts: dict[str, Any], path: Path) -> int | None:
+    if facts.get("candidate_depth") is None:  # a model trained before it was recorded
+        return None
+    return int(_number(facts, "candidate_depth", path, 1, 10_000, integer=True))
+
+
+def _text(facts: dict[str, Any], key: str, path: Path) -> str:
+    value = facts.get(key)
+    if value is None:
+        return ""
+    if not isinstance(value, str) or len(value) > 1_000:
+        raise ModelError(
+            f"learned reranker provenance {path}: model.{key} is {repr(value)[:40]}, not a "
+            f"name; {_RETRAIN}"
+        )
+    return value
 
 
 def _number(

@@ -44,3 +44,15 @@ def test_a_folder_without_a_model_fails_and_no_setting_is_no_line(tmp_path):
     (check,) = learned_model_checks(str(tmp_path), "")
     assert check.status == "fail" and "has no learned_reranker.txt" in check.detail, check
     assert learned_model_checks("", Settings().reranker_model) == []
+
+
+def test_each_tenants_model_in_the_folder_is_checked(model, tmp_path):
+    """``learned_reranker`` names a folder of one model folder per tenant (issue #53): each is
+    checked, a damaged one fails naming its file, the others stay ok."""
+    shutil.copytree(model, tmp_path / "A")
+    train(tmp_path / "B", rounds=4, seed=3, tenant="B")
+    (tmp_path / "B" / LEARNED_MODEL_FILE).write_bytes(b"tree\n")
+    checks = learned_model_checks(str(tmp_path), "")
+    assert [check.status for check in checks] == ["ok", "fail"], checks
+    assert checks[0].detail.endswith("tenant 'A'")
+    assert str(tmp_path / "B" / LEARNED_MODEL_FILE) in checks[1].detail

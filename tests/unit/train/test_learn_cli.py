@@ -63,6 +63,7 @@ def test_options_out_of_range_are_named(tmp_path):
         "--implicit-weight must be between 0 and 1"
         in learn(str(source), *out, "--implicit-weight", "2").stderr
     )
+    assert "--folds must be between 2 and 10" in learn(str(source), *out, "--folds", "1").stderr
     assert (
         "--max-questions must be between 10 and 10,000"
         in learn(str(source), *out, "--max-questions", "3").stderr
@@ -72,3 +73,15 @@ def test_options_out_of_range_are_named(tmp_path):
     (other / "notes.txt").write_text("mine", encoding="utf-8")
     done = learn(str(source), "--out", str(other))
     assert done.exit_code == 2 and "holds something else than a learned reranker" in done.stderr
+
+
+def test_the_models_folder_is_asked_for_and_the_old_layout_is_not_written_into(tmp_path):
+    source = tmp_path / "q.jsonl"
+    source.write_text('{"question": "q", "source": "a.md"}\n', encoding="utf-8")
+    done = learn(str(source))  # no --out, no learned_reranker setting
+    assert done.exit_code == 2 and "give --out, the folder of the learned rerankers" in done.stderr
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "learned_reranker.txt").write_text("tree\n", encoding="utf-8")
+    done = learn(str(source), "--out", str(old))
+    assert done.exit_code == 2 and "holds one model itself" in done.stderr

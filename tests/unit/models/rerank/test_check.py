@@ -5,6 +5,7 @@ else none (``choose_reranker``), from the files alone."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -75,11 +76,15 @@ def _cross_encoder(tmp_path):
     return str(folder)
 
 
-def _learned(tmp_path, name="learned"):
-    folder = tmp_path / name
-    folder.mkdir()
+def _learned(tmp_path, name="learned", tenant="A", **facts):
+    """The folder of the learned rerankers, holding tenant ``tenant``'s model (its booster's
+    text need not be a booster: the choice reads the files only)."""
+    folder = tmp_path / name / tenant
+    folder.mkdir(parents=True)
     (folder / LEARNED_MODEL_FILE).write_text("tree\n", encoding="utf-8")
-    return str(folder)
+    provenance = {"model": {"tenant": tenant, **facts}}
+    (folder / "provenance.json").write_text(json.dumps(provenance), encoding="utf-8")
+    return str(tmp_path / name)
 
 
 @pytest.fixture
@@ -101,14 +106,17 @@ def test_auto_takes_the_cross_encoder_first_then_the_learned_model_then_none(
 
     missing = str(tmp_path / "no-such-cross-encoder")
     fallback = Settings(reranker_model=missing, learned_reranker=learned)
-    choice = choose_reranker(fallback)
-    assert (choice.kind, choice.model) == ("learned", learned)
+    choice = choose_reranker(fallback, "A")
+    assert (choice.kind, choice.model) == ("learned", f"{learned}/A")  # tenant A's own
     assert "no cross-encoder" in choice.line and missing in choice.line
     with caplog.at_level(logging.WARNING, logger="loader.models.rerank.check"):
-        assert default_rerank(fallback) == (True, None)
-        assert default_rerank(fallback) == (True, None)
+        assert default_rerank(fallback, "A") == (True, None)
+        assert default_rerank(fallback, "A") == (True, None)
     said = [r.getMessage() for r in caplog.records if "the learned reranker" in r.getMessage()]
     assert len(said) == 1 and learned in said[0]  # one line, once per process
+    # Tenant B has no model: no rerank, and the warning says whose model is missing.
+    rerank, warning = default_rerank(fallback, "B")
+    assert not rerank and "holds no model for tenant 'B'" in warning
 
     neither = Settings(reranker_model=missing)
     assert choose_reranker(neither).kind == ""
@@ -120,12 +128,12 @@ def test_auto_takes_the_cross_encoder_first_then_the_learned_model_then_none(
 
 def test_the_learned_model_is_named_by_either_setting(tmp_path, torch_here):
     learned = _learned(tmp_path)
-    # reranker_model naming a learned folder turns it on, whatever rerank_backend.
-    assert choose_reranker(Settings(reranker_model=learned)).kind == "learned"
+    # reranker_model naming a learned model's folder turns it on, whatever rerank_backend.
+    assert choose_reranker(Settings(reranker_model=f"{learned}/A"), "A").kind == "learned"
     by_backend = Settings(rerank_backend="learned", learned_reranker=learned)
-    assert (choose_reranker(by_backend).kind, choose_reranker(by_backend).model) == (
+    assert (choose_reranker(by_backend, "A").kind, choose_reranker(by_backend, "A").model) == (
         "learned",
-        learned,
+        f"{learned}/A",
     )
     # keyword stays keyword: it names no model.
     assert choose_reranker(Settings(rerank_backend="keyword", learned_reranker=learned)).kind == (
@@ -138,8 +146,8 @@ def test_a_learned_setting_that_names_no_model_says_which(tmp_path, torch_here):
     assert unset.kind == "" and "needs learned_reranker" in unset.problem
     empty = tmp_path / "empty"
     empty.mkdir()
-    wrong = choose_reranker(Settings(rerank_backend="learned", learned_reranker=str(empty)))
-    assert wrong.kind == "" and f"has no {LEARNED_MODEL_FILE}" in wrong.problem
+    wrong = choose_reranker(Settings(rerank_backend="learned", learned_reranker=str(empty)), "A")
+    assert wrong.kind == "" and "holds no model for tenant 'A'" in wrong.problem
     gone = choose_reranker(Settings(rerank_backend="learned", learned_reranker="/no/such"))
     assert "there is no folder" in gone.problem
     with pytest.raises(RerankerUnavailableError, match="learned_reranker '/no/such'"):

@@ -34,18 +34,19 @@ from loader.models.rerank.learned_files import (
     read_checked,
 )
 from loader.train.booster import train_booster
-from loader.train.learn import LearnRequest, write_model
+from loader.train.learn import LearnRequest
+from loader.train.model_store import write_model
 from tests.unit.models.rerank.test_learned import synthetic
 
 TRUNCATIONS = 28
 
 
-def train(folder: Path, rounds: int, seed: int) -> Path:
+def train(folder: Path, rounds: int, seed: int, tenant: str = "A") -> Path:
     request = LearnRequest(sources=("synthetic",), out=Path("unused"), rounds=rounds, seed=seed)
     booster = train_booster(synthetic(120, seed=seed), request)
     provenance = {
         "model": {"feature_fingerprint": feature_fingerprint(), "feature_version": 1,
-                  "prior_scale": 2.0, "residual_weight": 0.5}
+                  "prior_scale": 2.0, "residual_weight": 0.5, "tenant": tenant}
     }  # fmt: skip
     write_model(folder, booster, provenance)
     return folder
