@@ -111,7 +111,8 @@ def examples(
             return pickle.load(file)
     from loader.cluster.client import connect
 
-    request = LearnRequest(sources=(), out=Path("unused"))
+    # The figures' base is hybrid-rrf: `loader learn --mode hybrid-rrf` (no choice of base).
+    request = LearnRequest(sources=(), out=Path("unused"), mode="hybrid-rrf")
     client = connect(settings)
     found = {
         e.question_id: e
@@ -437,11 +438,15 @@ def carry_over(args: argparse.Namespace) -> dict[str, Any]:
     task = load_task(questions, docs=ROOT / "docs")
     settings = settings.replace(index_name=index_alias(args.docs_prefix, task.name, "structure"))
     base = section_ndcgs(task, settings, rerank=False)
-    # SciFact's model (tenant eval) lent to the docs' tenant: carry-over is what it measures.
+    # SciFact's model (tenant eval, or whichever it records) lent to the docs' tenant:
+    # carry-over is what it measures.
+    from loader.models.rerank.tenants import recorded_facts
+
+    owner = recorded_facts(Path(args.model))["tenant"] or EVAL_TENANT
     learned = settings.replace(
         rerank_backend="learned",
         learned_reranker=args.model,
-        learned_reranker_tenants=f"{task.tenant}=eval",
+        learned_reranker_tenants=f"{task.tenant}={owner}",
     )
     model = section_ndcgs(task, learned, rerank=True)
     gain, low, high = gain_interval(base, model)

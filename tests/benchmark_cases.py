@@ -95,6 +95,12 @@ CLUSTER_CASES: dict[str, list[Run]] = {
         ("OPENSEARCH_URL={url}", "{dataset}", "--index", "{eval_index}", "--depth", "10",
          "--output", "{tmp}/grid.json"),
     ],
+    "learned_guard_scifact.py": [
+        ("choose", *_LEARNED, "--sizes", "8", "--seeds", "1", "--fold-choices", "2,3",
+         "--out", "{tmp}/choose.json"),
+        ("score", "--fold-choices", "2,3", "--runs-from", "{tmp}/choose.json"),
+        ("curve", *_LEARNED, "--sizes", "8", "--seeds", "1", "--folds", "2"),
+    ],
     "learned_rerank_ablation.py": [
         (*_HARNESS, "--index-prefix", "{eval_prefix}", "--cache-dir", "{candidates}",
          "--rounds", "20", "--out", "{tmp}/ablation.json"),

@@ -157,14 +157,15 @@ def model(base_settings, client, model_index, tmp_path_factory):
     from loader.train.learn import LearnRequest, learn
     from tests.integration.train.test_learn import chunk_ids, questions_file
 
-    settings = base_settings.replace(index_name=model_index)
+    # Served in bm25, the mode it learns over: the guard judges it against what is served.
+    settings = base_settings.replace(index_name=model_index, search_mode="bm25")
     folder = tmp_path_factory.mktemp("learned")
     source = questions_file(folder / "planted.jsonl", chunk_ids(client, settings, "A"), False)
     request = LearnRequest(sources=(source,), out=folder / "model", tenant="A", mode="bm25",
-                           rounds=160, held_out=0.3)  # fmt: skip  # test_learn.py's FAST
+                           rounds=160, folds=3)  # fmt: skip  # test_learn.py's FAST
     result = learn(request, settings, client=client)
     assert result.adopted, result.reason
-    return str(request.out)
+    return result.out  # the tenant's model folder, <out>/A
 
 
 def _indices(client) -> set[str]:
