@@ -6,7 +6,9 @@
 // and the grades wait in a queue that is sent one save at a time, in the order pressed, however
 // slow the server is. "saved" shows only when the server has stored every grade pressed; a save
 // that fails says so and stays at the head of the queue (nothing after it is sent) until r or
-// the retry button sends it again. Leaving the question waits for the queue.
+// the retry button sends it again. Leaving the question waits for the queue. The state sits in
+// a bar fixed to the bottom of the window, in view whatever the scroll position, and a row with
+// grades still waiting shows how many.
 (function () {
   "use strict";
   const list = document.getElementById("results");
@@ -15,6 +17,7 @@
   const base = "/judge/sets/" + list.dataset.set + "/" + list.dataset.number;
   const status = document.getElementById("status");
   const retryButton = document.getElementById("retry");
+  const statusBar = document.getElementById("statusbar");
   const rows = () => Array.from(list.querySelectorAll(".result"));
   const queue = []; // {row, value}, oldest first; the head is being sent, or failed
   let selected = 0;
@@ -39,6 +42,13 @@
       status.textContent = "saved";
     }
     retryButton.hidden = failure === null;
+    statusBar.classList.toggle("failed", failure !== null);
+    rows().forEach((row) => {
+      const waiting = queue.filter((entry) => entry.row === row).length;
+      const badge = row.querySelector(".pending-count");
+      badge.hidden = waiting === 0;
+      badge.textContent = waiting ? "saving " + waiting : "";
+    });
   }
 
   async function post(path, body) {

@@ -1,0 +1,143 @@
+"""The judging workbench in Debian's headless Chromium (issue #54): the save state in view in a
+1366x768 window while a save is slow, clear and undo, raters, live scores, the in-page search.
+
+Reuses the index, keys and browser of ``test_judging_browser`` (its fixtures, imported: one
+index of the fixture documents for tenants A and B, per module).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+from fastapi.responses import JSONResponse
+
+from loader.serve.app import create_app
+from tests.integration.serve.http_server import Server
+from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtures)
+    KEY_A,
+    _import_set,
+    _sign_in,
+    _stored,
+    _wait,
+    browser,
+    judged,
+)
+
+pytestmark = pytest.mark.integration
+
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support import expected_conditions as ec  # noqa: E402
+
+WIDTH, HEIGHT = 1366, 768  # a common laptop window
+
+
+class HeldGrades:
+    """A middleware that holds each grade's POST while ``held`` (at most 60 s): a save as slow
+    as the test needs, whatever the machine's load; with ``failing``, it answers 503 instead and
+    nothing is stored."""
+
+    def __init__(self) -> None:
+        self.held = False
+        self.failing = False
+
+    async def __call__(self, request, call_next):
+        if request.method == "POST" and request.url.path.endswith("/grade") and self.held:
+            for _ in range(600):
+                if not self.held:
+                    break
+                await asyncio.sleep(0.1)
+        if request.method == "POST" and request.url.path.endswith("/grade") and self.failing:
+            return JSONResponse({"error": "the server is down"}, status_code=503)
+        return await call_next(request)
+
+
+@pytest.fixture(scope="module")
+def held_server(judged, embedder) -> Iterator[tuple[Server, HeldGrades]]:  # noqa: F811
+    settings, _, _ = judged
+    app = create_app(settings, embedder=embedder)
+    held = HeldGrades()
+    app.middleware("http")(held)
+    with Server(app) as running:
+        yield running, held
+
+
+@pytest.fixture
+def laptop_window(browser) -> Iterator:  # noqa: F811
+    """The browser's viewport at exactly 1366x768 for one test."""
+    browser.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False},
+    )
+    try:
+        yield browser
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def _in_view(driver, element) -> bool:
+    """Whether ``element`` is wholly inside the window's viewport and shown."""
+    return driver.execute_script(
+        "const r = arguments[0].getBoundingClientRect();"
+        "return r.width > 0 && r.height > 0 && r.top >= 0 && r.left >= 0 &&"
+        " r.bottom <= window.innerHeight && r.right <= window.innerWidth;",
+        element,
+    )
+
+
+def test_the_save_state_stays_in_view_while_a_save_is_slow(
+    judged,  # noqa: F811
+    held_server,
+    laptop_window,
+    client,
+    tmp_path,
+):
+    settings, _, _ = judged
+    server, held = held_server
+    driver = laptop_window
+    set_id = _import_set(settings, tmp_path, "in-view", ["refund to the original payment method"])
+    _sign_in(driver, server, KEY_A)
+    driver.get(f"http://127.0.0.1:{server.port}/judge/sets/{set_id}/0")
+    rows = _wait(driver, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+    assert driver.execute_script("return [window.innerWidth, window.innerHeight]") == [
+        WIDTH,
+        HEIGHT,
+    ]
+    first = rows[0].get_attribute("data-chunk-id")
+    body = driver.find_element(By.TAG_NAME, "body")
+    status = driver.find_element(By.ID, "status")
+    held.held = True
+    try:
+        body.send_keys("2")  # the first result; the selection moves to the second
+        body.send_keys(Keys.ARROW_UP)
+        body.send_keys("1")  # the first result again: two grades wait for it
+        _wait(driver, lambda d: status.text == "saving 2…")
+        # At the top, then scrolled to the bottom: the state stays in the window.
+        driver.execute_script("window.scrollTo(0, 0)")
+        assert _in_view(driver, status) and status.text == "saving 2…"
+        driver.execute_script("window.scrollTo(0, document.body.scrollHeight)")
+        assert driver.execute_script("return window.scrollY") > 200  # it did scroll
+        assert _in_view(driver, status) and status.text == "saving 2…"
+        assert _in_view(driver, driver.find_element(By.ID, "skip"))
+        driver.execute_script("window.scrollTo(0, 0)")
+        badge = rows[0].find_element(By.CSS_SELECTOR, ".pending-count")
+        assert badge.text == "saving 2" and _in_view(driver, badge)  # beside the row
+    finally:
+        held.held = False
+    _wait(driver, lambda d: status.text == "saved")
+    assert not badge.is_displayed()
+    assert _stored(client, settings, set_id) == {first: 1}
+    # A failed save's retry hint is in view too, at the bottom of the page.
+    driver.execute_script("window.scrollTo(0, document.body.scrollHeight)")
+    held.failing = True
+    try:
+        body.send_keys("0")
+        _wait(driver, lambda d: status.text.startswith("not saved: the server is down"))
+        assert "press r to retry" in status.text and _in_view(driver, status)
+        assert _in_view(driver, driver.find_element(By.ID, "retry"))
+    finally:
+        held.failing = False
+    body.send_keys("r")
+    _wait(driver, lambda d: status.text == "saved")
