@@ -21,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 from collections import Counter
@@ -313,6 +314,31 @@ def save_grade(
         params={"refresh": "true"},
     )
     return Grade(question_index, chunk_id, grade, body["source"], heading)
+
+
+def clear_grade(
+    client: OpenSearch,
+    index_name: str,
+    tenant: str,
+    set_id: str,
+    question_index: int,
+    chunk_id: str,
+) -> None:
+    """Take the grade of one result of question ``question_index`` back to ungraded: its
+    document is deleted (a result never graded is already ungraded).
+
+    Raises:
+        NotFoundError: no such set or question of this tenant (nothing is deleted).
+    """
+    query_set = get_query_set(client, index_name, tenant, set_id)
+    if not 0 <= question_index < len(query_set.questions):
+        raise NotFoundError(f"question {question_index} is not in query set {set_id!r}")
+    with contextlib.suppress(opensearchpy.NotFoundError):  # never graded: ungraded already
+        client.delete(
+            index=judgments_index(index_name),
+            id=_doc_id(set_id, question_index, chunk_id),
+            params={"refresh": "true"},
+        )
 
 
 def save_skip(

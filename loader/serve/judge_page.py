@@ -13,9 +13,9 @@ of another tenant is refused with 403 before anything is written (``loader.query
 
 Routes: ``GET /judge`` (the tenant's query sets), ``GET /judge/sets/<id>`` (resume: the first
 question neither graded nor skipped), ``GET /judge/sets/<id>/<n>`` (question ``n`` with the
-pooled top results of every search mode), ``POST .../<n>/grade`` (``{"chunk_id", "grade"}``),
-``POST .../<n>/skip``, ``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side,
-with what moved).
+pooled top results of every search mode), ``POST .../<n>/grade`` (``{"chunk_id", "grade"}``;
+``"grade": null`` clears it), ``POST .../<n>/skip``,
+``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side, with what moved).
 """
 
 from __future__ import annotations
@@ -263,10 +263,12 @@ class JudgePages:
         try:
             body = json.loads(await request.body())
             chunk_id, value = body["chunk_id"], body["grade"]
-            if not isinstance(chunk_id, str) or type(value) is not int:
+            if not isinstance(chunk_id, str) or (value is not None and type(value) is not int):
                 raise ValueError
         except (ValueError, KeyError, TypeError):
-            return self.refused(422, 'send {"chunk_id": "<chunk id>", "grade": 0, 1 or 2}')
+            return self.refused(
+                422, 'send {"chunk_id": "<chunk id>", "grade": 0, 1, 2 or null (ungraded)}'
+            )
         if not chunk_id or _id_bytes(chunk_id) > MAX_ID_BYTES:
             return self.refused(422, f"chunk_id: 1 to {MAX_ID_BYTES} bytes (no chunk has another)")
         if first_surrogate(chunk_id):  # a broken escape: OpenSearch refuses it with a 400
@@ -274,18 +276,14 @@ class JudgePages:
         try:
             with self.cluster("saving a grade"):
                 _check_set_id(set_id)
-                saved = judgments.save_grade(
-                    self.service.client,
-                    self.service.settings.index_name,
-                    tenant,
-                    set_id,
-                    number,
-                    chunk_id,
-                    value,
-                )
+                where = (self.service.client, self.service.settings.index_name, tenant, set_id)
+                if value is None:  # cleared: the grade is deleted
+                    judgments.clear_grade(*where, number, chunk_id)
+                else:
+                    judgments.save_grade(*where, number, chunk_id, value)
         except LoaderError as exc:
             return self.error_json(exc, "saving a grade")
-        return JSONResponse({"chunk_id": saved.chunk_id, "grade": saved.grade})
+        return JSONResponse({"chunk_id": chunk_id, "grade": value})
 
     def skip(self, set_id: str, number: int, request: Request) -> Response:
         tenant, refusal = self.post_check(request)

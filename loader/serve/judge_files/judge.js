@@ -1,5 +1,7 @@
-// The judging page's keys and clicks: 0/1/2 grade the selected result, up/down select,
-// left/right move between questions, s skips, r retries a failed save. Every POST carries the
+// The judging page's keys and clicks: 0/1/2 grade the selected result, x clears its grade back
+// to ungraded (the server deletes it), u undoes the last change (the previous grade, or
+// ungraded, is saved again), up/down select, left/right move between questions, s skips, r
+// retries a failed save. Every POST carries the
 // page's same-origin token.
 //
 // A grade is for the result selected when its key was pressed: the selection moves on at once,
@@ -19,7 +21,8 @@
   const retryButton = document.getElementById("retry");
   const statusBar = document.getElementById("statusbar");
   const rows = () => Array.from(list.querySelectorAll(".result"));
-  const queue = []; // {row, value}, oldest first; the head is being sent, or failed
+  const queue = []; // {row, value}, oldest first (null: clear); the head is being sent, or failed
+  const history = []; // {row, previous}: each change's row and its grade before it (null: none)
   let selected = 0;
   let sending = false;
   let failure = null; // why the head's save failed
@@ -99,13 +102,37 @@
     show();
   }
 
-  function grade(row, value) {
+  // A row's grade as last pressed (saved or waiting), null when ungraded.
+  function current(row) {
+    return row.dataset.grade === "" ? null : Number(row.dataset.grade);
+  }
+
+  function change(row, value) {
+    row.dataset.grade = value === null ? "" : String(value);
     queue.push({ row: row, value: value });
     mark(row, value, "pending");
-    const next = rows().indexOf(row) + 1;
-    if (next < rows().length) select(next);
     show();
     send();
+  }
+
+  function grade(row, value) {
+    history.push({ row: row, previous: current(row) });
+    change(row, value);
+    const next = rows().indexOf(row) + 1;
+    if (next < rows().length) select(next);
+  }
+
+  function clear(row) {
+    if (current(row) === null) return;
+    history.push({ row: row, previous: current(row) });
+    change(row, null);
+  }
+
+  function undo() {
+    const last = history.pop();
+    if (!last) return;
+    select(rows().indexOf(last.row));
+    change(last.row, last.previous);
   }
 
   function retry() {
@@ -157,6 +184,8 @@
     if (event.altKey || event.ctrlKey || event.metaKey) return;
     const row = rows()[selected];
     if (["0", "1", "2"].includes(event.key) && row) grade(row, Number(event.key));
+    else if ((event.key === "x" || event.key === "Delete") && row) clear(row);
+    else if (event.key === "u") undo();
     else if (event.key === "ArrowDown") select(selected + 1);
     else if (event.key === "ArrowUp") select(selected - 1);
     else if (event.key === "ArrowRight") go(1);

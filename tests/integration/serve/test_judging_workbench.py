@@ -23,6 +23,7 @@ from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtur
     _wait,
     browser,
     judged,
+    server,
 )
 
 pytestmark = pytest.mark.integration
@@ -95,11 +96,11 @@ def test_the_save_state_stays_in_view_while_a_save_is_slow(
     tmp_path,
 ):
     settings, _, _ = judged
-    server, held = held_server
+    running, held = held_server
     driver = laptop_window
     set_id = _import_set(settings, tmp_path, "in-view", ["refund to the original payment method"])
-    _sign_in(driver, server, KEY_A)
-    driver.get(f"http://127.0.0.1:{server.port}/judge/sets/{set_id}/0")
+    _sign_in(driver, running, KEY_A)
+    driver.get(f"http://127.0.0.1:{running.port}/judge/sets/{set_id}/0")
     rows = _wait(driver, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
     assert driver.execute_script("return [window.innerWidth, window.innerHeight]") == [
         WIDTH,
@@ -141,3 +142,47 @@ def test_the_save_state_stays_in_view_while_a_save_is_slow(
         held.failing = False
     body.send_keys("r")
     _wait(driver, lambda d: status.text == "saved")
+
+
+def _press(driver, *keys: str) -> None:
+    """Press ``keys`` on the page, then wait until every save is stored."""
+    body = driver.find_element(By.TAG_NAME, "body")
+    for key in keys:
+        body.send_keys(key)
+    status = driver.find_element(By.ID, "status")
+    _wait(driver, lambda d: status.text == "saved")
+
+
+def _chosen(row) -> list[str]:
+    return [b.get_attribute("data-grade") for b in row.find_elements(By.CSS_SELECTOR, ".chosen")]
+
+
+def test_clear_and_undo(judged, server, browser, client, tmp_path):  # noqa: F811
+    settings, _, _ = judged
+    set_id = _import_set(settings, tmp_path, "undo", ["card payments accepted"])
+    _sign_in(browser, server, KEY_A)
+    browser.get(f"http://127.0.0.1:{server.port}/judge/sets/{set_id}/0")
+    rows = _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+    first, second = (row.get_attribute("data-chunk-id") for row in rows[:2])
+    _press(browser, "2", "1")
+    assert _stored(client, settings, set_id) == {first: 2, second: 1}
+    _press(browser, Keys.ARROW_UP, "x")  # the second back to ungraded: its grade is deleted
+    assert _stored(client, settings, set_id) == {first: 2}
+    assert _chosen(rows[1]) == []
+    _press(browser, "u")  # the clear undone: 1 again
+    assert _stored(client, settings, set_id) == {first: 2, second: 1}
+    assert _chosen(rows[1]) == ["1"]
+    _press(browser, "u")  # the second's grade undone: ungraded, as before it
+    assert _stored(client, settings, set_id) == {first: 2}
+    _press(browser, Keys.ARROW_UP, "0")  # a grade over a grade...
+    assert _stored(client, settings, set_id) == {first: 0}
+    _press(browser, "u")  # ...undone restores the previous one
+    assert _stored(client, settings, set_id) == {first: 2}
+    assert _chosen(rows[0]) == ["2"]
+    # After a reload the page knows the stored grades: x clears one, u brings it back.
+    browser.refresh()
+    rows = _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+    _press(browser, "x")
+    assert _stored(client, settings, set_id) == {}
+    _press(browser, "u")
+    assert _stored(client, settings, set_id) == {first: 2}
