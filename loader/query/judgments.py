@@ -25,17 +25,20 @@ import contextlib
 import hashlib
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import opensearchpy
 
 from loader.documents import PATH_SEPARATOR, joined_parts
 from loader.errors import ConfigError, InputError, NotFoundError
+from loader.query.grades import RESOLUTION, Grade, JudgingState, resolved_grade
 from loader.query.query_log import normalize_question, now_iso, tenant_events, tenant_queries
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
+
+__all__ = ["RESOLUTION", "Grade", "JudgingState", "resolved_grade"]  # kept importable from here
 
 STRATEGIES = ("frequent", "random", "worst")
 GRADES = (0, 1, 2)
@@ -60,6 +63,14 @@ def _doc_id(*parts: object) -> str:
     return hashlib.sha256(joined_parts(tuple(map(str, parts))).encode()).hexdigest()
 
 
+def _grade_id(set_id: str, question_index: int, chunk_id: str, rater: str) -> str:
+    """The id of one rater's grade of a result: each rater's is a document of its own (a grade
+    given without a rater keeps the id it always had)."""
+    if not rater:
+        return _doc_id(set_id, question_index, chunk_id)
+    return _doc_id(set_id, question_index, chunk_id, "\x00rater", rater)
+
+
 @dataclass
 class QuerySet:
     """Sampled questions of one tenant."""
@@ -81,17 +92,6 @@ class QuerySet:
             "questions": self.questions,
             "timestamp": self.created or now_iso(),
         }
-
-
-@dataclass
-class Grade:
-    """One graded result: the chunk and where it sits, and its grade (0, 1, 2)."""
-
-    question_index: int
-    chunk_id: str
-    grade: int
-    source: str = ""
-    heading_path: list[str] = field(default_factory=list)
 
 
 # --- sampling (pure) ----------------------------------------------------------------------------
@@ -281,8 +281,10 @@ def save_grade(
     question_index: int,
     chunk_id: str,
     grade: int,
+    rater: str = "",
 ) -> Grade:
-    """Grade one result of question ``question_index`` of the set (a later grade replaces it).
+    """Grade one result of question ``question_index`` of the set as ``rater`` (a later grade
+    of the same rater replaces it; another rater's is kept beside it).
 
     Raises:
         NotFoundError: no such set, question or chunk of this tenant (another tenant's set is
@@ -305,15 +307,16 @@ def save_grade(
         "grade": grade,
         "source": chunk.get("source", ""),
         "heading_path": heading,
+        "rater": rater,
         "timestamp": now_iso(),
     }
     client.index(
         index=judgments_index(index_name),
-        id=_doc_id(set_id, question_index, chunk_id),
+        id=_grade_id(set_id, question_index, chunk_id, rater),
         body=body,
         params={"refresh": "true"},
     )
-    return Grade(question_index, chunk_id, grade, body["source"], heading)
+    return Grade(question_index, chunk_id, grade, body["source"], heading, rater)
 
 
 def clear_grade(
@@ -323,9 +326,10 @@ def clear_grade(
     set_id: str,
     question_index: int,
     chunk_id: str,
+    rater: str = "",
 ) -> None:
-    """Take the grade of one result of question ``question_index`` back to ungraded: its
-    document is deleted (a result never graded is already ungraded).
+    """Take ``rater``'s grade of one result of question ``question_index`` back to ungraded:
+    its document is deleted (a result never graded is already ungraded).
 
     Raises:
         NotFoundError: no such set or question of this tenant (nothing is deleted).
@@ -336,7 +340,7 @@ def clear_grade(
     with contextlib.suppress(opensearchpy.NotFoundError):  # never graded: ungraded already
         client.delete(
             index=judgments_index(index_name),
-            id=_doc_id(set_id, question_index, chunk_id),
+            id=_grade_id(set_id, question_index, chunk_id, rater),
             params={"refresh": "true"},
         )
 
@@ -362,21 +366,6 @@ def save_skip(
     )
 
 
-@dataclass
-class JudgingState:
-    """The grades and skips of one query set."""
-
-    grades: dict[int, dict[str, Grade]] = field(default_factory=dict)  # index -> chunk -> grade
-    skipped: set[int] = field(default_factory=set)
-
-    def resume_at(self, count: int) -> int:
-        """The first question neither graded nor skipped (``count`` when all are)."""
-        for number in range(count):
-            if number not in self.grades and number not in self.skipped:
-                return number
-        return count
-
-
 def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str) -> JudgingState:
     get_query_set(client, index_name, tenant, set_id)  # the tenant check
     query = {
@@ -396,12 +385,14 @@ def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str)
         if s["kind"] == "skip":
             state.skipped.add(number)
         else:
-            grade = Grade(
-                number,
-                s["chunk_id"],
-                int(s["grade"]),
-                s.get("source", ""),
-                list(s.get("heading_path") or []),
+            state.add(
+                Grade(
+                    number,
+                    s["chunk_id"],
+                    int(s["grade"]),
+                    s.get("source", ""),
+                    list(s.get("heading_path") or []),
+                    str(s.get("rater") or ""),
+                )
             )
-            state.grades.setdefault(number, {})[grade.chunk_id] = grade
     return state

@@ -15,7 +15,9 @@ Routes: ``GET /judge`` (the tenant's query sets), ``GET /judge/sets/<id>`` (resu
 question neither graded nor skipped), ``GET /judge/sets/<id>/<n>`` (question ``n`` with the
 pooled top results of every search mode), ``POST .../<n>/grade`` (``{"chunk_id", "grade"}``;
 ``"grade": null`` clears it), ``POST .../<n>/skip``,
-``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side, with what moved).
+``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side, with what moved),
+``GET /judge/sets/<id>/agreement`` (the raters: progress, Cohen's kappa, what to settle). A key's
+name (``loader.serve.auth``) is the rater: each rater sees and changes only their own grades.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from loader.cluster.client import cluster_errors
 from loader.errors import ConfigError, LoaderError, NotFoundError
+from loader.eval.agreement import agreement
 from loader.modes import search_mode
 from loader.query import judgments
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
@@ -89,12 +92,18 @@ class JudgePages:
         self.quiet_settings = dataclasses.replace(service.settings, query_log="off")
 
     def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = self.env.get_template(name).render(**{"tenant": "", "csrf": ""} | context)
+        defaults = {"tenant": "", "csrf": "", "rater": ""}
+        html = self.env.get_template(name).render(**defaults | context)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
     def session(self, request: Request) -> tuple[str | None, str]:
         cookie = request.cookies.get(COOKIE, "")
         return self.sessions.tenant(cookie), cookie
+
+    def rater(self, request: Request) -> str:
+        """The signed-in rater: the name of the key signed in with (``""`` without keys)."""
+        holder = self.sessions.holder(request.cookies.get(COOKIE, ""))
+        return holder[1] if holder else ""
 
     def refused(self, status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status, headers=SECURITY_HEADERS)
@@ -165,8 +174,10 @@ class JudgePages:
         if not self.same_origin(request):
             return self.refused(403, "sign in from this server's own page")
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        rater = ""
         if self.api_keys is not None:
-            tenant = self.api_keys.tenant_for((form.get("key") or [""])[0].strip())
+            holder = self.api_keys.holder_for((form.get("key") or [""])[0].strip())
+            tenant, rater = holder if holder else (None, "")
             error = "unknown API key"
         else:
             tenant = (form.get("tenant") or [""])[0]
@@ -177,7 +188,7 @@ class JudgePages:
         response = RedirectResponse("/judge", status_code=303, headers=SECURITY_HEADERS)
         response.set_cookie(
             COOKIE,
-            self.sessions.issue(tenant),
+            self.sessions.issue(tenant, rater=rater),
             max_age=SESSION_SECONDS,
             httponly=True,
             samesite="strict",
@@ -216,7 +227,7 @@ class JudgePages:
                 )
         except LoaderError as exc:
             return self.error_page(exc, "reading a query set")
-        number = state.resume_at(len(query_set.questions))
+        number = state.resume_at(len(query_set.questions), self.rater(request))
         if number >= len(query_set.questions):
             return self.page(
                 "done.html", tenant=tenant, csrf=self.sessions.csrf(cookie), query_set=query_set
@@ -239,12 +250,13 @@ class JudgePages:
                 rows = pool({m: self.ranked(tenant, question, m, POOL_DEPTH) for m in POOL_MODES})
         except LoaderError as exc:
             return self.error_page(exc, "reading a question to judge")
-        graded = state.grades.get(number, {})
+        graded = state.mine(self.rater(request)).get(number, {})
         for row in rows:
             row.grade = graded[row.hit.chunk_id].grade if row.hit.chunk_id in graded else None
         return self.page(
             "question.html",
             tenant=tenant,
+            rater=self.rater(request),
             csrf=self.sessions.csrf(cookie),
             query_set=query_set,
             number=number,
@@ -277,10 +289,11 @@ class JudgePages:
             with self.cluster("saving a grade"):
                 _check_set_id(set_id)
                 where = (self.service.client, self.service.settings.index_name, tenant, set_id)
+                rater = self.rater(request)
                 if value is None:  # cleared: the grade is deleted
-                    judgments.clear_grade(*where, number, chunk_id)
+                    judgments.clear_grade(*where, number, chunk_id, rater=rater)
                 else:
-                    judgments.save_grade(*where, number, chunk_id, value)
+                    judgments.save_grade(*where, number, chunk_id, value, rater=rater)
         except LoaderError as exc:
             return self.error_json(exc, "saving a grade")
         return JSONResponse({"chunk_id": chunk_id, "grade": value})
@@ -321,7 +334,7 @@ class JudgePages:
                 hits_b = self.ranked(tenant, question, b, COMPARE_DEPTH)
         except LoaderError as exc:
             return self.error_page(exc, "comparing two modes")
-        graded = state.grades.get(number, {})
+        graded = state.mine(self.rater(request)).get(number, {})
         sides = []
         for mode, rows, other, mine in (
             (a, movements(hits_a, hits_b)[0], hits_b, hits_a),
@@ -348,6 +361,29 @@ class JudgePages:
             b=b,
         )
 
+    def agreement_page(self, set_id: str, request: Request) -> Response:
+        """Each rater's progress, each pair's Cohen's kappa, and the results to settle."""
+        tenant, cookie = self.session(request)
+        if tenant is None:
+            return RedirectResponse("/judge/login", status_code=303)
+        try:
+            with self.cluster("reading the raters' grades"):
+                query_set = self.query_set(tenant, set_id)
+                state = judgments.judging_state(
+                    self.service.client, self.service.settings.index_name, tenant, set_id
+                )
+        except LoaderError as exc:
+            return self.error_page(exc, "reading the raters' grades")
+        return self.page(
+            "agreement.html",
+            tenant=tenant,
+            rater=self.rater(request),
+            csrf=self.sessions.csrf(cookie),
+            query_set=query_set,
+            agreement=agreement(state.ratings),
+            resolution=judgments.RESOLUTION,
+        )
+
 
 def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> None:
     """Mount ``/judge`` on ``app`` (``service``: serve's ``SearchService``)."""
@@ -357,6 +393,7 @@ def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> No
     app.post("/judge/login", include_in_schema=False)(pages.login)
     app.get("/judge", include_in_schema=False)(pages.sets_page)
     app.get("/judge/sets/{set_id}", include_in_schema=False)(pages.resume)
+    app.get("/judge/sets/{set_id}/agreement", include_in_schema=False)(pages.agreement_page)
     app.get("/judge/sets/{set_id}/{number}", include_in_schema=False)(pages.question_page)
     app.post("/judge/sets/{set_id}/{number}/grade", include_in_schema=False)(pages.grade)
     app.post("/judge/sets/{set_id}/{number}/skip", include_in_schema=False)(pages.skip)

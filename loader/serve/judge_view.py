@@ -33,6 +33,7 @@ def environment() -> Any:
             "question.html",
             "compare.html",
             "done.html",
+            "agreement.html",
         )
     }
     return jinja2.Environment(

@@ -8,15 +8,19 @@ index of the fixture documents for tenants A and B, per module).
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 
 import pytest
 from fastapi.responses import JSONResponse
 
+from loader.query.judgments import judging_state
 from loader.serve.app import create_app
 from tests.integration.serve.http_server import Server
 from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtures)
     KEY_A,
+    KEY_B,
+    _cli,
     _import_set,
     _sign_in,
     _stored,
@@ -186,3 +190,75 @@ def test_clear_and_undo(judged, server, browser, client, tmp_path):  # noqa: F81
     assert _stored(client, settings, set_id) == {}
     _press(browser, "u")
     assert _stored(client, settings, set_id) == {first: 2}
+
+
+ALICE = "judge-key-alice-Hq4vX8mP2sL6nR0t"
+BOB = "judge-key-bob-Wc3zK7yN1bF5jD9g"
+
+
+@pytest.fixture(scope="module")
+def raters_server(judged, embedder) -> Iterator[Server]:  # noqa: F811
+    """Serve over the same index with two named keys of tenant A (alice, bob) and B's key."""
+    settings, _, root = judged
+    keys = root / "rater-keys.toml"
+    keys.write_text(
+        f'[keys]\n"{ALICE}" = {{ tenant = "A", name = "alice" }}\n'
+        f'"{BOB}" = {{ tenant = "A", name = "bob" }}\n"{KEY_B}" = "B"\n',
+        encoding="utf-8",
+    )
+    keys.chmod(0o600)
+    app = create_app(settings.replace(api_keys_file=str(keys)), embedder=embedder)
+    with Server(app) as running:
+        yield running
+
+
+def test_two_raters_grades_are_both_kept_with_their_kappa(
+    judged,  # noqa: F811
+    raters_server,
+    browser,  # noqa: F811
+    client,
+    tmp_path,
+):
+    settings, _, _ = judged
+    set_id = _import_set(settings, tmp_path, "raters", ["compensation for late deliveries"])
+    page = f"http://127.0.0.1:{raters_server.port}/judge/sets/{set_id}"
+    given = {"alice": "2210", "bob": "2111"}
+    for rater, key in (("alice", ALICE), ("bob", BOB)):
+        _sign_in(browser, raters_server, key)
+        browser.get(f"{page}/0")
+        rows = _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+        assert f"rater {rater}" in browser.find_element(By.CSS_SELECTOR, ".tenant").text
+        for row in rows:  # each rater sees only their own grades: bob starts from none
+            assert _chosen(row) == []
+        _press(browser, *given[rater])
+    chunk_ids = [row.get_attribute("data-chunk-id") for row in rows[:4]]
+    ratings = judging_state(client, settings.index_name, "A", set_id).ratings[0]
+    assert {c: {r: g.grade for r, g in ratings[c].items()} for c in chunk_ids} == {
+        chunk: {"alice": int(a), "bob": int(b)}
+        for chunk, a, b in zip(chunk_ids, given["alice"], given["bob"], strict=True)
+    }
+    # By hand: pairs (2,2) (2,1) (1,1) (0,1); p_o = 2/4; alice gave 2 twice, 1 once, 0 once,
+    # bob 2 once, 1 three times: p_e = (2*1 + 1*3) / 16 = 5/16; kappa = (8/16 - 5/16) / (11/16).
+    browser.get(f"{page}/agreement")
+    kappa = _wait(browser, ec.presence_of_element_located((By.CSS_SELECTOR, "#kappas .kappa")))
+    assert kappa.text == f"{3 / 11:.3f}"
+    progress = browser.find_elements(By.CSS_SELECTOR, "#progress tbody tr")
+    assert [r.text for r in progress] == ["alice 4 1 of 1", "bob 4 1 of 1"]
+    settle = browser.find_elements(By.CSS_SELECTOR, "#disagreements tbody tr")
+    assert [r.get_attribute("data-chunk-id") for r in settle] == sorted(chunk_ids[1:4:2])
+    # Exported resolved (the mean rounded down), and saying so.
+    out = tmp_path / "raters.jsonl"
+    _cli(settings, "judgments", "export", "--tenant", "A", "--name", "raters", "-o", str(out))
+    line = json.loads(out.read_text().splitlines()[0])
+    assert line["resolution"] == "the mean of the raters' grades, rounded down"
+    exported = {j["chunk_id"]: (j["grade"], j["raters"]) for j in line["judgments"]}
+    assert {c: exported[c] for c in chunk_ids} == {
+        chunk_ids[0]: (2, {"alice": 2, "bob": 2}),
+        chunk_ids[1]: (1, {"alice": 2, "bob": 1}),
+        chunk_ids[2]: (1, {"alice": 1, "bob": 1}),
+        chunk_ids[3]: (0, {"alice": 0, "bob": 1}),
+    }
+    # Raters stay within their tenant: B's key sees no agreement of A's set.
+    _sign_in(browser, raters_server, KEY_B)
+    browser.get(f"{page}/agreement")
+    assert "404" in browser.title and not browser.find_elements(By.ID, "kappas")

@@ -50,7 +50,7 @@ def test_key_file_binds_keys_to_tenants(tmp_path: Path) -> None:
 def test_keys_are_kept_only_as_digests(tmp_path: Path) -> None:
     keys = ApiKeys.from_file(write(tmp_path, GOOD))
     assert KEY_A not in repr(keys) and KEY_A not in str(vars(keys))
-    assert all(len(digest) == 32 for digest, _tenant in keys._entries)
+    assert all(len(digest) == 32 for digest, _tenant, _name in keys._entries)
 
 
 def test_lookup_compares_every_key_in_constant_time(monkeypatch) -> None:
@@ -300,3 +300,33 @@ def test_whatever_a_route_raises_is_a_500_in_the_apis_shape_its_log_masked(caplo
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "RuntimeError" in logged and "answering GET /log" in logged
     assert PASSWORD not in logged and "Sw0rdfish" not in logged
+
+
+def test_a_key_may_name_its_holder(tmp_path: Path) -> None:
+    text = (
+        f'[keys]\n"{KEY_A}" = {{ tenant = "A", name = "alice" }}\n"{KEY_A2}" = "A"\n'
+        f'"{KEY_B}" = {{ tenant = "B" }}\n'
+    )
+    keys = ApiKeys.from_file(write(tmp_path, text))
+    assert keys.holder_for(KEY_A) == ("A", "alice")
+    assert keys.holder_for(KEY_A2) == ("A", "key 2")  # unnamed: its position
+    assert keys.holder_for(KEY_B) == ("B", "key 3")
+    assert keys.tenant_for(KEY_A) == "A" and keys.holder_for("unknown-key-0123456789") is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('{ tenant = "A", name = "" }', "the name of key number 1 is not 1 to 64 printable"),
+        ('{ tenant = "A", name = 3 }', "the name of key number 1 is not 1 to 64 printable"),
+        ('{ tenant = "A", name = "a\\u0000b" }', "the name of key number 1 is not 1 to 64"),
+        ('{ tenant = "A", role = "x" }', "key number 1 has fields other than tenant and name"),
+        ('{ name = "alice" }', "the tenant of key number 1 is not a non-empty string"),
+    ],
+)
+def test_a_bad_name_or_table_is_refused_naming_the_key_number(
+    tmp_path: Path, entry: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        ApiKeys.from_file(write(tmp_path, f'[keys]\n"{KEY_A}" = {entry}\n'))
+    assert KEY_A not in str(info.value)
