@@ -16,6 +16,7 @@ question neither graded nor skipped), ``GET /judge/sets/<id>/<n>`` (question ``n
 pooled top results of every search mode), ``POST .../<n>/grade`` (``{"chunk_id", "grade"}``;
 ``"grade": null`` clears it), ``POST .../<n>/skip``,
 ``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side, with what moved),
+``GET /judge/sets/<id>/questions`` and ``.../<n>/scores`` (live scores: ``judge_scores``),
 ``GET /judge/sets/<id>/agreement`` (the raters: progress, Cohen's kappa, what to settle). A key's
 name (``loader.serve.auth``) is the rater: each rater sees and changes only their own grades.
 """
@@ -40,6 +41,7 @@ from loader.query import judgments
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
 from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, session_key
+from loader.serve.judge_scores import ScorePages
 from loader.serve.judge_view import GRADE_LABELS, environment, movements, pool, shown
 from loader.serve.responses import error_reply
 from loader.settings import SEARCH_MODES, tenant_problem
@@ -80,6 +82,8 @@ def _check_set_id(set_id: str) -> None:
 
 class JudgePages:
     """The handlers of ``/judge``, over serve's ``SearchService`` (its client and embedder)."""
+
+    security_headers = SECURITY_HEADERS
 
     def __init__(self, service: Any, api_keys: ApiKeys | None) -> None:
         self.service = service
@@ -265,6 +269,7 @@ class JudgePages:
             pool=rows,
             grades=GRADE_LABELS,
             skipped=number in state.skipped,
+            modes=POOL_MODES,
         )
 
     async def grade(self, set_id: str, number: int, request: Request) -> Response:
@@ -393,7 +398,10 @@ def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> No
     app.post("/judge/login", include_in_schema=False)(pages.login)
     app.get("/judge", include_in_schema=False)(pages.sets_page)
     app.get("/judge/sets/{set_id}", include_in_schema=False)(pages.resume)
+    scores = ScorePages(pages)
     app.get("/judge/sets/{set_id}/agreement", include_in_schema=False)(pages.agreement_page)
+    app.get("/judge/sets/{set_id}/questions", include_in_schema=False)(scores.questions_page)
+    app.get("/judge/sets/{set_id}/{number}/scores", include_in_schema=False)(scores.question_scores)
     app.get("/judge/sets/{set_id}/{number}", include_in_schema=False)(pages.question_page)
     app.post("/judge/sets/{set_id}/{number}/grade", include_in_schema=False)(pages.grade)
     app.post("/judge/sets/{set_id}/{number}/skip", include_in_schema=False)(pages.skip)

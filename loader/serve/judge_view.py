@@ -34,6 +34,7 @@ def environment() -> Any:
             "compare.html",
             "done.html",
             "agreement.html",
+            "questions.html",
         )
     }
     return jinja2.Environment(

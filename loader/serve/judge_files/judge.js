@@ -82,6 +82,23 @@
     row.classList.toggle("unsaved", state === "failed");
   }
 
+  // The question's nDCG@10 per mode from the grades stored so far (judge_scores), shown on load
+  // and each time every grade pressed is stored.
+  async function refreshScores() {
+    let answer;
+    try {
+      const response = await fetch(base + "/scores", { credentials: "same-origin" });
+      if (!response.ok) return;
+      answer = await response.json();
+    } catch (error) {
+      return;
+    }
+    document.querySelectorAll("#live-scores .score").forEach((span) => {
+      const score = answer.scores[span.dataset.mode];
+      span.querySelector("b").textContent = score === null || score === undefined ? "–" : score.toFixed(3);
+    });
+  }
+
   async function send() {
     if (sending) return;
     sending = true;
@@ -100,6 +117,7 @@
     }
     sending = false;
     show();
+    if (!queue.length) refreshScores();
   }
 
   // A row's grade as last pressed (saved or waiting), null when ungraded.
@@ -175,6 +193,7 @@
     const button = event.target.closest(".grade");
     if (button) grade(row, Number(button.dataset.grade));
   });
+  refreshScores();
   document.getElementById("skip").addEventListener("click", skip);
   retryButton.addEventListener("click", retry);
   window.addEventListener("beforeunload", (event) => {

@@ -12,8 +12,10 @@ import json
 from collections.abc import Iterator
 
 import pytest
+from click.testing import CliRunner
 from fastapi.responses import JSONResponse
 
+from loader.cli import cli
 from loader.query.judgments import judging_state
 from loader.serve.app import create_app
 from tests.integration.serve.http_server import Server
@@ -262,3 +264,80 @@ def test_two_raters_grades_are_both_kept_with_their_kappa(
     _sign_in(browser, raters_server, KEY_B)
     browser.get(f"{page}/agreement")
     assert "404" in browser.title and not browser.find_elements(By.ID, "kappas")
+
+
+def _score_cells(row) -> dict[str, str]:
+    return {
+        cell.get_attribute("data-mode"): cell.text
+        for cell in row.find_elements(By.CSS_SELECTOR, ".score")
+    }
+
+
+def test_live_scores_equal_loader_evals_on_the_export(
+    judged,  # noqa: F811
+    server,  # noqa: F811
+    browser,  # noqa: F811
+    tmp_path,
+):
+    settings, docs, _ = judged
+    questions = ["compensation for late deliveries", "UPI bank account 48 hours", "wallet top up"]
+    set_id = _import_set(settings, tmp_path, "live", questions)
+    _sign_in(browser, server, KEY_A)
+    page = f"http://127.0.0.1:{server.port}/judge/sets/{set_id}"
+    browser.get(f"{page}/0")
+    _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+    live = browser.find_element(By.ID, "live-scores")
+    _wait(browser, lambda d: "–" in live.text)  # nothing graded yet: no score
+    _press(browser, "0", "2", "1")  # the scores follow the saves
+    _wait(browser, lambda d: "–" not in live.text and "…" not in live.text)
+    shown = _score_cells(live)
+    browser.get(f"{page}/1")
+    _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+    _press(browser, "2")
+    # The list: each question's judged count and scores; the third has none (nothing graded).
+    browser.get(f"{page}/questions")
+    table = _wait(browser, ec.presence_of_element_located((By.ID, "questions")))
+    rows = table.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert [r.find_element(By.CSS_SELECTOR, ".judged").text for r in rows] == ["3", "1", "0"]
+    first = _score_cells(rows[0])
+    assert {mode: first[mode] for mode in shown} == {m: s.split()[-1] for m, s in shown.items()}
+    assert set(_score_cells(rows[2]).values()) == {"–"}
+    means = _score_cells(browser.find_element(By.ID, "set-means"))
+    # Sorted by the widest spread between modes: unscored last.
+    browser.find_element(By.CSS_SELECTOR, 'a.sort[data-sort="spread"]').click()
+    _wait(browser, ec.url_contains("sort=spread"))
+    order = [
+        r.get_attribute("data-number")
+        for r in browser.find_elements(By.CSS_SELECTOR, "#questions tbody tr")
+    ]
+    assert order[-1] == "2"
+    # loader eval on the exported file, over the same documents: the same nDCG@10 per mode.
+    out = tmp_path / "live.jsonl"
+    _cli(settings, "judgments", "export", "--tenant", "A", "--name", "live", "-o", str(out))
+    result = CliRunner().invoke(
+        cli,
+        [
+            "eval",
+            str(out),
+            "--docs",
+            str(docs),
+            "--mode",
+            "bm25",
+            "--mode",
+            "vector",
+            "--no-rerank",
+            "--json",
+            "--url",
+            settings.opensearch_url,
+            "--index-prefix",
+            f"{settings.index_name}-live",
+            "--out-dir",
+            str(tmp_path / "eval"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    configurations = json.loads(result.stdout)["configurations"]
+    assert sorted(c["mode"] for c in configurations) == ["bm25", "vector"]
+    for configuration in configurations:
+        mode = configuration["mode"]
+        assert means[mode] == f"{configuration['metrics']['ndcg@10']:.3f}", mode

@@ -60,6 +60,7 @@ def test_direction_controls_in_a_question_or_chunk_are_shown_not_obeyed():
             pool=[row],
             grades=GRADE_LABELS,
             skipped=False,
+            modes=("bm25",),
         )
     )
     assert not any(char in page for char in "\u202e\u202c\u2067\u2069\u200f")
@@ -79,3 +80,17 @@ def test_a_session_names_its_rater_and_an_older_cookie_reads_as_the_tenants():
     # The rater cannot be swapped under the same signature.
     other = "WyJhY21lIiwgImJvYiJd"  # ["acme", "bob"]
     assert sessions.holder(f"{version}.{other}.{expiry}.{signature}", now=1001.0) is None
+
+
+def test_question_rows_sort_by_a_modes_worst_or_the_widest_spread_unscored_last():
+    from loader.serve.judge_scores import sorted_rows
+
+    rows = [
+        {"number": 0, "scores": {"bm25": 0.9}, "spread": 0.1},
+        {"number": 1, "scores": {"bm25": None}, "spread": None},
+        {"number": 2, "scores": {"bm25": 0.2}, "spread": 0.6},
+        {"number": 3, "scores": {"bm25": 0.5}, "spread": 0.6},
+    ]
+    assert [r["number"] for r in sorted_rows(rows, "bm25")] == [2, 3, 0, 1]
+    assert [r["number"] for r in sorted_rows(rows, "spread")] == [2, 3, 0, 1]
+    assert [r["number"] for r in sorted_rows(rows[::-1], "number")] == [0, 1, 2, 3]
