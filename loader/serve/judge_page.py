@@ -42,7 +42,14 @@ from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
 from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, session_key
 from loader.serve.judge_scores import ScorePages
-from loader.serve.judge_view import GRADE_LABELS, environment, movements, pool, shown
+from loader.serve.judge_view import (
+    GRADE_LABELS,
+    environment,
+    movements,
+    pool,
+    shown,
+    with_found,
+)
 from loader.serve.responses import error_reply
 from loader.settings import SEARCH_MODES, tenant_problem
 from loader.text import first_surrogate
@@ -53,6 +60,8 @@ COOKIE = "loader_judge"
 POOL_MODES = SEARCH_MODES  # every mode: bm25, vector and the hybrid ones
 POOL_DEPTH = 5  # each mode's top results pooled on the page
 COMPARE_DEPTH = 10
+FIND_MODES = ("bm25", "hybrid-rrf")  # the in-page search: words, or words and meaning
+FIND_DEPTH = 10
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
     "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -238,11 +247,26 @@ class JudgePages:
             )
         return RedirectResponse(f"/judge/sets/{set_id}/{number}", status_code=303)
 
-    def question_page(self, set_id: str, number: int, request: Request) -> Response:
+    def question_page(
+        self,
+        set_id: str,
+        number: int,
+        request: Request,
+        find: str = "",
+        find_mode: str = "bm25",
+        depth: int = POOL_DEPTH,
+    ) -> Response:
+        """Question ``number``: each mode's top ``depth`` (5, or 10: side by side's ranks 6-10
+        too), and with ``find`` the tenant's chunks that search finds (``find_mode``), gradable
+        alike: a rater grades what no mode returned."""
         tenant, cookie = self.session(request)
         if tenant is None:
             return RedirectResponse("/judge/login", status_code=303)
         try:
+            if find_mode not in FIND_MODES:
+                raise ConfigError(f"find_mode: one of {', '.join(FIND_MODES)}")
+            if depth not in (POOL_DEPTH, COMPARE_DEPTH):
+                raise ConfigError(f"depth: {POOL_DEPTH} or {COMPARE_DEPTH}")
             with self.cluster("reading a question to judge"):
                 query_set = self.query_set(tenant, set_id)
                 if not 0 <= number < len(query_set.questions):
@@ -251,7 +275,10 @@ class JudgePages:
                     self.service.client, self.service.settings.index_name, tenant, set_id
                 )
                 question = query_set.questions[number]
-                rows = pool({m: self.ranked(tenant, question, m, POOL_DEPTH) for m in POOL_MODES})
+                rows = pool({m: self.ranked(tenant, question, m, depth) for m in POOL_MODES})
+                if find.strip():  # the session's tenant's chunks only, never logged
+                    found = self.ranked(tenant, find.strip(), find_mode, FIND_DEPTH)
+                    rows = with_found(rows, found)
         except LoaderError as exc:
             return self.error_page(exc, "reading a question to judge")
         graded = state.mine(self.rater(request)).get(number, {})
@@ -270,6 +297,10 @@ class JudgePages:
             grades=GRADE_LABELS,
             skipped=number in state.skipped,
             modes=POOL_MODES,
+            find=find,
+            find_mode=find_mode,
+            find_modes=FIND_MODES,
+            depth=depth,
         )
 
     async def grade(self, set_id: str, number: int, request: Request) -> Response:

@@ -77,6 +77,20 @@ def pool(rankings: dict[str, list[Any]]) -> list[PoolRow]:
     return sorted(rows.values(), key=lambda r: (min(r.ranks.values()), -len(r.ranks)))
 
 
+def with_found(rows: list[PoolRow], found: list[Any]) -> list[PoolRow]:
+    """``rows`` and then the in-page search's ``found`` hits not among them, each marked with
+    its rank there (``found``). Pure."""
+    known = {row.hit.chunk_id: row for row in rows}
+    extra = []
+    for rank, hit in enumerate(found, start=1):
+        row = known.get(hit.chunk_id)
+        if row is None:
+            row = known[hit.chunk_id] = PoolRow(hit, {}, shown(hit.text or hit.body))
+            extra.append(row)
+        row.ranks["found"] = rank
+    return [*rows, *extra]
+
+
 def movements(a: list[Any], b: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Each list's rows with where its hit stands against the other list: ``▲2`` two places
     higher here than there, ``▼1`` one lower, ``=`` the same rank, ``new`` not there at all.

@@ -1,8 +1,8 @@
 // The judging page's keys and clicks: 0/1/2 grade the selected result, x clears its grade back
 // to ungraded (the server deletes it), u undoes the last change (the previous grade, or
 // ungraded, is saved again), up/down select, left/right move between questions, s skips, r
-// retries a failed save. Every POST carries the
-// page's same-origin token.
+// retries a failed save, / goes to the in-page search (keys typed in a form field are its own).
+// Every POST carries the page's same-origin token.
 //
 // A grade is for the result selected when its key was pressed: the selection moves on at once,
 // and the grades wait in a queue that is sent one save at a time, in the order pressed, however
@@ -201,6 +201,12 @@
   });
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey) return;
+    if (event.target.closest("input, select, textarea")) return; // typing a search, not grading
+    if (event.key === "/") {
+      document.getElementById("find-text").focus();
+      event.preventDefault();
+      return;
+    }
     const row = rows()[selected];
     if (["0", "1", "2"].includes(event.key) && row) grade(row, Number(event.key));
     else if ((event.key === "x" || event.key === "Delete") && row) clear(row);

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 from collections.abc import Iterator
 
 import pytest
@@ -16,13 +17,16 @@ from click.testing import CliRunner
 from fastapi.responses import JSONResponse
 
 from loader.cli import cli
-from loader.query.judgments import judging_state
+from loader.ingest.sync import push
+from loader.query.judgments import create_query_set, judging_state
+from loader.query.query_log import queries_index
 from loader.serve.app import create_app
 from tests.integration.serve.http_server import Server
 from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtures)
     KEY_A,
     KEY_B,
     _cli,
+    _count,
     _import_set,
     _sign_in,
     _stored,
@@ -196,16 +200,19 @@ def test_clear_and_undo(judged, server, browser, client, tmp_path):  # noqa: F81
 
 ALICE = "judge-key-alice-Hq4vX8mP2sL6nR0t"
 BOB = "judge-key-bob-Wc3zK7yN1bF5jD9g"
+CAROL = "judge-key-carol-Tn6pR1vB8mQ3xZ5k"  # tenant C: the in-page search's own corpus
 
 
 @pytest.fixture(scope="module")
 def raters_server(judged, embedder) -> Iterator[Server]:  # noqa: F811
-    """Serve over the same index with two named keys of tenant A (alice, bob) and B's key."""
+    """Serve over the same index with two named keys of tenant A (alice, bob), B's key and
+    C's (carol)."""
     settings, _, root = judged
     keys = root / "rater-keys.toml"
     keys.write_text(
         f'[keys]\n"{ALICE}" = {{ tenant = "A", name = "alice" }}\n'
-        f'"{BOB}" = {{ tenant = "A", name = "bob" }}\n"{KEY_B}" = "B"\n',
+        f'"{BOB}" = {{ tenant = "A", name = "bob" }}\n"{KEY_B}" = "B"\n'
+        f'"{CAROL}" = {{ tenant = "C", name = "carol" }}\n',
         encoding="utf-8",
     )
     keys.chmod(0o600)
@@ -341,3 +348,106 @@ def test_live_scores_equal_loader_evals_on_the_export(
     for configuration in configurations:
         mode = configuration["mode"]
         assert means[mode] == f"{configuration['metrics']['ndcg@10']:.3f}", mode
+
+
+def _click(driver, element) -> None:
+    """Click ``element`` scrolled to the window's middle: selenium's own scrolling leaves it at
+    the bottom edge, under the fixed status bar, where no one clicks."""
+    driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", element)
+    element.click()
+
+
+B_LOOKALIKE = "Quokka zebra refunds\n\nQuokka zebra refunds: the quokka zebra desk pays in 9 days."
+C_LOOKALIKE = "Quokka refunds\n\nRefunds of quokka orders: the zebra desk pays in 3 days.\n"
+
+
+def test_a_chunk_found_by_the_in_page_search_is_graded_and_exported(
+    judged,  # noqa: F811
+    raters_server,
+    browser,  # noqa: F811
+    client,
+    embedder,
+    tmp_path,
+):
+    settings, docs, _ = judged
+    alias = settings.index_name
+    # Tenant C: the fixture documents and 30 notes on card payments (so each mode's ranks 6-10
+    # hold results its top 5 leave out), and a note on quokka refunds; tenant B holds text
+    # closer to the search than C's own: it must never show.
+    corpus = tmp_path / "corpus-C"
+    shutil.copytree(docs, corpus)
+    for number in range(30):
+        (corpus / f"card-note-{number}.md").write_text(
+            f"Card note {number}\n\nCard payments {number}: terminal {number * 7} accepts "
+            f"cards of scheme {number % 4} for orders over {number * 3} rupees.\n",
+            encoding="utf-8",
+        )
+    (corpus / "quokka.md").write_text(C_LOOKALIKE, encoding="utf-8")
+    lookalike = tmp_path / "quokka-B"
+    lookalike.mkdir()
+    (lookalike / "quokka.md").write_text(B_LOOKALIKE, encoding="utf-8")
+    for folder, tenant in ((corpus, "C"), (lookalike, "B")):
+        report = push(folder, settings, tenant=tenant, client=client, embedder=embedder)
+        assert report.failed == 0, report
+    set_id = create_query_set(
+        client, alias, "C", "find", strategy="imported", questions=["card payments accepted"]
+    ).set_id
+    logged_before = _count(client, queries_index(alias), {"match_all": {}})
+    _sign_in(browser, raters_server, CAROL)
+    page = f"http://127.0.0.1:{raters_server.port}/judge/sets/{set_id}/0"
+    browser.get(page)
+    pooled = {
+        r.get_attribute("data-chunk-id")
+        for r in _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+    }
+    found_id = None
+    for mode in ("bm25", "hybrid-rrf"):
+        box = browser.find_element(By.ID, "find-text")
+        box.clear()
+        box.send_keys("quokka zebra refunds 9 days 2")  # typed keys grade nothing
+        browser.find_element(By.CSS_SELECTOR, f'#find-mode option[value="{mode}"]').click()
+        browser.find_element(By.ID, "find-button").click()
+        _wait(browser, ec.url_contains(f"find_mode={mode}"))
+        texts = [e.text for e in browser.find_elements(By.CSS_SELECTOR, ".result .text")]
+        assert not any("9 days" in text for text in texts), mode  # never B's chunk
+        found = browser.find_elements(By.CSS_SELECTOR, ".result.found")
+        assert found and any("3 days" in f.text for f in found), mode
+        for row in browser.find_elements(By.CSS_SELECTOR, ".result"):
+            chunk = row.get_attribute("data-chunk-id")
+            query = {"bool": {"filter": [{"term": {"chunk_id": chunk}}]}}
+            owners = client.search(index=alias, body={"query": query, "_source": ["tenant"]})
+            assert {h["_source"]["tenant"] for h in owners["hits"]["hits"]} == {"C"}, chunk
+        found_id = next(f for f in found if "3 days" in f.text).get_attribute("data-chunk-id")
+    assert _stored_of(client, alias, set_id) == {}  # the typed "2" graded nothing
+    row = browser.find_element(By.CSS_SELECTOR, f'.result[data-chunk-id="{found_id}"]')
+    _click(browser, row.find_element(By.CSS_SELECTOR, '.grade[data-grade="2"]'))
+    status = browser.find_element(By.ID, "status")
+    _wait(browser, lambda d: status.text == "saved")
+    # Ranks 6-10 of each mode (side by side's) are gradable too.
+    browser.get(f"{page}/compare")
+    browser.find_element(By.ID, "grade-deeper").click()
+    _wait(browser, ec.url_contains("depth=10"))
+    deep = [
+        r
+        for r in browser.find_elements(By.CSS_SELECTOR, ".result")
+        if r.get_attribute("data-chunk-id") not in pooled
+    ]
+    assert deep, "no result ranked 6-10 that the top 5 of the modes left out"
+    _click(browser, deep[0].find_element(By.CSS_SELECTOR, '.grade[data-grade="1"]'))
+    status = browser.find_element(By.ID, "status")
+    _wait(browser, lambda d: status.text == "saved")
+    deep_id = deep[0].get_attribute("data-chunk-id")
+    assert _stored_of(client, alias, set_id) == {found_id: 2, deep_id: 1}
+    # The page's own searches never reach the query log.
+    assert _count(client, queries_index(alias), {"match_all": {}}) == logged_before
+    out = tmp_path / "find.jsonl"
+    _cli(settings, "judgments", "export", "--tenant", "C", "--name", "find", "-o", str(out))
+    line = json.loads(out.read_text().splitlines()[0])
+    assert {j["chunk_id"]: j["grade"] for j in line["judgments"]} == {found_id: 2, deep_id: 1}
+    assert line["source"] == "quokka.md"
+
+
+def _stored_of(client, alias: str, set_id: str) -> dict[str, int]:
+    """Tenant C's grades of question 0 of ``set_id``: chunk id -> grade."""
+    state = judging_state(client, alias, "C", set_id)
+    return {chunk_id: grade.grade for chunk_id, grade in state.grades.get(0, {}).items()}

@@ -61,6 +61,10 @@ def test_direction_controls_in_a_question_or_chunk_are_shown_not_obeyed():
             grades=GRADE_LABELS,
             skipped=False,
             modes=("bm25",),
+            find=override,
+            find_mode="bm25",
+            find_modes=("bm25",),
+            depth=5,
         )
     )
     assert not any(char in page for char in "\u202e\u202c\u2067\u2069\u200f")
@@ -94,3 +98,14 @@ def test_question_rows_sort_by_a_modes_worst_or_the_widest_spread_unscored_last(
     assert [r["number"] for r in sorted_rows(rows, "bm25")] == [2, 3, 0, 1]
     assert [r["number"] for r in sorted_rows(rows, "spread")] == [2, 3, 0, 1]
     assert [r["number"] for r in sorted_rows(rows[::-1], "number")] == [0, 1, 2, 3]
+
+
+def test_found_chunks_join_the_pool_once_marked_with_their_rank():
+    from loader.serve.judge_view import with_found
+
+    rows = with_found(pool({"bm25": [hit("a"), hit("b")]}), [hit("c"), hit("a")])
+    assert [(row.hit.chunk_id, row.ranks) for row in rows] == [
+        ("a", {"bm25": 1, "found": 2}),
+        ("b", {"bm25": 2}),
+        ("c", {"found": 1}),
+    ]
