@@ -9,8 +9,10 @@ Formats:
   graded chunk's ``chunk_id``, ``source``, ``heading_path`` and ``grade`` (the graded qrels of
   nDCG, ``graded_qrels``), with ``raters`` (name -> grade) when named raters gave it; a result
   several raters graded has one ``grade``, ``RESOLUTION`` (the mean rounded down), and its
-  question says so (``"resolution"``); questions whose results were all graded 0 have no
-  answer in the documents and are left out;
+  question says so (``"resolution"``); each grade's note (``"notes"``: rater -> note), and the
+  question's ``information_need`` and ``cant_tell`` (chunk, rater, reason) when given;
+  questions whose results were all graded 0 have no answer in the documents and are left out
+  (the SRW formats have no field for notes);
 - ``srw-query-set``: the Search Relevance Workbench's query set (``name``, ``description``,
   ``sampling: manual``, ``querySetQueries: [{"queryText": ...}]``);
 - ``srw-judgments``: its imported judgments (``type: IMPORT_JUDGMENT``, ``judgmentRatings:
@@ -82,15 +84,33 @@ def questions_lines(query_set: QuerySet, state: JudgingState) -> list[dict[str, 
                 ],
             }
             | _resolution(state, number)
+            | _question_notes(state, number)
         )
     return lines
 
 
+def _question_notes(state: JudgingState, number: int) -> dict[str, Any]:
+    """The question's ``information_need`` and ``cant_tell`` (chunk, rater, reason), if any."""
+    notes: dict[str, Any] = {}
+    if state.needs.get(number):
+        notes["information_need"] = state.needs[number]
+    unsure = [
+        {"chunk_id": chunk_id, "rater": rater, "reason": reason}
+        for chunk_id, by_rater in sorted(state.cant_tell.get(number, {}).items())
+        for rater, reason in sorted(by_rater.items())
+    ]
+    if unsure:
+        notes["cant_tell"] = unsure
+    return notes
+
+
 def _raters(state: JudgingState, number: int, chunk_id: str) -> dict[str, Any]:
-    """``{"raters": {name: grade}}`` of a result graded by named raters, else nothing."""
+    """``{"raters": {name: grade}}`` of a result graded by named raters and ``{"notes": {name:
+    note}}`` of the grades with a note, else nothing."""
     by_rater = state.ratings.get(number, {}).get(chunk_id, {})
     named = {rater: g.grade for rater, g in sorted(by_rater.items()) if rater}
-    return {"raters": named} if named else {}
+    notes = {rater: g.note for rater, g in sorted(by_rater.items()) if g.note}
+    return ({"raters": named} if named else {}) | ({"notes": notes} if notes else {})
 
 
 def _resolution(state: JudgingState, number: int) -> dict[str, Any]:

@@ -28,6 +28,7 @@ class Grade:
     source: str = ""
     heading_path: list[str] = field(default_factory=list)
     rater: str = ""
+    note: str = ""  # the rater's optional explanation
 
 
 RESOLUTION = "the mean of the raters' grades, rounded down"
@@ -49,6 +50,9 @@ class JudgingState:
     skipped: set[int] = field(default_factory=set)
     # index -> chunk -> rater -> grade
     ratings: dict[int, dict[str, dict[str, Grade]]] = field(default_factory=dict)
+    # index -> chunk -> rater -> why the rater cannot tell (no grade: the result stays ungraded)
+    cant_tell: dict[int, dict[str, dict[str, str]]] = field(default_factory=dict)
+    needs: dict[int, str] = field(default_factory=dict)  # index -> the information need
 
     def add(self, grade: Grade) -> None:
         """Keep ``grade`` among the ratings and resolve its result's grade again."""

@@ -63,7 +63,7 @@ def _doc_id(*parts: object) -> str:
     return hashlib.sha256(joined_parts(tuple(map(str, parts))).encode()).hexdigest()
 
 
-def _grade_id(set_id: str, question_index: int, chunk_id: str, rater: str) -> str:
+def grade_doc_id(set_id: str, question_index: int, chunk_id: str, rater: str) -> str:
     """The id of one rater's grade of a result: each rater's is a document of its own (a grade
     given without a rater keeps the id it always had)."""
     if not rater:
@@ -282,6 +282,7 @@ def save_grade(
     chunk_id: str,
     grade: int,
     rater: str = "",
+    note: str = "",
 ) -> Grade:
     """Grade one result of question ``question_index`` of the set as ``rater`` (a later grade
     of the same rater replaces it; another rater's is kept beside it).
@@ -308,15 +309,16 @@ def save_grade(
         "source": chunk.get("source", ""),
         "heading_path": heading,
         "rater": rater,
+        "note": note,
         "timestamp": now_iso(),
     }
     client.index(
         index=judgments_index(index_name),
-        id=_grade_id(set_id, question_index, chunk_id, rater),
+        id=grade_doc_id(set_id, question_index, chunk_id, rater),
         body=body,
         params={"refresh": "true"},
     )
-    return Grade(question_index, chunk_id, grade, body["source"], heading, rater)
+    return Grade(question_index, chunk_id, grade, body["source"], heading, rater, note)
 
 
 def clear_grade(
@@ -340,7 +342,7 @@ def clear_grade(
     with contextlib.suppress(opensearchpy.NotFoundError):  # never graded: ungraded already
         client.delete(
             index=judgments_index(index_name),
-            id=_grade_id(set_id, question_index, chunk_id, rater),
+            id=grade_doc_id(set_id, question_index, chunk_id, rater),
             params={"refresh": "true"},
         )
 
@@ -373,7 +375,7 @@ def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str)
             "filter": [
                 {"term": {"query_set": set_id}},
                 {"term": {"tenant": tenant}},
-                {"terms": {"kind": ["grade", "skip"]}},
+                {"terms": {"kind": ["grade", "skip", "cant_tell", "need"]}},
             ]
         }
     }
@@ -384,6 +386,11 @@ def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str)
         number = int(s.get("question_index", -1))
         if s["kind"] == "skip":
             state.skipped.add(number)
+        elif s["kind"] == "need":
+            state.needs[number] = str(s.get("need") or "")
+        elif s["kind"] == "cant_tell":
+            chunks = state.cant_tell.setdefault(number, {})
+            chunks.setdefault(s["chunk_id"], {})[str(s.get("rater") or "")] = str(s.get("note"))
         else:
             state.add(
                 Grade(
@@ -393,6 +400,7 @@ def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str)
                     s.get("source", ""),
                     list(s.get("heading_path") or []),
                     str(s.get("rater") or ""),
+                    str(s.get("note") or ""),
                 )
             )
     return state

@@ -35,9 +35,9 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 
 from loader.cluster.client import cluster_errors
 from loader.errors import ConfigError, LoaderError, NotFoundError
-from loader.eval.agreement import agreement
 from loader.modes import search_mode
 from loader.query import judgments
+from loader.query.notes import check_note, save_cant_tell
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
 from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, session_key
@@ -62,6 +62,7 @@ POOL_DEPTH = 5  # each mode's top results pooled on the page
 COMPARE_DEPTH = 10
 FIND_MODES = ("bm25", "hybrid-rrf")  # the in-page search: words, or words and meaning
 FIND_DEPTH = 10
+CANT_TELL = "?"  # a grade POST's value for "can't tell" (with the reason as its note)
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
     "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -281,9 +282,15 @@ class JudgePages:
                     rows = with_found(rows, found)
         except LoaderError as exc:
             return self.error_page(exc, "reading a question to judge")
-        graded = state.mine(self.rater(request)).get(number, {})
+        rater = self.rater(request)
+        graded = state.mine(rater).get(number, {})
+        unsure = state.cant_tell.get(number, {})
         for row in rows:
-            row.grade = graded[row.hit.chunk_id].grade if row.hit.chunk_id in graded else None
+            mine = graded.get(row.hit.chunk_id)
+            row.grade = mine.grade if mine else None
+            row.note = mine.note if mine else ""
+            if rater in unsure.get(row.hit.chunk_id, {}):
+                row.grade, row.note = CANT_TELL, unsure[row.hit.chunk_id][rater]
         return self.page(
             "question.html",
             tenant=tenant,
@@ -297,6 +304,7 @@ class JudgePages:
             grades=GRADE_LABELS,
             skipped=number in state.skipped,
             modes=POOL_MODES,
+            need=state.needs.get(number, ""),
             find=find,
             find_mode=find_mode,
             find_modes=FIND_MODES,
@@ -310,12 +318,16 @@ class JudgePages:
         assert tenant is not None
         try:
             body = json.loads(await request.body())
-            chunk_id, value = body["chunk_id"], body["grade"]
-            if not isinstance(chunk_id, str) or (value is not None and type(value) is not int):
+            chunk_id, value, note = body["chunk_id"], body["grade"], body.get("note", "")
+            if not isinstance(chunk_id, str) or not isinstance(note, str):
                 raise ValueError
-        except (ValueError, KeyError, TypeError):
+            if value is not None and value != CANT_TELL and type(value) is not int:
+                raise ValueError
+        except (ValueError, KeyError, TypeError, AttributeError):
             return self.refused(
-                422, 'send {"chunk_id": "<chunk id>", "grade": 0, 1, 2 or null (ungraded)}'
+                422,
+                'send {"chunk_id": "<chunk id>", "grade": 0, 1, 2, null (ungraded) or "?" '
+                '(can\'t tell), "note": "<optional; the reason of a can\'t tell>"}',
             )
         if not chunk_id or _id_bytes(chunk_id) > MAX_ID_BYTES:
             return self.refused(422, f"chunk_id: 1 to {MAX_ID_BYTES} bytes (no chunk has another)")
@@ -328,8 +340,11 @@ class JudgePages:
                 rater = self.rater(request)
                 if value is None:  # cleared: the grade is deleted
                     judgments.clear_grade(*where, number, chunk_id, rater=rater)
+                elif value == CANT_TELL:
+                    save_cant_tell(*where, number, chunk_id, note, rater=rater)
                 else:
-                    judgments.save_grade(*where, number, chunk_id, value, rater=rater)
+                    note = check_note(note, "note")
+                    judgments.save_grade(*where, number, chunk_id, value, rater=rater, note=note)
         except LoaderError as exc:
             return self.error_json(exc, "saving a grade")
         return JSONResponse({"chunk_id": chunk_id, "grade": value})
@@ -397,29 +412,6 @@ class JudgePages:
             b=b,
         )
 
-    def agreement_page(self, set_id: str, request: Request) -> Response:
-        """Each rater's progress, each pair's Cohen's kappa, and the results to settle."""
-        tenant, cookie = self.session(request)
-        if tenant is None:
-            return RedirectResponse("/judge/login", status_code=303)
-        try:
-            with self.cluster("reading the raters' grades"):
-                query_set = self.query_set(tenant, set_id)
-                state = judgments.judging_state(
-                    self.service.client, self.service.settings.index_name, tenant, set_id
-                )
-        except LoaderError as exc:
-            return self.error_page(exc, "reading the raters' grades")
-        return self.page(
-            "agreement.html",
-            tenant=tenant,
-            rater=self.rater(request),
-            csrf=self.sessions.csrf(cookie),
-            query_set=query_set,
-            agreement=agreement(state.ratings),
-            resolution=judgments.RESOLUTION,
-        )
-
 
 def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> None:
     """Mount ``/judge`` on ``app`` (``service``: serve's ``SearchService``)."""
@@ -430,7 +422,8 @@ def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> No
     app.get("/judge", include_in_schema=False)(pages.sets_page)
     app.get("/judge/sets/{set_id}", include_in_schema=False)(pages.resume)
     scores = ScorePages(pages)
-    app.get("/judge/sets/{set_id}/agreement", include_in_schema=False)(pages.agreement_page)
+    app.get("/judge/sets/{set_id}/agreement", include_in_schema=False)(scores.agreement_page)
+    app.post("/judge/sets/{set_id}/{number}/need", include_in_schema=False)(scores.need)
     app.get("/judge/sets/{set_id}/questions", include_in_schema=False)(scores.questions_page)
     app.get("/judge/sets/{set_id}/{number}/scores", include_in_schema=False)(scores.question_scores)
     app.get("/judge/sets/{set_id}/{number}", include_in_schema=False)(pages.question_page)

@@ -1,7 +1,8 @@
 """The judging page's live scores: a set's question list (``GET /judge/sets/<id>/questions``,
 each question's judged count and nDCG@10 per search mode, sortable by a mode's score or by the
 spread between modes) and one question's scores (``GET /judge/sets/<id>/<n>/scores``, JSON, which
-the question page reads on load and after each save).
+the question page reads on load and after each save); and the set's raters
+(``GET /judge/sets/<id>/agreement``) and a question's information need (``POST .../<n>/need``).
 
 Computed from the grades stored so far, with ``loader eval``'s own search (one hit per document,
 its candidate counts) and metric code (``loader.eval.live``): the figures equal what ``loader
@@ -11,16 +12,19 @@ not logged (``JudgePages.quiet_settings``) and run for the session's tenant only
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from loader.errors import LoaderError, NotFoundError
+from loader.eval.agreement import agreement
 from loader.eval.judgments import graded_qrels
 from loader.eval.live import mean_scores, question_score, spread
 from loader.modes import search_mode
 from loader.query import judgments
+from loader.query.notes import save_need
 from loader.query.request import MAX_CANDIDATES, MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
 from loader.settings import SEARCH_MODES
@@ -124,6 +128,47 @@ class ScorePages:
             modes=SEARCH_MODES,
             sort=sort,
         )
+
+    def agreement_page(self, set_id: str, request: Request) -> Response:
+        """Each rater's progress, each pair's Cohen's kappa, and the results to settle."""
+        tenant, cookie = self.pages.session(request)
+        if tenant is None:
+            return RedirectResponse("/judge/login", status_code=303)
+        try:
+            with self.pages.cluster("reading the raters' grades"):
+                query_set, state = self.read(tenant, set_id)
+        except LoaderError as exc:
+            return self.pages.error_page(exc, "reading the raters' grades")
+        return self.pages.page(
+            "agreement.html",
+            tenant=tenant,
+            rater=self.pages.rater(request),
+            csrf=self.pages.sessions.csrf(cookie),
+            query_set=query_set,
+            agreement=agreement(state.ratings),
+            resolution=judgments.RESOLUTION,
+        )
+
+    async def need(self, set_id: str, number: int, request: Request) -> Response:
+        """``POST .../<n>/need`` ``{"need": "<text>"}``: the question's information need."""
+        pages = self.pages
+        tenant, refusal = pages.post_check(request)
+        if refusal is not None:
+            return refusal
+        try:
+            need = json.loads(await request.body())["need"]
+            if not isinstance(need, str):
+                raise ValueError
+        except (ValueError, KeyError, TypeError):
+            return pages.refused(422, 'send {"need": "<what the asker wants to know>"}')
+        try:
+            with pages.cluster("saving an information need"):
+                pages.query_set(tenant, set_id)  # the id's length check, the tenant's
+                where = (pages.service.client, pages.service.settings.index_name, tenant)
+                need = save_need(*where, set_id, number, need)
+        except LoaderError as exc:
+            return pages.error_json(exc, "saving an information need")
+        return JSONResponse({"need": need}, headers=pages.security_headers)
 
 
 def sorted_rows(rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:

@@ -64,7 +64,8 @@ class PoolRow:
     hit: Any
     ranks: dict[str, int]
     text: str
-    grade: int | None = None
+    grade: int | str | None = None  # 0, 1, 2; "?" can't tell; None ungraded
+    note: str = ""
 
 
 def pool(rankings: dict[str, list[Any]]) -> list[PoolRow]:

@@ -1,4 +1,5 @@
-// The judging page's keys and clicks: 0/1/2 grade the selected result, x clears its grade back
+// The judging page's keys and clicks: 0/1/2 grade the selected result (with the row's note, if
+// any), c says "can't tell" (the row's note is the reason; required), x clears its grade back
 // to ungraded (the server deletes it), u undoes the last change (the previous grade, or
 // ungraded, is saved again), up/down select, left/right move between questions, s skips, r
 // retries a failed save, / goes to the in-page search (keys typed in a form field are its own).
@@ -21,8 +22,8 @@
   const retryButton = document.getElementById("retry");
   const statusBar = document.getElementById("statusbar");
   const rows = () => Array.from(list.querySelectorAll(".result"));
-  const queue = []; // {row, value}, oldest first (null: clear); the head is being sent, or failed
-  const history = []; // {row, previous}: each change's row and its grade before it (null: none)
+  const queue = []; // {row, value, note}, oldest first (null: clear, "?": can't tell)
+  const history = []; // {row, previous, note}: each change's row and its grade and note before it
   let selected = 0;
   let sending = false;
   let failure = null; // why the head's save failed
@@ -75,7 +76,7 @@
 
   function mark(row, value, state) {
     row.querySelectorAll(".grade").forEach((b) => {
-      const mine = Number(b.dataset.grade) === value;
+      const mine = b.dataset.grade === String(value);
       if (state === "saved") b.classList.toggle("chosen", mine);
       if (mine) b.classList.toggle("pending", state === "pending");
     });
@@ -103,9 +104,9 @@
     if (sending) return;
     sending = true;
     while (queue.length && failure === null) {
-      const { row, value } = queue[0];
+      const { row, value, note } = queue[0];
       try {
-        await post("/grade", { chunk_id: row.dataset.chunkId, grade: value });
+        await post("/grade", { chunk_id: row.dataset.chunkId, grade: value, note: note });
       } catch (error) {
         failure = error.message;
         mark(row, value, "failed");
@@ -122,35 +123,44 @@
 
   // A row's grade as last pressed (saved or waiting), null when ungraded.
   function current(row) {
-    return row.dataset.grade === "" ? null : Number(row.dataset.grade);
+    const grade = row.dataset.grade;
+    return grade === "" ? null : grade === "?" ? "?" : Number(grade);
   }
 
-  function change(row, value) {
+  function change(row, value, note) {
     row.dataset.grade = value === null ? "" : String(value);
-    queue.push({ row: row, value: value });
+    row.dataset.note = note;
+    row.querySelector(".note").value = note;
+    queue.push({ row: row, value: value, note: note });
     mark(row, value, "pending");
     show();
     send();
   }
 
   function grade(row, value) {
-    history.push({ row: row, previous: current(row) });
-    change(row, value);
+    const note = row.querySelector(".note").value.trim();
+    if (value === "?" && !note) {
+      status.textContent = "can't tell: write why in the row's note first";
+      row.querySelector(".note").focus();
+      return;
+    }
+    history.push({ row: row, previous: current(row), note: row.dataset.note });
+    change(row, value, note);
     const next = rows().indexOf(row) + 1;
     if (next < rows().length) select(next);
   }
 
   function clear(row) {
     if (current(row) === null) return;
-    history.push({ row: row, previous: current(row) });
-    change(row, null);
+    history.push({ row: row, previous: current(row), note: row.dataset.note });
+    change(row, null, "");
   }
 
   function undo() {
     const last = history.pop();
     if (!last) return;
     select(rows().indexOf(last.row));
-    change(last.row, last.previous);
+    change(last.row, last.previous, last.note);
   }
 
   function retry() {
@@ -191,9 +201,25 @@
     if (!row) return;
     select(rows().indexOf(row));
     const button = event.target.closest(".grade");
-    if (button) grade(row, Number(button.dataset.grade));
+    if (button) grade(row, button.dataset.grade === "?" ? "?" : Number(button.dataset.grade));
   });
   refreshScores();
+  list.addEventListener("keydown", (event) => {
+    // Enter or Escape in a row's note hands the keys back to grading.
+    if (event.target.matches(".note") && (event.key === "Enter" || event.key === "Escape")) {
+      event.target.blur();
+      event.preventDefault();
+    }
+  });
+  const needStatus = document.getElementById("need-status");
+  document.getElementById("save-need").addEventListener("click", async () => {
+    try {
+      await post("/need", { need: document.getElementById("need").value });
+      needStatus.textContent = "need saved";
+    } catch (error) {
+      needStatus.textContent = "need not saved: " + error.message;
+    }
+  });
   document.getElementById("skip").addEventListener("click", skip);
   retryButton.addEventListener("click", retry);
   window.addEventListener("beforeunload", (event) => {
@@ -209,6 +235,7 @@
     }
     const row = rows()[selected];
     if (["0", "1", "2"].includes(event.key) && row) grade(row, Number(event.key));
+    else if (event.key === "c" && row) grade(row, "?");
     else if ((event.key === "x" || event.key === "Delete") && row) clear(row);
     else if (event.key === "u") undo();
     else if (event.key === "ArrowDown") select(selected + 1);

@@ -451,3 +451,57 @@ def _stored_of(client, alias: str, set_id: str) -> dict[str, int]:
     """Tenant C's grades of question 0 of ``set_id``: chunk id -> grade."""
     state = judging_state(client, alias, "C", set_id)
     return {chunk_id: grade.grade for chunk_id, grade in state.grades.get(0, {}).items()}
+
+
+def test_a_need_a_note_and_cant_tell_are_stored_and_exported(
+    judged,  # noqa: F811
+    server,  # noqa: F811
+    browser,  # noqa: F811
+    client,
+    tmp_path,
+):
+    settings, _, _ = judged
+    set_id = _import_set(settings, tmp_path, "notes", ["refund to the original payment method"])
+    _sign_in(browser, server, KEY_A)
+    page = f"http://127.0.0.1:{server.port}/judge/sets/{set_id}/0"
+    browser.get(page)
+    rows = _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+    first, second = (row.get_attribute("data-chunk-id") for row in rows[:2])
+    need = browser.find_element(By.ID, "need")
+    need.send_keys("which account a refund goes back to <b>")
+    browser.find_element(By.ID, "save-need").click()
+    _wait(browser, lambda d: d.find_element(By.ID, "need-status").text == "need saved")
+    note = rows[0].find_element(By.CSS_SELECTOR, ".note")
+    note.send_keys("says the original method", Keys.ENTER)  # Enter hands the keys back
+    _press(browser, "2")
+    body = browser.find_element(By.TAG_NAME, "body")
+    status = browser.find_element(By.ID, "status")
+    body.send_keys("c")  # can't tell, without a reason: refused on the page, nothing sent
+    _wait(browser, lambda d: status.text.startswith("can't tell: write why"))
+    reason = rows[1].find_element(By.CSS_SELECTOR, ".note")
+    assert browser.switch_to.active_element == reason
+    reason.send_keys("the text stops mid-sentence", Keys.ENTER)
+    _press(browser, "c")
+    state = judging_state(client, settings.index_name, "A", set_id)
+    assert {c: (g.grade, g.note) for c, g in state.grades[0].items()} == {
+        first: (2, "says the original method")
+    }
+    assert state.cant_tell[0] == {second: {"key 1": "the text stops mid-sentence"}}
+    assert state.needs[0] == "which account a refund goes back to <b>"
+    browser.refresh()  # all shown again
+    rows = _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+    assert browser.find_element(By.ID, "need").get_attribute("value").endswith("<b>")
+    assert rows[0].find_element(By.CSS_SELECTOR, ".note").get_attribute("value") == (
+        "says the original method"
+    )
+    assert _chosen(rows[1]) == ["?"]
+    out = tmp_path / "notes.jsonl"
+    _cli(settings, "judgments", "export", "--tenant", "A", "--name", "notes", "-o", str(out))
+    line = json.loads(out.read_text().splitlines()[0])
+    assert line["information_need"] == "which account a refund goes back to <b>"
+    assert line["cant_tell"] == [
+        {"chunk_id": second, "rater": "key 1", "reason": "the text stops mid-sentence"}
+    ]
+    assert {j["chunk_id"]: j.get("notes") for j in line["judgments"]} == {
+        first: {"key 1": "says the original method"}
+    }

@@ -263,3 +263,19 @@ def test_two_raters_grades_are_exported_resolved_and_say_so():
         {"docId": "c1", "rating": "1.000"},
         {"docId": "c2", "rating": "2.000"},
     ]
+
+
+def test_notes_a_need_and_cant_tell_are_exported_with_the_question():
+    query_set = QuerySet("s1", "week", "acme", "frequent", ["late?"])
+    state = JudgingState()
+    state.add(Grade(0, "c1", 2, "refunds.md", rater="alice", note="says 5 days"))
+    state.add(Grade(0, "c2", 1, "late.md", rater="alice"))
+    state.needs[0] = "how long a refund of a late order takes"
+    state.cant_tell[0] = {"c3": {"bob": "the table is cut off"}}
+    (line,) = questions_lines(query_set, state)
+    assert line["information_need"] == "how long a refund of a late order takes"
+    assert line["cant_tell"] == [
+        {"chunk_id": "c3", "rater": "bob", "reason": "the table is cut off"}
+    ]
+    assert line["judgments"][0]["notes"] == {"alice": "says 5 days"}
+    assert "notes" not in line["judgments"][1]

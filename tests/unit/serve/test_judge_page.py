@@ -61,6 +61,7 @@ def test_direction_controls_in_a_question_or_chunk_are_shown_not_obeyed():
             grades=GRADE_LABELS,
             skipped=False,
             modes=("bm25",),
+            need=override,
             find=override,
             find_mode="bm25",
             find_modes=("bm25",),
