@@ -6,6 +6,10 @@ A question none of whose results is graded above 0 has no score (``None``): ``lo
 leaves it out of the export, and out of the mean. A question's **spread** is its best mode's
 score minus its worst: where the modes disagree most, a grade says most about which to serve.
 
+Before any grade, **what to judge next**: ``mode_disagreement``, how little the modes' top 10
+documents overlap; a question the modes rank alike gains little from grades, one they rank
+apart says which to serve.
+
 Example::
 
     question_score(hits, [{"source": "refunds.md", "grade": 2}])   # 0.63
@@ -52,3 +56,19 @@ def mean_scores(per_question: Iterable[Mapping[str, float | None]]) -> dict[str,
             if score is not None:
                 bucket.append(score)
     return {mode: (sum(v) / len(v) if v else None) for mode, v in totals.items()}
+
+
+def top_documents(hits: Sequence[tuple[str, str, float]], k: int = LIVE_K) -> list[str]:
+    """The first ``k`` documents of ``(chunk_id, source, score)`` hits, as eval ranks them."""
+    return [document for document, _score in document_ranking(hits)][:k]
+
+
+def mode_disagreement(rankings: Mapping[str, Sequence[str]]) -> float | None:
+    """1 minus the mean overlap of every two modes' top documents (``|A & B| / max(|A|, |B|)``):
+    0 when every mode returns the same documents, 1 when no two share one; ``None`` with fewer
+    than two modes that found anything. Pure."""
+    found = [set(ranking) for ranking in rankings.values() if ranking]
+    overlaps = [
+        len(a & b) / max(len(a), len(b)) for i, a in enumerate(found) for b in found[i + 1 :]
+    ]
+    return 1 - sum(overlaps) / len(overlaps) if overlaps else None

@@ -1,7 +1,8 @@
 """The judging page's live scores: a set's question list (``GET /judge/sets/<id>/questions``,
-each question's judged count and nDCG@10 per search mode, sortable by a mode's score or by the
-spread between modes) and one question's scores (``GET /judge/sets/<id>/<n>/scores``, JSON, which
-the question page reads on load and after each save); and the set's raters
+each question's judged count, nDCG@10 per search mode and how far the modes' top 10 documents
+disagree, sortable by each; and what to judge next: the question the modes disagree on most that
+this rater has not judged) and one question's scores (``GET /judge/sets/<id>/<n>/scores``, JSON,
+which the question page reads on load and after each save); and the set's raters
 (``GET /judge/sets/<id>/agreement``) and a question's information need (``POST .../<n>/need``).
 
 Computed from the grades stored so far, with ``loader eval``'s own search (one hit per document,
@@ -21,7 +22,13 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from loader.errors import LoaderError, NotFoundError
 from loader.eval.agreement import agreement
 from loader.eval.judgments import graded_qrels
-from loader.eval.live import mean_scores, question_score, spread
+from loader.eval.live import (
+    mean_scores,
+    mode_disagreement,
+    question_score,
+    spread,
+    top_documents,
+)
 from loader.modes import search_mode
 from loader.query import judgments
 from loader.query.notes import save_need
@@ -29,7 +36,7 @@ from loader.query.request import MAX_CANDIDATES, MAX_QUESTION_CHARS, SearchReque
 from loader.query.search import search
 from loader.settings import SEARCH_MODES
 
-SORTS = ("number", "spread", *SEARCH_MODES)
+SORTS = ("number", "spread", "disagree", *SEARCH_MODES)
 
 
 class ScorePages:
@@ -102,23 +109,33 @@ class ScorePages:
             with pages.cluster("scoring a query set"):
                 query_set, state = self.read(tenant, set_id)
                 rows = []
+                mine = state.mine(pages.rater(request))
                 for number, question in enumerate(query_set.questions):
                     graded = state.grades.get(number, {})
-                    scores = self.scores(tenant, question, graded)
+                    judged = [{"source": g.source, "grade": g.grade} for g in graded.values()]
+                    hits = {mode: self.hits(tenant, question, mode) for mode in SEARCH_MODES}
+                    scores = {mode: question_score(hits[mode], judged) for mode in SEARCH_MODES}
                     rows.append(
                         {
                             "number": number,
                             "question": question,
                             "judged": len(graded),
+                            "mine": number in mine or number in state.skipped,
                             "skipped": number in state.skipped,
                             "scores": scores,
                             "spread": spread(scores),
+                            "disagree": mode_disagreement(
+                                {mode: top_documents(found) for mode, found in hits.items()}
+                            ),
                         }
                     )
         except LoaderError as exc:
             return pages.error_page(exc, "scoring a query set")
+        by_disagreement = sorted_rows(rows, "disagree")
+        after = next((row for row in by_disagreement if not row["mine"]), None)
         return pages.page(
             "questions.html",
+            next_row=after,
             tenant=tenant,
             rater=pages.rater(request),
             csrf=pages.sessions.csrf(cookie),
@@ -172,13 +189,13 @@ class ScorePages:
 
 
 def sorted_rows(rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
-    """``rows`` by ``sort``: ``number`` in order; ``spread`` the modes' widest disagreement
-    first; a mode, its worst-scored question first (what most needs a look). Unscored last.
-    Pure."""
+    """``rows`` by ``sort``: ``number`` in order; ``spread`` (of the scores) or ``disagree``
+    (of the top documents, ``mode_disagreement``) the modes' widest disagreement first; a mode,
+    its worst-scored question first (what most needs a look). Unscored last. Pure."""
     if sort == "number":
         return sorted(rows, key=lambda row: row["number"])
-    if sort == "spread":
-        value = [(row["spread"] is None, -(row["spread"] or 0.0), row["number"]) for row in rows]
+    if sort in ("spread", "disagree"):  # widest first
+        value = [(row[sort] is None, -(row[sort] or 0.0), row["number"]) for row in rows]
     else:
         value = [
             (row["scores"][sort] is None, row["scores"][sort] or 0.0, row["number"]) for row in rows

@@ -310,6 +310,18 @@ def test_live_scores_equal_loader_evals_on_the_export(
     assert {mode: first[mode] for mode in shown} == {m: s.split()[-1] for m, s in shown.items()}
     assert set(_score_cells(rows[2]).values()) == {"–"}
     means = _score_cells(browser.find_element(By.ID, "set-means"))
+    # What to judge next: how far the modes' top 10 disagree needs no grade; the link is the
+    # question this rater has not judged that they disagree on most (here the only one left).
+    apart = [float(r.find_element(By.CSS_SELECTOR, ".disagree").text) for r in rows]
+    assert all(0.0 <= value <= 1.0 for value in apart)
+    next_link = browser.find_element(By.CSS_SELECTOR, "#judge-next a")
+    assert next_link.get_attribute("href").endswith(f"/{set_id}/2")
+    browser.find_element(By.CSS_SELECTOR, 'a.sort[data-sort="disagree"]').click()
+    _wait(browser, ec.url_contains("sort=disagree"))
+    by_disagreement = [
+        float(cell.text) for cell in browser.find_elements(By.CSS_SELECTOR, "td.disagree")
+    ]
+    assert by_disagreement == sorted(apart, reverse=True)
     # Sorted by the widest spread between modes: unscored last.
     browser.find_element(By.CSS_SELECTOR, 'a.sort[data-sort="spread"]').click()
     _wait(browser, ec.url_contains("sort=spread"))

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from loader.eval.live import mean_scores, question_score, spread
+from loader.eval.live import mean_scores, mode_disagreement, question_score, spread, top_documents
 
 
 def test_a_questions_score_is_ndcg_at_10_over_documents_from_its_grades():
@@ -29,3 +29,13 @@ def test_spread_and_means_leave_unscored_out():
     assert spread({"bm25": None}) is None
     means = mean_scores([{"bm25": 1.0, "vector": None}, {"bm25": 0.5, "vector": 0.25}])
     assert means == {"bm25": pytest.approx(0.75), "vector": pytest.approx(0.25)}
+
+
+def test_mode_disagreement_is_one_minus_the_mean_overlap_of_top_documents():
+    # bm25/vector share 1 of 2 (0.5), bm25/rrf 2 of 2 (1.0), vector/rrf 1 of 2 (0.5): mean 2/3.
+    rankings = {"bm25": ["a", "b"], "vector": ["a", "c"], "hybrid-rrf": ["b", "a"], "x": []}
+    assert mode_disagreement(rankings) == pytest.approx(1 - 2 / 3)
+    assert mode_disagreement({"bm25": ["a"], "vector": ["a"]}) == 0.0
+    assert mode_disagreement({"bm25": ["a"], "vector": []}) is None
+    hits = [("a#0", "a", 3.0), ("a#1", "a", 2.0), ("b#0", "b", 1.0)]
+    assert top_documents(hits, k=1) == ["a"] and top_documents(hits) == ["a", "b"]
