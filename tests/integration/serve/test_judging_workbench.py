@@ -2,13 +2,16 @@
 1366x768 window while a save is slow, clear and undo, raters, live scores, the in-page search.
 
 Reuses the index, keys and browser of ``test_judging_browser`` (its fixtures, imported: one
-index of the fixture documents for tenants A and B, per module).
+index of the fixture documents for tenants A and B, per module). With
+``JUDGE_SCREENSHOTS=<folder>`` it saves the question list, a question with live scores and the
+raters view there (guide/images/ holds the ones the guide shows).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shutil
 from collections.abc import Iterator
 
@@ -28,6 +31,7 @@ from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtur
     _cli,
     _count,
     _import_set,
+    _screenshot,
     _sign_in,
     _stored,
     _wait,
@@ -251,6 +255,8 @@ def test_two_raters_grades_are_both_kept_with_their_kappa(
     browser.get(f"{page}/agreement")
     kappa = _wait(browser, ec.presence_of_element_located((By.CSS_SELECTOR, "#kappas .kappa")))
     assert kappa.text == f"{3 / 11:.3f}"
+    if "JUDGE_SCREENSHOTS" in os.environ:
+        _screenshot(browser, "judging-raters.png")
     progress = browser.find_elements(By.CSS_SELECTOR, "#progress tbody tr")
     assert [r.text for r in progress] == ["alice 4 1 of 1", "bob 4 1 of 1"]
     settle = browser.find_elements(By.CSS_SELECTOR, "#disagreements tbody tr")
@@ -298,6 +304,9 @@ def test_live_scores_equal_loader_evals_on_the_export(
     _press(browser, "0", "2", "1")  # the scores follow the saves
     _wait(browser, lambda d: "–" not in live.text and "…" not in live.text)
     shown = _score_cells(live)
+    if "JUDGE_SCREENSHOTS" in os.environ:
+        browser.execute_script("window.scrollTo(0, 0)")
+        _screenshot(browser, "judging-live-scores.png")
     browser.get(f"{page}/1")
     _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
     _press(browser, "2")
@@ -310,6 +319,8 @@ def test_live_scores_equal_loader_evals_on_the_export(
     assert {mode: first[mode] for mode in shown} == {m: s.split()[-1] for m, s in shown.items()}
     assert set(_score_cells(rows[2]).values()) == {"–"}
     means = _score_cells(browser.find_element(By.ID, "set-means"))
+    if "JUDGE_SCREENSHOTS" in os.environ:
+        _screenshot(browser, "judging-questions.png")
     # What to judge next: how far the modes' top 10 disagree needs no grade; the link is the
     # question this rater has not judged that they disagree on most (here the only one left).
     apart = [float(r.find_element(By.CSS_SELECTOR, ".disagree").text) for r in rows]
