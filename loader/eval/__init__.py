@@ -13,7 +13,8 @@ What lives here, in the order a run uses it:
   is the whole command behind one ``EvalRequest`` (what the CLI calls);
 - ``metrics``: pure scoring -- chunk hits to document rankings, recall@k, MRR@k, nDCG@k, latency;
 - ``report``: the ``EvalReport`` and its outputs (Markdown table, JSON, TREC runs, PNG chart);
-- ``compare``: a run against a previous results file, and the regression gate.
+- ``compare``: a run against a previous results file, and the regression gate;
+- ``agreement``: how far the raters of a judged query set agree (Cohen's kappa, what to settle).
 
 Imports: these modules may import ``loader.ingest``, ``loader.index``, ``loader.query``,
 ``loader.models``, ``loader.cluster`` and the shared modules; nothing below imports ``loader.eval``.

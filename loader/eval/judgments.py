@@ -7,8 +7,12 @@ Formats:
   per question, the set's ``tenant`` (whose documents were graded: eval scores the question
   against them), ``source`` and ``heading_path`` of its best-graded chunk and ``judgments``, every
   graded chunk's ``chunk_id``, ``source``, ``heading_path`` and ``grade`` (the graded qrels of
-  nDCG, ``graded_qrels``); questions whose results were all graded 0 have no answer in the
-  documents and are left out;
+  nDCG, ``graded_qrels``), with ``raters`` (name -> grade) when named raters gave it; a result
+  several raters graded has one ``grade``, ``RESOLUTION`` (the mean rounded down), and its
+  question says so (``"resolution"``); each grade's note (``"notes"``: rater -> note), and the
+  question's ``information_need`` and ``cant_tell`` (chunk, rater, reason) when given;
+  questions whose results were all graded 0 have no answer in the documents and are left out
+  (the SRW formats have no field for notes);
 - ``srw-query-set``: the Search Relevance Workbench's query set (``name``, ``description``,
   ``sampling: manual``, ``querySetQueries: [{"queryText": ...}]``);
 - ``srw-judgments``: its imported judgments (``type: IMPORT_JUDGMENT``, ``judgmentRatings:
@@ -32,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from loader.errors import ConfigError, InputError
 from loader.query.judgments import (
     GRADES,
+    RESOLUTION,
     JudgingState,
     QuerySet,
     create_query_set,
@@ -74,11 +79,45 @@ def questions_lines(query_set: QuerySet, state: JudgingState) -> list[dict[str, 
                         "heading_path": list(g.heading_path),
                         "grade": g.grade,
                     }
+                    | _raters(state, number, g.chunk_id)
                     for g in graded
                 ],
             }
+            | _resolution(state, number)
+            | _question_notes(state, number)
         )
     return lines
+
+
+def _question_notes(state: JudgingState, number: int) -> dict[str, Any]:
+    """The question's ``information_need`` and ``cant_tell`` (chunk, rater, reason), if any."""
+    notes: dict[str, Any] = {}
+    if state.needs.get(number):
+        notes["information_need"] = state.needs[number]
+    unsure = [
+        {"chunk_id": chunk_id, "rater": rater, "reason": reason}
+        for chunk_id, by_rater in sorted(state.cant_tell.get(number, {}).items())
+        for rater, reason in sorted(by_rater.items())
+    ]
+    if unsure:
+        notes["cant_tell"] = unsure
+    return notes
+
+
+def _raters(state: JudgingState, number: int, chunk_id: str) -> dict[str, Any]:
+    """``{"raters": {name: grade}}`` of a result graded by named raters and ``{"notes": {name:
+    note}}`` of the grades with a note, else nothing."""
+    by_rater = state.ratings.get(number, {}).get(chunk_id, {})
+    named = {rater: g.grade for rater, g in sorted(by_rater.items()) if rater}
+    notes = {rater: g.note for rater, g in sorted(by_rater.items()) if g.note}
+    return ({"raters": named} if named else {}) | ({"notes": notes} if notes else {})
+
+
+def _resolution(state: JudgingState, number: int) -> dict[str, Any]:
+    """``{"resolution": RESOLUTION}`` when a result of question ``number`` has several raters'
+    grades (its ``grade`` is then resolved by that rule), else nothing."""
+    several = any(len(r) > 1 for r in state.ratings.get(number, {}).values())
+    return {"resolution": RESOLUTION} if several else {}
 
 
 def srw_query_set(query_set: QuerySet) -> dict[str, Any]:
@@ -105,9 +144,11 @@ def srw_judgments(query_set: QuerySet, state: JudgingState) -> dict[str, Any]:
                     "ratings": [{"docId": g.chunk_id, "rating": f"{g.grade:.3f}"} for g in graded],
                 }
             )
+    several = any(len(r) > 1 for chunks in state.ratings.values() for r in chunks.values())
+    resolved = f"; a result several raters graded: {RESOLUTION}" if several else ""
     return {
         "name": query_set.name,
-        "description": f"graded on loader's judging page, tenant {query_set.tenant}",
+        "description": f"graded on loader's judging page, tenant {query_set.tenant}{resolved}",
         "type": "IMPORT_JUDGMENT",
         "judgmentRatings": ratings,
     }

@@ -21,20 +21,24 @@ Example::
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import random
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import opensearchpy
 
 from loader.documents import PATH_SEPARATOR, joined_parts
 from loader.errors import ConfigError, InputError, NotFoundError
+from loader.query.grades import RESOLUTION, Grade, JudgingState, resolved_grade
 from loader.query.query_log import normalize_question, now_iso, tenant_events, tenant_queries
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
+
+__all__ = ["RESOLUTION", "Grade", "JudgingState", "resolved_grade"]  # kept importable from here
 
 STRATEGIES = ("frequent", "random", "worst")
 GRADES = (0, 1, 2)
@@ -59,6 +63,14 @@ def _doc_id(*parts: object) -> str:
     return hashlib.sha256(joined_parts(tuple(map(str, parts))).encode()).hexdigest()
 
 
+def grade_doc_id(set_id: str, question_index: int, chunk_id: str, rater: str) -> str:
+    """The id of one rater's grade of a result: each rater's is a document of its own (a grade
+    given without a rater keeps the id it always had)."""
+    if not rater:
+        return _doc_id(set_id, question_index, chunk_id)
+    return _doc_id(set_id, question_index, chunk_id, "\x00rater", rater)
+
+
 @dataclass
 class QuerySet:
     """Sampled questions of one tenant."""
@@ -80,17 +92,6 @@ class QuerySet:
             "questions": self.questions,
             "timestamp": self.created or now_iso(),
         }
-
-
-@dataclass
-class Grade:
-    """One graded result: the chunk and where it sits, and its grade (0, 1, 2)."""
-
-    question_index: int
-    chunk_id: str
-    grade: int
-    source: str = ""
-    heading_path: list[str] = field(default_factory=list)
 
 
 # --- sampling (pure) ----------------------------------------------------------------------------
@@ -280,8 +281,11 @@ def save_grade(
     question_index: int,
     chunk_id: str,
     grade: int,
+    rater: str = "",
+    note: str = "",
 ) -> Grade:
-    """Grade one result of question ``question_index`` of the set (a later grade replaces it).
+    """Grade one result of question ``question_index`` of the set as ``rater`` (a later grade
+    of the same rater replaces it; another rater's is kept beside it).
 
     Raises:
         NotFoundError: no such set, question or chunk of this tenant (another tenant's set is
@@ -304,15 +308,43 @@ def save_grade(
         "grade": grade,
         "source": chunk.get("source", ""),
         "heading_path": heading,
+        "rater": rater,
+        "note": note,
         "timestamp": now_iso(),
     }
     client.index(
         index=judgments_index(index_name),
-        id=_doc_id(set_id, question_index, chunk_id),
+        id=grade_doc_id(set_id, question_index, chunk_id, rater),
         body=body,
         params={"refresh": "true"},
     )
-    return Grade(question_index, chunk_id, grade, body["source"], heading)
+    return Grade(question_index, chunk_id, grade, body["source"], heading, rater, note)
+
+
+def clear_grade(
+    client: OpenSearch,
+    index_name: str,
+    tenant: str,
+    set_id: str,
+    question_index: int,
+    chunk_id: str,
+    rater: str = "",
+) -> None:
+    """Take ``rater``'s grade of one result of question ``question_index`` back to ungraded:
+    its document is deleted (a result never graded is already ungraded).
+
+    Raises:
+        NotFoundError: no such set or question of this tenant (nothing is deleted).
+    """
+    query_set = get_query_set(client, index_name, tenant, set_id)
+    if not 0 <= question_index < len(query_set.questions):
+        raise NotFoundError(f"question {question_index} is not in query set {set_id!r}")
+    with contextlib.suppress(opensearchpy.NotFoundError):  # never graded: ungraded already
+        client.delete(
+            index=judgments_index(index_name),
+            id=grade_doc_id(set_id, question_index, chunk_id, rater),
+            params={"refresh": "true"},
+        )
 
 
 def save_skip(
@@ -336,21 +368,6 @@ def save_skip(
     )
 
 
-@dataclass
-class JudgingState:
-    """The grades and skips of one query set."""
-
-    grades: dict[int, dict[str, Grade]] = field(default_factory=dict)  # index -> chunk -> grade
-    skipped: set[int] = field(default_factory=set)
-
-    def resume_at(self, count: int) -> int:
-        """The first question neither graded nor skipped (``count`` when all are)."""
-        for number in range(count):
-            if number not in self.grades and number not in self.skipped:
-                return number
-        return count
-
-
 def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str) -> JudgingState:
     get_query_set(client, index_name, tenant, set_id)  # the tenant check
     query = {
@@ -358,7 +375,7 @@ def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str)
             "filter": [
                 {"term": {"query_set": set_id}},
                 {"term": {"tenant": tenant}},
-                {"terms": {"kind": ["grade", "skip"]}},
+                {"terms": {"kind": ["grade", "skip", "cant_tell", "need"]}},
             ]
         }
     }
@@ -369,13 +386,21 @@ def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str)
         number = int(s.get("question_index", -1))
         if s["kind"] == "skip":
             state.skipped.add(number)
+        elif s["kind"] == "need":
+            state.needs[number] = str(s.get("need") or "")
+        elif s["kind"] == "cant_tell":
+            chunks = state.cant_tell.setdefault(number, {})
+            chunks.setdefault(s["chunk_id"], {})[str(s.get("rater") or "")] = str(s.get("note"))
         else:
-            grade = Grade(
-                number,
-                s["chunk_id"],
-                int(s["grade"]),
-                s.get("source", ""),
-                list(s.get("heading_path") or []),
+            state.add(
+                Grade(
+                    number,
+                    s["chunk_id"],
+                    int(s["grade"]),
+                    s.get("source", ""),
+                    list(s.get("heading_path") or []),
+                    str(s.get("rater") or ""),
+                    str(s.get("note") or ""),
+                )
             )
-            state.grades.setdefault(number, {})[grade.chunk_id] = grade
     return state

@@ -8,6 +8,11 @@ The file is TOML, one ``"<key>" = "<tenant>"`` line per key under a ``[keys]`` t
     [keys]
     "3q2-kZ1u0pY8Vh2m6Zq5WcJr9bqQ0c7F" = "acme"
     "Qm1x9pL0aT4eR7uY2iO5wS8dF3gH6jKl" = "globex"   # a tenant may have several keys
+    "Zr8wq2Lm5Xc0Vb7Nn4Jk1Hg6Fd3Sa9Po" = { tenant = "acme", name = "alice" }
+
+A key's ``name`` says who holds it: the judging page stores it with every grade given with that
+key (two raters of one tenant grade the same results, each grade kept). A key given as a bare
+tenant is named ``key <n>``, its position in the file.
 
 Keys are kept only as SHA-256 digests and a presented key is compared with every one of them by
 ``hmac.compare_digest`` (constant time, no early exit); no key is ever logged or echoed.
@@ -24,6 +29,7 @@ import base64
 import contextlib
 import hashlib
 import hmac
+import json
 import logging
 import os
 import re
@@ -46,6 +52,7 @@ MAX_TENANT_CHARS = 256
 MIN_KEY_CHARS = 16
 MAX_KEY_CHARS = 4096
 _KEY_CHARACTERS = re.compile(r"^[\x21-\x7e]+$")
+MAX_NAME_CHARS = 64  # of a key's name (a rater's, on the judging page)
 _TOML_LOCATION = re.compile(r"\((at line \d+, column \d+|at end of document)\)")
 # Requests that need no key.
 PUBLIC_ROUTES = frozenset({("GET", "/health")})
@@ -66,9 +73,13 @@ class ApiKeys:
             the message names the file and the entry's position, never a key.
     """
 
-    def __init__(self, entries: list[tuple[str, str]], source: str = "api keys") -> None:
+    def __init__(self, entries: list[tuple[str, ...]], source: str = "api keys") -> None:
+        """``entries``: ``(key, tenant)`` or ``(key, tenant, name)``; unnamed, ``key <n>``."""
         self.source = source
-        self._entries = tuple((_digest(key), tenant) for key, tenant in entries)
+        self._entries = tuple(
+            (_digest(key), tenant, rest[0] if rest else f"key {number}")
+            for number, (key, tenant, *rest) in enumerate(entries, start=1)
+        )
 
     @classmethod
     def from_file(cls, path: str | Path) -> ApiKeys:
@@ -106,7 +117,8 @@ class ApiKeys:
         if not isinstance(keys, dict) or not keys:
             raise ConfigError(f"{source} holds no keys; {hint}")
         entries = []
-        for number, (key, tenant) in enumerate(keys.items(), start=1):
+        for number, (key, value) in enumerate(keys.items(), start=1):
+            tenant, name = _tenant_and_name(value, number, source)
             if not isinstance(tenant, str) or not tenant.strip():
                 raise ConfigError(
                     f"{source}: the tenant of key number {number} is not a non-empty string"
@@ -124,30 +136,60 @@ class ApiKeys:
                     f"{MAX_KEY_CHARS} printable ASCII characters without spaces; make one with "
                     "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
                 )
-            entries.append((key, tenant))
+            entries.append((key, tenant, name))
         return cls(entries, source=source)
 
-    def tenant_for(self, key: str | None) -> str | None:
-        """The tenant of ``key``, or ``None``. Every stored digest is compared, match or not."""
+    def holder_for(self, key: str | None) -> tuple[str, str] | None:
+        """The tenant and name of ``key``, or ``None``. Every stored digest is compared, match
+        or not."""
         if not key:
             return None
         presented = _digest(key)
         found = None
-        for digest, tenant in self._entries:
+        for digest, tenant, name in self._entries:
             if hmac.compare_digest(presented, digest):
-                found = tenant
+                found = (tenant, name)
         return found
+
+    def tenant_for(self, key: str | None) -> str | None:
+        """The tenant of ``key``, or ``None``."""
+        holder = self.holder_for(key)
+        return holder[0] if holder else None
 
     @property
     def tenants(self) -> list[str]:
         """The tenants that have a key, sorted."""
-        return sorted({tenant for _, tenant in self._entries})
+        return sorted({tenant for _, tenant, _ in self._entries})
 
     def __len__(self) -> int:
         return len(self._entries)
 
     def __repr__(self) -> str:
         return f"ApiKeys({len(self)} keys for {len(self.tenants)} tenants, {self.source})"
+
+
+def _tenant_and_name(value: object, number: int, source: str) -> tuple[object, str]:
+    """A ``[keys]`` entry's tenant and name: ``"<tenant>"``, or ``{tenant = ..., name = ...}``.
+
+    Raises:
+        ConfigError: a table with other fields, or a name that is no short printable text.
+    """
+    if not isinstance(value, dict):
+        return value, f"key {number}"
+    if set(value) - {"tenant", "name"}:
+        raise ConfigError(f"{source}: key number {number} has fields other than tenant and name")
+    name = value.get("name", f"key {number}")
+    if (
+        not isinstance(name, str)
+        or not name.strip()
+        or len(name) > MAX_NAME_CHARS
+        or not name.isprintable()
+    ):
+        raise ConfigError(
+            f"{source}: the name of key number {number} is not 1 to {MAX_NAME_CHARS} printable "
+            "characters"
+        )
+    return value.get("tenant"), name
 
 
 SESSION_KEY_SUFFIX = ".session-key"
@@ -289,7 +331,9 @@ def require_api_key(api_keys: ApiKeys) -> Middleware:
 
 
 class Sessions:
-    """Signed session cookies (``<tenant b64>.<expiry>.<hmac>``) and their CSRF tokens, signed
+    """Signed session cookies (``v2.<[tenant, rater] JSON, b64>.<expiry>.<hmac>``; a cookie of
+    the older ``<tenant b64>.<expiry>.<hmac>`` is read as the tenant's, no rater) and their
+    CSRF tokens, signed
     with ``secret`` (with API keys, ``session_key``: kept across restarts);
     without one, a key of this process, so a restart signs everyone out."""
 
@@ -299,22 +343,35 @@ class Sessions:
     def _sign(self, text: str) -> str:
         return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
 
-    def issue(self, tenant: str, now: float | None = None) -> str:
+    def issue(self, tenant: str, now: float | None = None, rater: str = "") -> str:
         expiry = int((now or time.time()) + SESSION_SECONDS)
-        encoded = base64.urlsafe_b64encode(tenant.encode()).decode().rstrip("=")  # no quoting
-        payload = f"{encoded}.{expiry}"
+        holder = json.dumps([tenant, rater]).encode()
+        encoded = base64.urlsafe_b64encode(holder).decode().rstrip("=")  # no quoting
+        payload = f"v2.{encoded}.{expiry}"
         return f"{payload}.{self._sign(payload)}"
 
-    def tenant(self, cookie: str | None, now: float | None = None) -> str | None:
-        """The tenant of a valid, unexpired cookie, else ``None``."""
-        if not cookie or cookie.count(".") != 2:
+    def holder(self, cookie: str | None, now: float | None = None) -> tuple[str, str] | None:
+        """The tenant and rater of a valid, unexpired cookie, else ``None``."""
+        if not cookie or cookie.count(".") not in (2, 3):
             return None
-        encoded, expiry, signature = cookie.split(".")
-        if not same_text(self._sign(f"{encoded}.{expiry}"), signature):
+        *payload, expiry, signature = cookie.split(".")
+        if not same_text(self._sign(".".join([*payload, expiry])), signature):
             return None
         if not expiry.isdigit() or int(expiry) < (now or time.time()):
             return None
-        return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        if len(payload) == 2 and payload[0] != "v2":
+            return None
+        encoded = payload[-1]
+        text = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        if len(payload) == 1:  # issued before raters: the tenant's, no rater
+            return text, ""
+        tenant, rater = json.loads(text)
+        return tenant, rater
+
+    def tenant(self, cookie: str | None, now: float | None = None) -> str | None:
+        """The tenant of a valid, unexpired cookie, else ``None``."""
+        holder = self.holder(cookie, now)
+        return holder[0] if holder else None
 
     def csrf(self, cookie: str) -> str:
         return self._sign(f"csrf|{cookie}")

@@ -13,9 +13,12 @@ of another tenant is refused with 403 before anything is written (``loader.query
 
 Routes: ``GET /judge`` (the tenant's query sets), ``GET /judge/sets/<id>`` (resume: the first
 question neither graded nor skipped), ``GET /judge/sets/<id>/<n>`` (question ``n`` with the
-pooled top results of every search mode), ``POST .../<n>/grade`` (``{"chunk_id", "grade"}``),
-``POST .../<n>/skip``, ``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side,
-with what moved).
+pooled top results of every search mode), ``POST .../<n>/grade`` (``{"chunk_id", "grade"}``;
+``"grade": null`` clears it), ``POST .../<n>/skip``,
+``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side, with what moved),
+``GET /judge/sets/<id>/questions`` and ``.../<n>/scores`` (live scores: ``judge_scores``),
+``GET /judge/sets/<id>/agreement`` (the raters: progress, Cohen's kappa, what to settle). A key's
+name (``loader.serve.auth``) is the rater: each rater sees and changes only their own grades.
 """
 
 from __future__ import annotations
@@ -34,10 +37,19 @@ from loader.cluster.client import cluster_errors
 from loader.errors import ConfigError, LoaderError, NotFoundError
 from loader.modes import search_mode
 from loader.query import judgments
+from loader.query.notes import check_note, save_cant_tell
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
 from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, session_key
-from loader.serve.judge_view import GRADE_LABELS, environment, movements, pool, shown
+from loader.serve.judge_scores import ScorePages
+from loader.serve.judge_view import (
+    GRADE_LABELS,
+    environment,
+    movements,
+    pool,
+    shown,
+    with_found,
+)
 from loader.serve.responses import error_reply
 from loader.settings import SEARCH_MODES, tenant_problem
 from loader.text import first_surrogate
@@ -48,6 +60,9 @@ COOKIE = "loader_judge"
 POOL_MODES = SEARCH_MODES  # every mode: bm25, vector and the hybrid ones
 POOL_DEPTH = 5  # each mode's top results pooled on the page
 COMPARE_DEPTH = 10
+FIND_MODES = ("bm25", "hybrid-rrf")  # the in-page search: words, or words and meaning
+FIND_DEPTH = 10
+CANT_TELL = "?"  # a grade POST's value for "can't tell" (with the reason as its note)
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
     "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -78,6 +93,8 @@ def _check_set_id(set_id: str) -> None:
 class JudgePages:
     """The handlers of ``/judge``, over serve's ``SearchService`` (its client and embedder)."""
 
+    security_headers = SECURITY_HEADERS
+
     def __init__(self, service: Any, api_keys: ApiKeys | None) -> None:
         self.service = service
         self.api_keys = api_keys
@@ -89,12 +106,18 @@ class JudgePages:
         self.quiet_settings = dataclasses.replace(service.settings, query_log="off")
 
     def page(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
-        html = self.env.get_template(name).render(**{"tenant": "", "csrf": ""} | context)
+        defaults = {"tenant": "", "csrf": "", "rater": ""}
+        html = self.env.get_template(name).render(**defaults | context)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
     def session(self, request: Request) -> tuple[str | None, str]:
         cookie = request.cookies.get(COOKIE, "")
         return self.sessions.tenant(cookie), cookie
+
+    def rater(self, request: Request) -> str:
+        """The signed-in rater: the name of the key signed in with (``""`` without keys)."""
+        holder = self.sessions.holder(request.cookies.get(COOKIE, ""))
+        return holder[1] if holder else ""
 
     def refused(self, status: int, message: str) -> JSONResponse:
         return JSONResponse({"error": message}, status_code=status, headers=SECURITY_HEADERS)
@@ -165,8 +188,10 @@ class JudgePages:
         if not self.same_origin(request):
             return self.refused(403, "sign in from this server's own page")
         form = parse_qs((await request.body()).decode("utf-8", "replace"))
+        rater = ""
         if self.api_keys is not None:
-            tenant = self.api_keys.tenant_for((form.get("key") or [""])[0].strip())
+            holder = self.api_keys.holder_for((form.get("key") or [""])[0].strip())
+            tenant, rater = holder if holder else (None, "")
             error = "unknown API key"
         else:
             tenant = (form.get("tenant") or [""])[0]
@@ -177,7 +202,7 @@ class JudgePages:
         response = RedirectResponse("/judge", status_code=303, headers=SECURITY_HEADERS)
         response.set_cookie(
             COOKIE,
-            self.sessions.issue(tenant),
+            self.sessions.issue(tenant, rater=rater),
             max_age=SESSION_SECONDS,
             httponly=True,
             samesite="strict",
@@ -216,18 +241,33 @@ class JudgePages:
                 )
         except LoaderError as exc:
             return self.error_page(exc, "reading a query set")
-        number = state.resume_at(len(query_set.questions))
+        number = state.resume_at(len(query_set.questions), self.rater(request))
         if number >= len(query_set.questions):
             return self.page(
                 "done.html", tenant=tenant, csrf=self.sessions.csrf(cookie), query_set=query_set
             )
         return RedirectResponse(f"/judge/sets/{set_id}/{number}", status_code=303)
 
-    def question_page(self, set_id: str, number: int, request: Request) -> Response:
+    def question_page(
+        self,
+        set_id: str,
+        number: int,
+        request: Request,
+        find: str = "",
+        find_mode: str = "bm25",
+        depth: int = POOL_DEPTH,
+    ) -> Response:
+        """Question ``number``: each mode's top ``depth`` (5, or 10: side by side's ranks 6-10
+        too), and with ``find`` the tenant's chunks that search finds (``find_mode``), gradable
+        alike: a rater grades what no mode returned."""
         tenant, cookie = self.session(request)
         if tenant is None:
             return RedirectResponse("/judge/login", status_code=303)
         try:
+            if find_mode not in FIND_MODES:
+                raise ConfigError(f"find_mode: one of {', '.join(FIND_MODES)}")
+            if depth not in (POOL_DEPTH, COMPARE_DEPTH):
+                raise ConfigError(f"depth: {POOL_DEPTH} or {COMPARE_DEPTH}")
             with self.cluster("reading a question to judge"):
                 query_set = self.query_set(tenant, set_id)
                 if not 0 <= number < len(query_set.questions):
@@ -236,15 +276,25 @@ class JudgePages:
                     self.service.client, self.service.settings.index_name, tenant, set_id
                 )
                 question = query_set.questions[number]
-                rows = pool({m: self.ranked(tenant, question, m, POOL_DEPTH) for m in POOL_MODES})
+                rows = pool({m: self.ranked(tenant, question, m, depth) for m in POOL_MODES})
+                if find.strip():  # the session's tenant's chunks only, never logged
+                    found = self.ranked(tenant, find.strip(), find_mode, FIND_DEPTH)
+                    rows = with_found(rows, found)
         except LoaderError as exc:
             return self.error_page(exc, "reading a question to judge")
-        graded = state.grades.get(number, {})
+        rater = self.rater(request)
+        graded = state.mine(rater).get(number, {})
+        unsure = state.cant_tell.get(number, {})
         for row in rows:
-            row.grade = graded[row.hit.chunk_id].grade if row.hit.chunk_id in graded else None
+            mine = graded.get(row.hit.chunk_id)
+            row.grade = mine.grade if mine else None
+            row.note = mine.note if mine else ""
+            if rater in unsure.get(row.hit.chunk_id, {}):
+                row.grade, row.note = CANT_TELL, unsure[row.hit.chunk_id][rater]
         return self.page(
             "question.html",
             tenant=tenant,
+            rater=self.rater(request),
             csrf=self.sessions.csrf(cookie),
             query_set=query_set,
             number=number,
@@ -253,6 +303,12 @@ class JudgePages:
             pool=rows,
             grades=GRADE_LABELS,
             skipped=number in state.skipped,
+            modes=POOL_MODES,
+            need=state.needs.get(number, ""),
+            find=find,
+            find_mode=find_mode,
+            find_modes=FIND_MODES,
+            depth=depth,
         )
 
     async def grade(self, set_id: str, number: int, request: Request) -> Response:
@@ -262,11 +318,17 @@ class JudgePages:
         assert tenant is not None
         try:
             body = json.loads(await request.body())
-            chunk_id, value = body["chunk_id"], body["grade"]
-            if not isinstance(chunk_id, str) or type(value) is not int:
+            chunk_id, value, note = body["chunk_id"], body["grade"], body.get("note", "")
+            if not isinstance(chunk_id, str) or not isinstance(note, str):
                 raise ValueError
-        except (ValueError, KeyError, TypeError):
-            return self.refused(422, 'send {"chunk_id": "<chunk id>", "grade": 0, 1 or 2}')
+            if value is not None and value != CANT_TELL and type(value) is not int:
+                raise ValueError
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return self.refused(
+                422,
+                'send {"chunk_id": "<chunk id>", "grade": 0, 1, 2, null (ungraded) or "?" '
+                '(can\'t tell), "note": "<optional; the reason of a can\'t tell>"}',
+            )
         if not chunk_id or _id_bytes(chunk_id) > MAX_ID_BYTES:
             return self.refused(422, f"chunk_id: 1 to {MAX_ID_BYTES} bytes (no chunk has another)")
         if first_surrogate(chunk_id):  # a broken escape: OpenSearch refuses it with a 400
@@ -274,18 +336,18 @@ class JudgePages:
         try:
             with self.cluster("saving a grade"):
                 _check_set_id(set_id)
-                saved = judgments.save_grade(
-                    self.service.client,
-                    self.service.settings.index_name,
-                    tenant,
-                    set_id,
-                    number,
-                    chunk_id,
-                    value,
-                )
+                where = (self.service.client, self.service.settings.index_name, tenant, set_id)
+                rater = self.rater(request)
+                if value is None:  # cleared: the grade is deleted
+                    judgments.clear_grade(*where, number, chunk_id, rater=rater)
+                elif value == CANT_TELL:
+                    save_cant_tell(*where, number, chunk_id, note, rater=rater)
+                else:
+                    note = check_note(note, "note")
+                    judgments.save_grade(*where, number, chunk_id, value, rater=rater, note=note)
         except LoaderError as exc:
             return self.error_json(exc, "saving a grade")
-        return JSONResponse({"chunk_id": saved.chunk_id, "grade": saved.grade})
+        return JSONResponse({"chunk_id": chunk_id, "grade": value})
 
     def skip(self, set_id: str, number: int, request: Request) -> Response:
         tenant, refusal = self.post_check(request)
@@ -323,7 +385,7 @@ class JudgePages:
                 hits_b = self.ranked(tenant, question, b, COMPARE_DEPTH)
         except LoaderError as exc:
             return self.error_page(exc, "comparing two modes")
-        graded = state.grades.get(number, {})
+        graded = state.mine(self.rater(request)).get(number, {})
         sides = []
         for mode, rows, other, mine in (
             (a, movements(hits_a, hits_b)[0], hits_b, hits_a),
@@ -359,6 +421,11 @@ def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> No
     app.post("/judge/login", include_in_schema=False)(pages.login)
     app.get("/judge", include_in_schema=False)(pages.sets_page)
     app.get("/judge/sets/{set_id}", include_in_schema=False)(pages.resume)
+    scores = ScorePages(pages)
+    app.get("/judge/sets/{set_id}/agreement", include_in_schema=False)(scores.agreement_page)
+    app.post("/judge/sets/{set_id}/{number}/need", include_in_schema=False)(scores.need)
+    app.get("/judge/sets/{set_id}/questions", include_in_schema=False)(scores.questions_page)
+    app.get("/judge/sets/{set_id}/{number}/scores", include_in_schema=False)(scores.question_scores)
     app.get("/judge/sets/{set_id}/{number}", include_in_schema=False)(pages.question_page)
     app.post("/judge/sets/{set_id}/{number}/grade", include_in_schema=False)(pages.grade)
     app.post("/judge/sets/{set_id}/{number}/skip", include_in_schema=False)(pages.skip)

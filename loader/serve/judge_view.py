@@ -33,6 +33,8 @@ def environment() -> Any:
             "question.html",
             "compare.html",
             "done.html",
+            "agreement.html",
+            "questions.html",
         )
     }
     return jinja2.Environment(
@@ -62,7 +64,8 @@ class PoolRow:
     hit: Any
     ranks: dict[str, int]
     text: str
-    grade: int | None = None
+    grade: int | str | None = None  # 0, 1, 2; "?" can't tell; None ungraded
+    note: str = ""
 
 
 def pool(rankings: dict[str, list[Any]]) -> list[PoolRow]:
@@ -73,6 +76,20 @@ def pool(rankings: dict[str, list[Any]]) -> list[PoolRow]:
             row = rows.setdefault(hit.chunk_id, PoolRow(hit, {}, shown(hit.text or hit.body)))
             row.ranks[mode] = rank
     return sorted(rows.values(), key=lambda r: (min(r.ranks.values()), -len(r.ranks)))
+
+
+def with_found(rows: list[PoolRow], found: list[Any]) -> list[PoolRow]:
+    """``rows`` and then the in-page search's ``found`` hits not among them, each marked with
+    its rank there (``found``). Pure."""
+    known = {row.hit.chunk_id: row for row in rows}
+    extra = []
+    for rank, hit in enumerate(found, start=1):
+        row = known.get(hit.chunk_id)
+        if row is None:
+            row = known[hit.chunk_id] = PoolRow(hit, {}, shown(hit.text or hit.body))
+            extra.append(row)
+        row.ranks["found"] = rank
+    return [*rows, *extra]
 
 
 def movements(a: list[Any], b: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

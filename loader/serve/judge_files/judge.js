@@ -1,12 +1,17 @@
-// The judging page's keys and clicks: 0/1/2 grade the selected result, up/down select,
-// left/right move between questions, s skips, r retries a failed save. Every POST carries the
-// page's same-origin token.
+// The judging page's keys and clicks: 0/1/2 grade the selected result (with the row's note, if
+// any), c says "can't tell" (the row's note is the reason; required), x clears its grade back
+// to ungraded (the server deletes it), u undoes the last change (the previous grade, or
+// ungraded, is saved again), up/down select, left/right move between questions, s skips, r
+// retries a failed save, / goes to the in-page search (keys typed in a form field are its own).
+// Every POST carries the page's same-origin token.
 //
 // A grade is for the result selected when its key was pressed: the selection moves on at once,
 // and the grades wait in a queue that is sent one save at a time, in the order pressed, however
 // slow the server is. "saved" shows only when the server has stored every grade pressed; a save
 // that fails says so and stays at the head of the queue (nothing after it is sent) until r or
-// the retry button sends it again. Leaving the question waits for the queue.
+// the retry button sends it again. Leaving the question waits for the queue. The state sits in
+// a bar fixed to the bottom of the window, in view whatever the scroll position, and a row with
+// grades still waiting shows how many.
 (function () {
   "use strict";
   const list = document.getElementById("results");
@@ -15,8 +20,10 @@
   const base = "/judge/sets/" + list.dataset.set + "/" + list.dataset.number;
   const status = document.getElementById("status");
   const retryButton = document.getElementById("retry");
+  const statusBar = document.getElementById("statusbar");
   const rows = () => Array.from(list.querySelectorAll(".result"));
-  const queue = []; // {row, value}, oldest first; the head is being sent, or failed
+  const queue = []; // {row, value, note}, oldest first (null: clear, "?": can't tell)
+  const history = []; // {row, previous, note}: each change's row and its grade and note before it
   let selected = 0;
   let sending = false;
   let failure = null; // why the head's save failed
@@ -39,6 +46,13 @@
       status.textContent = "saved";
     }
     retryButton.hidden = failure === null;
+    statusBar.classList.toggle("failed", failure !== null);
+    rows().forEach((row) => {
+      const waiting = queue.filter((entry) => entry.row === row).length;
+      const badge = row.querySelector(".pending-count");
+      badge.hidden = waiting === 0;
+      badge.textContent = waiting ? "saving " + waiting : "";
+    });
   }
 
   async function post(path, body) {
@@ -62,20 +76,37 @@
 
   function mark(row, value, state) {
     row.querySelectorAll(".grade").forEach((b) => {
-      const mine = Number(b.dataset.grade) === value;
+      const mine = b.dataset.grade === String(value);
       if (state === "saved") b.classList.toggle("chosen", mine);
       if (mine) b.classList.toggle("pending", state === "pending");
     });
     row.classList.toggle("unsaved", state === "failed");
   }
 
+  // The question's nDCG@10 per mode from the grades stored so far (judge_scores), shown on load
+  // and each time every grade pressed is stored.
+  async function refreshScores() {
+    let answer;
+    try {
+      const response = await fetch(base + "/scores", { credentials: "same-origin" });
+      if (!response.ok) return;
+      answer = await response.json();
+    } catch (error) {
+      return;
+    }
+    document.querySelectorAll("#live-scores .score").forEach((span) => {
+      const score = answer.scores[span.dataset.mode];
+      span.querySelector("b").textContent = score === null || score === undefined ? "–" : score.toFixed(3);
+    });
+  }
+
   async function send() {
     if (sending) return;
     sending = true;
     while (queue.length && failure === null) {
-      const { row, value } = queue[0];
+      const { row, value, note } = queue[0];
       try {
-        await post("/grade", { chunk_id: row.dataset.chunkId, grade: value });
+        await post("/grade", { chunk_id: row.dataset.chunkId, grade: value, note: note });
       } catch (error) {
         failure = error.message;
         mark(row, value, "failed");
@@ -87,15 +118,49 @@
     }
     sending = false;
     show();
+    if (!queue.length) refreshScores();
+  }
+
+  // A row's grade as last pressed (saved or waiting), null when ungraded.
+  function current(row) {
+    const grade = row.dataset.grade;
+    return grade === "" ? null : grade === "?" ? "?" : Number(grade);
+  }
+
+  function change(row, value, note) {
+    row.dataset.grade = value === null ? "" : String(value);
+    row.dataset.note = note;
+    row.querySelector(".note").value = note;
+    queue.push({ row: row, value: value, note: note });
+    mark(row, value, "pending");
+    show();
+    send();
   }
 
   function grade(row, value) {
-    queue.push({ row: row, value: value });
-    mark(row, value, "pending");
+    const note = row.querySelector(".note").value.trim();
+    if (value === "?" && !note) {
+      status.textContent = "can't tell: write why in the row's note first";
+      row.querySelector(".note").focus();
+      return;
+    }
+    history.push({ row: row, previous: current(row), note: row.dataset.note });
+    change(row, value, note);
     const next = rows().indexOf(row) + 1;
     if (next < rows().length) select(next);
-    show();
-    send();
+  }
+
+  function clear(row) {
+    if (current(row) === null) return;
+    history.push({ row: row, previous: current(row), note: row.dataset.note });
+    change(row, null, "");
+  }
+
+  function undo() {
+    const last = history.pop();
+    if (!last) return;
+    select(rows().indexOf(last.row));
+    change(last.row, last.previous, last.note);
   }
 
   function retry() {
@@ -136,7 +201,24 @@
     if (!row) return;
     select(rows().indexOf(row));
     const button = event.target.closest(".grade");
-    if (button) grade(row, Number(button.dataset.grade));
+    if (button) grade(row, button.dataset.grade === "?" ? "?" : Number(button.dataset.grade));
+  });
+  refreshScores();
+  list.addEventListener("keydown", (event) => {
+    // Enter or Escape in a row's note hands the keys back to grading.
+    if (event.target.matches(".note") && (event.key === "Enter" || event.key === "Escape")) {
+      event.target.blur();
+      event.preventDefault();
+    }
+  });
+  const needStatus = document.getElementById("need-status");
+  document.getElementById("save-need").addEventListener("click", async () => {
+    try {
+      await post("/need", { need: document.getElementById("need").value });
+      needStatus.textContent = "need saved";
+    } catch (error) {
+      needStatus.textContent = "need not saved: " + error.message;
+    }
   });
   document.getElementById("skip").addEventListener("click", skip);
   retryButton.addEventListener("click", retry);
@@ -145,8 +227,17 @@
   });
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey) return;
+    if (event.target.closest("input, select, textarea")) return; // typing a search, not grading
+    if (event.key === "/") {
+      document.getElementById("find-text").focus();
+      event.preventDefault();
+      return;
+    }
     const row = rows()[selected];
     if (["0", "1", "2"].includes(event.key) && row) grade(row, Number(event.key));
+    else if (event.key === "c" && row) grade(row, "?");
+    else if ((event.key === "x" || event.key === "Delete") && row) clear(row);
+    else if (event.key === "u") undo();
     else if (event.key === "ArrowDown") select(selected + 1);
     else if (event.key === "ArrowUp") select(selected - 1);
     else if (event.key === "ArrowRight") go(1);

@@ -224,3 +224,58 @@ def test_query_set_and_grade_ids_escape_the_separator_as_document_ids_do():
     assert set_id_for("px", "py\x1fkb") != set_id_for("px\x1fpy", "kb")
     assert set_id_for("acme", "week-49") == set_id_for("acme", "week-49")
     assert _doc_id("s", 1, "c\x1fd") != _doc_id("s", "1\x1fc", "d")
+
+
+def test_two_raters_grades_are_exported_resolved_and_say_so():
+    query_set = QuerySet("s1", "week", "acme", "frequent", ["late?", "upi"])
+    state = JudgingState()
+    for grade in (
+        Grade(0, "c1", 2, "refunds.md", rater="alice"),
+        Grade(0, "c1", 1, "refunds.md", rater="bob"),
+        Grade(0, "c2", 2, "late.md", rater="alice"),
+        Grade(1, "c3", 2, "upi.md", rater="bob"),
+    ):
+        state.add(grade)
+    lines = questions_lines(query_set, state)
+    assert lines[0]["resolution"] == "the mean of the raters' grades, rounded down"
+    assert lines[0]["judgments"] == [
+        {
+            "chunk_id": "c2",
+            "source": "late.md",
+            "heading_path": [],
+            "grade": 2,
+            "raters": {"alice": 2},
+        },
+        {
+            "chunk_id": "c1",
+            "source": "refunds.md",
+            "heading_path": [],
+            "grade": 1,
+            "raters": {"alice": 2, "bob": 1},
+        },
+    ]
+    assert "resolution" not in lines[1]  # one rater only
+    body = srw_judgments(query_set, state)
+    assert body["description"].endswith(
+        "a result several raters graded: the mean of the raters' grades, rounded down"
+    )
+    assert body["judgmentRatings"][0]["ratings"] == [
+        {"docId": "c1", "rating": "1.000"},
+        {"docId": "c2", "rating": "2.000"},
+    ]
+
+
+def test_notes_a_need_and_cant_tell_are_exported_with_the_question():
+    query_set = QuerySet("s1", "week", "acme", "frequent", ["late?"])
+    state = JudgingState()
+    state.add(Grade(0, "c1", 2, "refunds.md", rater="alice", note="says 5 days"))
+    state.add(Grade(0, "c2", 1, "late.md", rater="alice"))
+    state.needs[0] = "how long a refund of a late order takes"
+    state.cant_tell[0] = {"c3": {"bob": "the table is cut off"}}
+    (line,) = questions_lines(query_set, state)
+    assert line["information_need"] == "how long a refund of a late order takes"
+    assert line["cant_tell"] == [
+        {"chunk_id": "c3", "rater": "bob", "reason": "the table is cut off"}
+    ]
+    assert line["judgments"][0]["notes"] == {"alice": "says 5 days"}
+    assert "notes" not in line["judgments"][1]

@@ -50,7 +50,7 @@ def test_key_file_binds_keys_to_tenants(tmp_path: Path) -> None:
 def test_keys_are_kept_only_as_digests(tmp_path: Path) -> None:
     keys = ApiKeys.from_file(write(tmp_path, GOOD))
     assert KEY_A not in repr(keys) and KEY_A not in str(vars(keys))
-    assert all(len(digest) == 32 for digest, _tenant in keys._entries)
+    assert all(len(digest) == 32 for digest, _tenant, _name in keys._entries)
 
 
 def test_lookup_compares_every_key_in_constant_time(monkeypatch) -> None:
@@ -364,3 +364,33 @@ def test_a_search_answer_names_its_reranker_and_logs_the_clients_session() -> No
     assert sample_questions(timed[:2], [], 2, "worst") == ["q", "r"]
     one_user = [entry | {"client_id": "u-1"} for entry in timed[:2]]
     assert sample_questions(one_user, [], 2, "worst") == ["r", "q"]
+
+
+def test_a_key_may_name_its_holder(tmp_path: Path) -> None:
+    text = (
+        f'[keys]\n"{KEY_A}" = {{ tenant = "A", name = "alice" }}\n"{KEY_A2}" = "A"\n'
+        f'"{KEY_B}" = {{ tenant = "B" }}\n'
+    )
+    keys = ApiKeys.from_file(write(tmp_path, text))
+    assert keys.holder_for(KEY_A) == ("A", "alice")
+    assert keys.holder_for(KEY_A2) == ("A", "key 2")  # unnamed: its position
+    assert keys.holder_for(KEY_B) == ("B", "key 3")
+    assert keys.tenant_for(KEY_A) == "A" and keys.holder_for("unknown-key-0123456789") is None
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        ('{ tenant = "A", name = "" }', "the name of key number 1 is not 1 to 64 printable"),
+        ('{ tenant = "A", name = 3 }', "the name of key number 1 is not 1 to 64 printable"),
+        ('{ tenant = "A", name = "a\\u0000b" }', "the name of key number 1 is not 1 to 64"),
+        ('{ tenant = "A", role = "x" }', "key number 1 has fields other than tenant and name"),
+        ('{ name = "alice" }', "the tenant of key number 1 is not a non-empty string"),
+    ],
+)
+def test_a_bad_name_or_table_is_refused_naming_the_key_number(
+    tmp_path: Path, entry: str, message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        ApiKeys.from_file(write(tmp_path, f'[keys]\n"{KEY_A}" = {entry}\n'))
+    assert KEY_A not in str(info.value)

@@ -32,8 +32,8 @@ def test_sessions_are_signed_and_expire():
     cookie = sessions.issue("acme", now=1000.0)
     assert sessions.tenant(cookie, now=1001.0) == "acme"
     assert sessions.tenant(cookie, now=1000.0 + 13 * 3600) is None
-    encoded, expiry, signature = cookie.split(".")
-    forged = f"{'Z2xvYmV4'}.{expiry}.{signature}"  # "globex", same signature
+    version, encoded, expiry, signature = cookie.split(".")
+    forged = f"{version}.{'WyJnbG9iZXgiLCAiIl0'}.{expiry}.{signature}"  # ["globex", ""]
     assert sessions.tenant(forged, now=1001.0) is None
     assert Sessions(b"o" * 32).tenant(cookie, now=1001.0) is None
     assert sessions.csrf(cookie) != Sessions(b"o" * 32).csrf(cookie)
@@ -51,6 +51,7 @@ def test_direction_controls_in_a_question_or_chunk_are_shown_not_obeyed():
         .get_template("question.html")
         .render(
             tenant="A\u202eB",
+            rater="r\u202e",
             csrf="t",
             query_set=SimpleNamespace(name="s\u202e", set_id="abc"),
             number=0,
@@ -59,8 +60,53 @@ def test_direction_controls_in_a_question_or_chunk_are_shown_not_obeyed():
             pool=[row],
             grades=GRADE_LABELS,
             skipped=False,
+            modes=("bm25",),
+            need=override,
+            find=override,
+            find_mode="bm25",
+            find_modes=("bm25",),
+            depth=5,
         )
     )
     assert not any(char in page for char in "\u202e\u202c\u2067\u2069\u200f")
     assert "refund [U+202E]evil[U+202C] and [U+2067]isolate[U+2069] [U+200F]" in page
-    assert "tenant <b>A[U+202E]B</b>" in page
+    assert "tenant <b>A[U+202E]B</b> · rater <b>r[U+202E]</b>" in page
+
+
+def test_a_session_names_its_rater_and_an_older_cookie_reads_as_the_tenants():
+    sessions = Sessions(b"k" * 32)
+    cookie = sessions.issue("acme", now=1000.0, rater="alice")
+    assert sessions.holder(cookie, now=1001.0) == ("acme", "alice")
+    # A cookie of the format before raters (<tenant b64>.<expiry>.<hmac>), signed by this key.
+    payload = f"YWNtZQ.{int(1000.0 + 3600)}"
+    older = f"{payload}.{sessions._sign(payload)}"
+    assert sessions.holder(older, now=1001.0) == ("acme", "")
+    version, encoded, expiry, signature = cookie.split(".")
+    # The rater cannot be swapped under the same signature.
+    other = "WyJhY21lIiwgImJvYiJd"  # ["acme", "bob"]
+    assert sessions.holder(f"{version}.{other}.{expiry}.{signature}", now=1001.0) is None
+
+
+def test_question_rows_sort_by_a_modes_worst_or_the_widest_spread_unscored_last():
+    from loader.serve.judge_scores import sorted_rows
+
+    rows = [
+        {"number": 0, "scores": {"bm25": 0.9}, "spread": 0.1},
+        {"number": 1, "scores": {"bm25": None}, "spread": None},
+        {"number": 2, "scores": {"bm25": 0.2}, "spread": 0.6},
+        {"number": 3, "scores": {"bm25": 0.5}, "spread": 0.6},
+    ]
+    assert [r["number"] for r in sorted_rows(rows, "bm25")] == [2, 3, 0, 1]
+    assert [r["number"] for r in sorted_rows(rows, "spread")] == [2, 3, 0, 1]
+    assert [r["number"] for r in sorted_rows(rows[::-1], "number")] == [0, 1, 2, 3]
+
+
+def test_found_chunks_join_the_pool_once_marked_with_their_rank():
+    from loader.serve.judge_view import with_found
+
+    rows = with_found(pool({"bm25": [hit("a"), hit("b")]}), [hit("c"), hit("a")])
+    assert [(row.hit.chunk_id, row.ranks) for row in rows] == [
+        ("a", {"bm25": 1, "found": 2}),
+        ("b", {"bm25": 2}),
+        ("c", {"found": 1}),
+    ]
