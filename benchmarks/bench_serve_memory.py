@@ -13,10 +13,10 @@ trains one, so the booster and its predictions are real, its features noise).
 
 The requests, drawn from a seeded generator (the same sequence every run), are:
 
-- ``POST /search``, two in three: distinct questions of 2 to about 200 words (the sample's
-  questions and paraphrases, words of ``docs/`` appended, an order number in some), every
-  mode, ``rerank`` true, false or left to the server, ``k`` 1 to 10, some with a history
-  (a follow-up), ``expand``, ``one_per_document``, filters;
+- ``POST /search``, two in three: distinct questions of a few words to the 2,000 characters
+  a question may have (``Questions``), every mode, ``rerank`` true, false or left to the
+  server, ``k`` 1 to 20, ``candidates`` up to 200 in some, some with a history (a follow-up),
+  ``expand``, ``one_per_document``, filters;
 - ``GET /health``;
 - the judging page: ``GET /judge`` (the sets), ``GET /judge/sets/<id>/<n>`` (a question with
   the pooled results of every mode: five searches) and ``.../compare``;
@@ -68,6 +68,7 @@ REPOSITORY = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY))
 
 from loader.cluster.client import connect  # noqa: E402
+from loader.query.request import MAX_QUESTION_CHARS  # noqa: E402
 from loader.settings import EXPANSIONS, SEARCH_MODES, Settings  # noqa: E402
 
 DOCS = REPOSITORY / "docs"
@@ -113,9 +114,10 @@ def free_port() -> int:
 
 
 class Questions:
-    """Distinct questions of varied length: the sample's questions and paraphrases, some words
-    of ``docs/`` appended (a geometric number of them, up to about 200), an order number in
-    some (an identifier: the exact-match path)."""
+    """Distinct questions of varied length: the sample's questions and paraphrases with words
+    of ``docs/`` appended (none or a few for 60 %, 20 to 120 for 25 %, up to the 2,000
+    characters a question may have for 15 %: past the embedding model's 256 tokens), an order
+    number in some (an identifier: the exact-match path)."""
 
     def __init__(self, rng: random.Random, fixed: bool) -> None:
         lines = [json.loads(line) for line in CONVERSATIONS.read_text("utf-8").splitlines()]
@@ -133,12 +135,17 @@ class Questions:
             return self.bases[0]
         rng = self.rng
         text = rng.choice(self.bases)
-        extra = min(200, int(rng.expovariate(1 / 12)))
-        if extra:
-            text += " " + " ".join(rng.choice(self.words) for _ in range(extra))
         if rng.random() < 0.3:
             text += f" order E{number}"
-        return text
+        share = rng.random()
+        if share < 0.6:  # short: a few words more, often none
+            extra = int(rng.expovariate(1 / 6))
+        elif share < 0.85:  # a paragraph
+            extra = rng.randint(20, 120)
+        else:  # up to the limit (MAX_QUESTION_CHARS), past the model's 256 tokens
+            extra = 400
+        words = " ".join(rng.choice(self.words) for _ in range(extra))
+        return f"{text} {words}"[: rng.randint(600, MAX_QUESTION_CHARS) if extra == 400 else None]
 
     def history(self) -> list[dict[str, str]]:
         return self.rng.choice(self.histories)
@@ -230,8 +237,10 @@ class Traffic:
             "question": self.questions.question(number),
             "tenant": tenant,
             "mode": rng.choice(SEARCH_MODES),
-            "k": rng.randint(1, 10),
+            "k": rng.randint(1, 20),
         }
+        if rng.random() < 0.3:
+            body["candidates"] = rng.choice((10, 20, 100, 200))
         rerank = rng.choice((True, False, None))
         if self.args.reranker == "none":
             body["rerank"] = False
@@ -429,8 +438,8 @@ def run(args: argparse.Namespace, server: subprocess.Popen, set_ids: dict[str, s
 
     def one(number: int) -> None:
         nonlocal done
-        if time.monotonic() > deadline:
-            return
+        if time.monotonic() > deadline or server.poll() is not None:
+            return  # out of time, or serve is gone: what was measured is reported
         traffic.one(number)
         with done_lock:
             done += 1
@@ -440,7 +449,14 @@ def run(args: argparse.Namespace, server: subprocess.Popen, set_ids: dict[str, s
                 print(f"{sample[0]:9d} {sample[1] / 1024:8.1f} {sample[2]:8.1f}", flush=True)
 
     with ThreadPoolExecutor(max_workers=args.concurrency) as pool:
-        list(pool.map(one, range(args.requests)))
+        try:
+            list(pool.map(one, range(args.requests)))
+        except KeyboardInterrupt:
+            deadline = 0.0  # the queued requests return at once
+            raise
+    if server.poll() is not None:
+        print(f"FAIL: loader serve exited {server.returncode} after {done} requests")
+        return 1
     return verdict(args, traffic, samples, done)
 
 
