@@ -220,16 +220,21 @@ class Traffic:
 
     def plan(self, number: int) -> tuple[str, str, str, Any, dict[str, str]]:
         """Request ``number``: (kind, method, path, body, headers), drawn under the lock so
-        the sequence is the seed's whatever the threads' order."""
+        the sequence is the seed's whatever the threads' order. ``--fresh-connections`` of
+        them ask to close the connection after the answer (the next opens a new one), as a
+        client without a session does."""
         with self.lock:
             kind = self.rng.choices(self.kinds, self.weights)[0]
             tenant = self.rng.choice(TENANTS)
+            headers = {"connection": "close"} if self.rng.random() < self.args.fresh else {}
             if kind in ("search", "follow-up"):
-                return kind, "POST", "/search", self.search_body(kind, tenant, number), {}
+                body = self.search_body(kind, tenant, number)
+                return kind, "POST", "/search", body, headers
             if kind.startswith("judge"):
-                return (kind, "GET", self.judge_path(kind, tenant), None,
-                        {"cookie": self.cookies[tenant]})  # fmt: skip
-            return (kind, *self.other(kind, tenant))
+                path = self.judge_path(kind, tenant)
+                return kind, "GET", path, None, headers | {"cookie": self.cookies[tenant]}
+            method, path, body = self.other(kind, tenant)
+            return kind, method, path, body, headers
 
     def search_body(self, kind: str, tenant: str, number: int) -> dict[str, Any]:
         rng = self.rng
@@ -265,16 +270,16 @@ class Traffic:
         a, b = self.rng.sample(SEARCH_MODES, 2)
         return f"/judge/sets/{self.set_ids[tenant]}/{question}/compare?a={a}&b={b}"
 
-    def other(self, kind: str, tenant: str) -> tuple[str, str, Any, dict[str, str]]:
+    def other(self, kind: str, tenant: str) -> tuple[str, str, Any]:
         rng = self.rng
         if kind == "health":
-            return "GET", "/health", None, {}
+            return "GET", "/health", None
         if kind == "log":
-            return "GET", f"/log?tenant={tenant}&limit={rng.randint(1, 50)}", None, {}
+            return "GET", f"/log?tenant={tenant}&limit={rng.randint(1, 50)}", None
         if kind == "event":
             query_id = rng.choice(self.query_ids) if self.query_ids else str(uuid.uuid4())
-            return "POST", "/events", {"query_id": query_id, "action_name": "click",
-                                       "tenant": tenant}, {}  # fmt: skip
+            body = {"query_id": query_id, "action_name": "click", "tenant": tenant}
+            return "POST", "/events", body
         bad = rng.choice(
             (
                 {"question": "refunds", "tenant": tenant, "size": 5},  # an unknown field: 422
@@ -282,7 +287,7 @@ class Traffic:
                 {"question": "refunds", "tenant": tenant, "k": "5"},  # a string: 422
             )
         )
-        return "POST", "/search", bad, {}
+        return "POST", "/search", bad
 
     def one(self, number: int) -> str:
         kind, method, path, body, headers = self.plan(number)
@@ -501,6 +506,13 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--reranker", choices=("learned", "keyword", "none"), default="learned")
     parser.add_argument("--query-log", choices=("ubi", "off"), default="ubi")
     parser.add_argument("--fixed-question", action="store_true", help="one question, every time")
+    parser.add_argument(
+        "--fresh-connections",
+        dest="fresh",
+        type=float,
+        default=0.5,
+        help="share of the requests sent on a new connection, closed after the answer",
+    )
     parser.add_argument("--serve-env", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--max-growth", type=float, default=5.0, help="percent, second half")
     parser.add_argument("--max-seconds", type=float, default=5400.0, help="stop sending after")
