@@ -1,6 +1,7 @@
-"""The ONNX embedder's memory bound: onnxruntime's CPU arena is shared by a session's concurrent
-runs and keeps its high-water mark, so however many threads embed at once (serve's 40), at most
-``RUNS_AT_ONCE`` runs of the session are in flight, and each thread still gets its own vectors."""
+"""The ONNX sessions' memory bound: onnxruntime's CPU arena is shared by a session's concurrent
+runs and keeps its high-water mark, so however many threads embed or rerank at once (serve's
+40), at most ``RUNS_AT_ONCE`` runs of a session are in flight, and each thread still gets its own
+vectors and scores."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from loader.models import onnx_embedding
 from loader.models.embedding import get_embedder
+from loader.models.rerank.cross_encoder import CrossEncoderReranker
 
 THREADS = 16
 
@@ -61,3 +63,27 @@ def test_threads_embedding_at_once_run_the_session_one_at_a_time(monkeypatch):
     assert counting.most == 1, f"{counting.most} runs of one session in flight at once"
     assert onnx_embedding.RUNS_AT_ONCE == 1
     assert np.allclose(np.stack(together), np.stack(alone), atol=1e-5)
+
+
+def test_threads_reranking_at_once_run_the_onnx_cross_encoder_one_at_a_time(
+    cross_encoder_path, tmp_path, monkeypatch
+):
+    reranker = CrossEncoderReranker(
+        cross_encoder_path, backend="onnx", batch_size=2, cache_dir=tmp_path
+    )
+    passages = [f"passage {n}: refunds take {n} days " * (n + 1) for n in range(4)]
+    questions = [f"how long do refunds take, case {n}?" for n in range(THREADS)]
+    alone = [reranker.rerank(question, passages) for question in questions]
+    counting = CountingSession(reranker._onnx.session)
+    monkeypatch.setattr(reranker._onnx, "session", counting)
+    start = threading.Barrier(THREADS)
+
+    def rerank(question: str) -> list[float]:
+        start.wait()
+        return reranker.rerank(question, passages)
+
+    with ThreadPoolExecutor(THREADS) as pool:
+        together = list(pool.map(rerank, questions))
+    assert counting.runs == THREADS * 2  # two batches of two passages each
+    assert counting.most == 1, f"{counting.most} runs of one session in flight at once"
+    assert np.allclose(together, alone, atol=1e-5)
