@@ -2,7 +2,8 @@
 
     python benchmarks/bench_serve_memory.py [--url http://127.0.0.1:9200] [--requests 10000]
         [--concurrency 20] [--every 1000] [--reranker learned|keyword|none]
-        [--query-log ubi|off] [--fixed-question] [--serve-env NAME=VALUE] [--max-seconds 5400]
+        [--query-log ubi|off] [--fixed-question] [--fresh-connections 0.5]
+        [--serve-env NAME=VALUE] [--max-seconds 5400]
 
 Without ``--url`` a node of the project's image is started with testcontainers (as the tests'
 ``opensearch_url`` fixture does) and removed afterwards. The sample ``docs/`` are pushed to a
@@ -22,6 +23,11 @@ The requests, drawn from a seeded generator (the same sequence every run), are:
   the pooled results of every mode: five searches) and ``.../compare``;
 - with ``query_log = ubi``: ``GET /log`` and ``POST /events`` against logged searches;
 - bad requests (an unknown field, a question over the limit), answered 4xx.
+
+Half of them (``--fresh-connections``) ask to close the connection after the answer, as a client
+without a session does; the rest reuse their thread's keep-alive connection. ``--fixed-question``,
+``--reranker none``, ``--query-log off`` and ``--serve-env MALLOC_ARENA_MAX=2`` take one thing
+away at a time, to find what grows.
 
 serve has no explain route (``loader explain`` is the CLI's). Serve's RSS (``VmRSS`` of
 ``/proc/<pid>/status``, its children's added) is read before the first request and after every
