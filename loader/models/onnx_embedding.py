@@ -20,6 +20,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -36,6 +37,12 @@ INT8_SUFFIX = f"_int8-{INT8_RECIPE}.onnx"
 # int8 68 chunks/s at 1024 tokens, 52 at 8192, fp32 33 and 28; all-MiniLM-L6-v2 int8 115 and 93,
 # fp32 65 and 49. 256 and 512 were slower again.
 BATCH_TOKENS = 1024
+# Runs of one session in flight at once. onnxruntime's CPU arena is the session's, shared by its
+# concurrent runs, and keeps what it grew to: it reaches the largest sum of runs ever in flight
+# together, a high-water mark that creeps up with the traffic (serve runs searches in 40
+# threads: long questions arriving together). One at a time bounds it by one run, at most
+# BATCH_TOKENS padded tokens, and costs no throughput: a run already has every core.
+RUNS_AT_ONCE = 1
 
 
 def int8_options() -> dict:
@@ -162,6 +169,7 @@ class OnnxEncoder:
         except Exception as exc:  # onnxruntime raises its own kinds; all mean "cannot load"
             raise ModelError(f"cannot load ONNX embedding model {onnx_path}: {exc}") from exc
         self.input_names = {node.name for node in self.session.get_inputs()}
+        self.runs = threading.BoundedSemaphore(RUNS_AT_ONCE)  # see RUNS_AT_ONCE
         self.tokenizer = load_tokenizer(tokenizer_path, spec.max_tokens)
         self.spec = spec
         self.path = onnx_path
@@ -186,9 +194,10 @@ class OnnxEncoder:
             mask[row, :length] = 1
             types[row, :length] = encoding.type_ids
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
-        (states,) = self.session.run(
-            ["last_hidden_state"], {k: v for k, v in feeds.items() if k in self.input_names}
-        )
+        with self.runs:
+            (states,) = self.session.run(
+                ["last_hidden_state"], {k: v for k, v in feeds.items() if k in self.input_names}
+            )
         return pool(states, mask, self.spec)
 
 

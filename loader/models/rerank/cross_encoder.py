@@ -36,6 +36,7 @@ import logging
 import os
 import shutil
 import tempfile
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -113,11 +114,15 @@ class _OnnxScorer:
     def __init__(self, onnx_path: Path, tokenizer: Any, max_tokens: int, device: str) -> None:
         import onnxruntime as ort
 
+        from loader.models.onnx_embedding import RUNS_AT_ONCE
+
         providers = ["CPUExecutionProvider"]
         if device.startswith("cuda") and "CUDAExecutionProvider" in ort.get_available_providers():
             providers.insert(0, "CUDAExecutionProvider")
         self.session = ort.InferenceSession(str(onnx_path), providers=providers)
         self.input_names = [node.name for node in self.session.get_inputs()]
+        # As the embedder's: the session's arena is bounded by one run, not by concurrent ones.
+        self.runs = threading.BoundedSemaphore(RUNS_AT_ONCE)
         self.tokenizer = tokenizer
         self.max_tokens = max_tokens
 
@@ -131,7 +136,8 @@ class _OnnxScorer:
             return_tensors="np",
         )
         feeds = {name: encoded[name].astype("int64") for name in self.input_names}
-        (scores,) = self.session.run(["scores"], feeds)
+        with self.runs:
+            (scores,) = self.session.run(["scores"], feeds)
         return [float(value) for value in scores.reshape(-1)]
 
 
