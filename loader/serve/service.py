@@ -88,9 +88,9 @@ class SearchService:
             self.embedder.embed_queries(["warm up"])  # the model loads lazily
         shared = rerank_check.choose_reranker(settings).kind != rerank_check.LEARNED
         if settings.rerank == "auto" and shared:
-            self._shared_default(None)  # the shared reranker loads now; a learned one per tenant
+            self.default_rerank(None)  # the shared reranker loads now; a learned one per tenant
 
-    def default_rerank(self, tenant: str) -> tuple[bool, tuple[str, ...]]:
+    def default_rerank(self, tenant: str | None) -> tuple[bool, tuple[str, ...]]:
         """Whether a request of ``tenant`` that leaves ``rerank`` out reranks, and the warnings
         its answer then carries: the rerank setting; with ``auto``, whether the tenant has a
         reranker. The tenant's own learned model (or the one ``learned_reranker_tenants`` lends
@@ -103,8 +103,9 @@ class SearchService:
         choice = rerank_check.choose_reranker(self.settings, tenant)
         if choice.kind == rerank_check.LEARNED or self._given_reranker:
             return True, ()
-        if choice.kind:
+        if choice.kind and not choice.problem:
             return self._shared_default(tenant)
+        # Judged from the files (a cross-encoder that is not on this machine): nothing to load.
         _log_once(scrub_secrets(f"no rerank (rerank = auto): {choice.problem}", self.secrets))
         return False, (f"no rerank: rerank is auto and {self._no_reranker()} (its log says why)",)
 
