@@ -114,12 +114,15 @@ class _OnnxScorer:
     def __init__(self, onnx_path: Path, tokenizer: Any, max_tokens: int, device: str) -> None:
         import onnxruntime as ort
 
-        from loader.models.onnx_embedding import RUNS_AT_ONCE
+        from loader.models.onnx_embedding import NO_SPINNING, RUNS_AT_ONCE
 
         providers = ["CPUExecutionProvider"]
         if device.startswith("cuda") and "CUDAExecutionProvider" in ort.get_available_providers():
             providers.insert(0, "CUDAExecutionProvider")
-        self.session = ort.InferenceSession(str(onnx_path), providers=providers)
+        options = ort.SessionOptions()
+        for key, value in NO_SPINNING.items():
+            options.add_session_config_entry(key, value)
+        self.session = ort.InferenceSession(str(onnx_path), options, providers=providers)
         self.input_names = [node.name for node in self.session.get_inputs()]
         # As the embedder's: the session's arena is bounded by one run, not by concurrent ones.
         self.runs = threading.BoundedSemaphore(RUNS_AT_ONCE)

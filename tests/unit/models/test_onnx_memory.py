@@ -87,3 +87,12 @@ def test_threads_reranking_at_once_run_the_onnx_cross_encoder_one_at_a_time(
     assert counting.runs == THREADS * 2  # two batches of two passages each
     assert counting.most == 1, f"{counting.most} runs of one session in flight at once"
     assert np.allclose(together, alone, atol=1e-5)
+
+
+def test_the_sessions_intra_op_threads_do_not_spin(cross_encoder_path, tmp_path):
+    # One run at a time, spinning threads burn the cores the waiting runs need (NO_SPINNING).
+    encoder = get_embedder("all-MiniLM-L6-v2", backend="onnx").model
+    reranker = CrossEncoderReranker(cross_encoder_path, backend="onnx", cache_dir=tmp_path)
+    for session in (encoder.session, reranker._onnx.session):
+        options = session.get_session_options()
+        assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
