@@ -282,6 +282,15 @@ class Settings:
         "differ slightly between backends, so a change is an index change.",
         choices=EMBEDDING_BACKENDS,
     )
+    second_embedding_model: str = _setting(
+        "index",
+        "auto",
+        "The second reader: another embedding model whose vectors the index holds in the "
+        "second_embedding field beside embedding_model's, searched as one more sub-query of the "
+        "hybrid modes. auto: bge-small-en-v1.5 when its jar is on this machine (scripts/setup.sh "
+        "--bge) and embedding_model is another; none: one reader. Chunks stay the first "
+        "reader's; a push adds the vectors the index lacks and embeds nothing else.",
+    )
     query_prefix: str = _setting(
         "model",
         "",
@@ -418,6 +427,15 @@ class Settings:
         0.5,
         "RRF fusion weight of BM25; the vector side gets 1 - this (0.5: plain RRF). On SciFact "
         "0.5-0.6 was best even with bge-small, whose vector side beats BM25 alone.",
+        minimum=0,
+        maximum=1,
+    )
+    second_reader_share: float = _setting(
+        "pipeline",
+        0.5,
+        "With a second reader (second_embedding_model), its share of the vector side's weight "
+        "in every fusion; the first reader keeps the rest (0: the first alone, 1: the second "
+        "alone, on the same index).",
         minimum=0,
         maximum=1,
     )

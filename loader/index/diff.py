@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loader.models.registry import EMBEDDING_META_KEY
+from loader.models.registry import EMBEDDING_META_KEY, SECOND_READER_META_KEY
 
 # Index settings OpenSearch lets us change on an open index; any other difference needs a new
 # index version.
@@ -178,7 +178,9 @@ def _diff_meta(desired: Mapping[str, Any], current: Mapping[str, Any], diff: Ind
     embedding_model`` fingerprints the vectors (model, backend, dimension, passage instruction):
     another one needs a new, empty version too (copied vectors would mix two models). An index
     built before fingerprints has none: it is recorded in place (only its dimension was known,
-    and that is compared on the vector field)."""
+    and that is compared on the vector field). ``_meta.second_embedding_model`` fingerprints the
+    second reader's vectors: a first one is added in place (with its field; ``loader push`` then
+    fills in its vectors), another one needs a new, empty version."""
     want = desired.get("doc_id_scheme")
     have = current.get("doc_id_scheme")
     if want != have:
@@ -191,6 +193,19 @@ def _diff_meta(desired: Mapping[str, Any], current: Mapping[str, Any], diff: Ind
         diff.incompatible.append(
             f"embedding model: {describe_fingerprint(have_model)} -> "
             f"{describe_fingerprint(want_model or {})}"
+        )
+    want_second = desired.get(SECOND_READER_META_KEY)
+    have_second = current.get(SECOND_READER_META_KEY)
+    if (
+        have_second is not None
+        and want_second is not None
+        and normalize(want_second) != normalize(have_second)
+    ):
+        # Another second reader: its vectors are in second_embedding, like the first's.
+        diff.model_change = diff.model_change or (dict(have_second), dict(want_second))
+        diff.incompatible.append(
+            f"second reader: {describe_fingerprint(have_second)} -> "
+            f"{describe_fingerprint(want_second)}"
         )
     handled = ("doc_id_scheme", *((EMBEDDING_META_KEY,) if have_model is not None else ()))
     if any(current.get(key) != value for key, value in desired.items() if key not in handled):

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ConfigError
-from loader.models.registry import EMBEDDING_META_KEY, index_fingerprint
+from loader.models.readers import reader_dimension, reader_settings
+from loader.models.registry import EMBEDDING_META_KEY, SECOND_READER_META_KEY, index_fingerprint
 from loader.modes import pipelines_too_new, search_mode
 from loader.settings import Settings
 
@@ -146,6 +147,7 @@ class DesiredConfig:
     names: ConfigNames
     dimension: int
     index: dict[str, Any]  # {"settings": ..., "mappings": ...}
+    second_dimension: int = 0  # the second reader's (second_embedding_model); 0 without one
     search_pipelines: dict[str, dict[str, Any]] = field(default_factory=dict)
     ingest_pipelines: dict[str, dict[str, Any]] = field(default_factory=dict)
     search_templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> body
@@ -235,12 +237,20 @@ def list_config_files(project_dir: str | Path | None = None) -> list[str]:
     return sorted(names)
 
 
+def second_reader_dimension(settings: Settings) -> int:
+    """The vector length of the settings' second reader (``second_embedding_model``), or 0
+    without one: what the files render as ``second_dimension``."""
+    second = reader_settings(settings)
+    return reader_dimension(second.embedding_model) if second is not None else 0
+
+
 def render_file(
     name: str,
     settings: Settings,
     dimension: int,
     project_dir: str | Path | None = None,
     ml_model_id: str | None = None,
+    second_dimension: int | None = None,
 ) -> dict[str, Any]:
     """Render one config file and parse it as JSON.
 
@@ -252,11 +262,16 @@ def render_file(
             folders).
         ml_model_id: the ml-commons id of the index's embedding model, for the text-only
             templates (``null`` in them when not given).
+        second_dimension: the second reader's vector length, 0 for none; ``None`` reads it
+            from the settings (``second_reader_dimension``).
 
     Returns:
         The parsed JSON object.
     """
     import jinja2
+
+    if second_dimension is None:
+        second_dimension = second_reader_dimension(settings)
 
     env = _environment(project_dir, mustache=name.startswith(SEARCH_TEMPLATE_FOLDER))
     context = {
@@ -264,6 +279,7 @@ def render_file(
         "dimension": int(dimension),
         "names": config_names(settings.index_name),
         "ml_model_id": ml_model_id,
+        "second_dimension": int(second_dimension),
     }
     try:
         text = env.get_template(name).render(**context)
@@ -312,15 +328,20 @@ def render_config(
         The desired configuration.
     """
     names = config_names(settings.index_name)
+    second = reader_settings(settings)
+    second_dimension = second_reader_dimension(settings)
     config = DesiredConfig(
         names=names,
         dimension=int(dimension),
-        index=render_file(INDEX_FILE, settings, dimension, project_dir),
+        index=render_file(INDEX_FILE, settings, dimension, project_dir, None, second_dimension),
+        second_dimension=second_dimension,
     )
     # Set here, not in the mapping file: a user's own mapping must not be able to drop them.
     meta = config.index.setdefault("mappings", {}).setdefault("_meta", {})
     meta["doc_id_scheme"] = DOC_ID_SCHEME
     meta[EMBEDDING_META_KEY] = index_fingerprint(settings, dimension)
+    if second is not None:
+        meta[SECOND_READER_META_KEY] = index_fingerprint(second, second_dimension)
     too_new = pipelines_too_new(cluster_version)
     for name in list_config_files(project_dir):
         stem = name.rsplit("/", 1)[-1].removesuffix(FILE_SUFFIX)
@@ -337,7 +358,7 @@ def render_config(
             target = config.search_templates
         else:
             continue  # mappings: only the chunk index is rendered
-        body = render_file(name, settings, dimension, project_dir, ml_model_id)
+        body = render_file(name, settings, dimension, project_dir, ml_model_id, second_dimension)
         if target is config.search_templates:
             _check_script(name, body)
         target[names.object_name(stem)] = body

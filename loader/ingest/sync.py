@@ -64,6 +64,7 @@ from loader.ingest.plan import (
 from loader.ingest.readers import SUPPORTED_SUFFIXES, Skipped, iter_documents, require_folder
 from loader.ingest.report import PushReport
 from loader.ingest.workers import embed_passages
+from loader.models.readers import SECOND_FIELD, reader_settings, second_reader
 from loader.settings import Settings
 from loader.text import require_unicode
 
@@ -204,13 +205,16 @@ def _prepare(
 def _scope_reader(
     client: OpenSearch, settings: Settings, collection: str
 ) -> Callable[[str], dict[str, dict[str, Any]]]:
-    """``plan_push``'s ``read_scope``: the index state of one tenant's collection."""
+    """``plan_push``'s ``read_scope``: the index state of one tenant's collection, with the chunks
+    that lack the second reader's vector when there is one."""
+    second = second_reader(settings.embedding_model, settings.second_embedding_model)
+    second_field = SECOND_FIELD if second else None
 
     def read_scope(owner: str) -> dict[str, dict[str, Any]]:
         with cluster_errors(
             settings, f"reading the chunks of collection {collection!r} of tenant {owner!r}"
         ):
-            return read_index_state(client, settings.index_name, owner, collection)
+            return read_index_state(client, settings.index_name, owner, collection, second_field)
 
     return read_scope
 
@@ -239,7 +243,8 @@ def apply_push(
     if not relaxing:
         bulk_load.restore(client, settings, warn)
     vectors = _vectors(plan, settings, client, embedder, report, show_progress)
-    writes = bulk_actions(plan, settings, vectors)
+    second_vectors = _second_vectors(plan, settings, client, report, show_progress)
+    writes = bulk_actions(plan, settings, vectors, second_vectors)
     with bulk_load.bulk_loading(client, settings, warn) if relaxing else contextlib.nullcontext():
         result, actions, kept = _write(writes, plan, settings, client, show_progress)
     for source, count in kept:
@@ -288,6 +293,49 @@ def _vectors(
         report.embed_seconds = time.perf_counter() - embed_started
         report.embedded = len(texts_by_hash)
         # float32 rows as they are: the bulk lines write them as float32 (``bulk.to_json``).
+        vectors.update(zip(texts_by_hash, new_vectors, strict=True))
+    return vectors
+
+
+def _second_vectors(
+    plan: PushPlan,
+    settings: Settings,
+    client: OpenSearch,
+    report: PushReport,
+    show_progress: bool,
+) -> dict[str, Vector] | None:
+    """The second reader's vector of every planned chunk and of every chunk of an unchanged
+    document that lacks it (``plan.fills``), by content hash: those the index holds are read
+    back, only the others are embedded, by the second reader alone. ``None`` without a second
+    reader."""
+    second = reader_settings(settings)
+    if second is None:
+        return None
+    needed = {h for doc in plan.to_write for h in doc.hashes}
+    with cluster_errors(settings, "reading stored vectors of the second reader"):
+        vectors = fetch_vectors(
+            client,
+            settings.index_name,
+            {h: cid for h, cid in plan.known_vectors.items() if h in needed},
+            SECOND_FIELD,
+        )
+    texts_by_hash: dict[str, str] = {}
+    for doc in plan.to_write:
+        for chunk, content_hash in zip(doc.chunks, doc.hashes, strict=True):
+            if content_hash not in vectors:
+                texts_by_hash.setdefault(content_hash, chunk.text)
+    for fill in plan.fills:
+        if fill.content_hash not in vectors:
+            texts_by_hash.setdefault(fill.content_hash, fill.text)
+    if texts_by_hash:
+        from loader.models.embedding import embedder_for
+
+        started = time.perf_counter()
+        new_vectors = embed_passages(
+            embedder_for(second), second, list(texts_by_hash.values()), show_progress
+        )
+        report.embed_seconds += time.perf_counter() - started
+        report.second_embedded = len(texts_by_hash)
         vectors.update(zip(texts_by_hash, new_vectors, strict=True))
     return vectors
 
@@ -349,6 +397,7 @@ def _record(
         notify(line)
     failed_ids = {item_id for _, item_id, _ in result.errors}
     report.chunks_written = sum(1 for a in actions if a.op == "index" and a.id not in failed_ids)
+    report.chunks_filled = sum(1 for a in actions if a.op == "update" and a.id not in failed_ids)
     report.chunks_deleted = sum(1 for a in actions if a.op == "delete" and a.id not in failed_ids)
     report.failed = len(report.skipped) + len(failed_sources)
 

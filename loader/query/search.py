@@ -172,6 +172,16 @@ def _load_models(
     return (embedder if embeds else None), (reranker if request.rerank else None)
 
 
+def _second_reader(request: SearchRequest, settings: Settings) -> Embedder | None:
+    """The second reader's embedder in a hybrid mode with one (``second_embedding_model``), else
+    ``None``: only the hybrid templates have its sub-query."""
+    if not search_mode(request.mode).hybrid:
+        return None
+    from loader.models.readers import second_embedder_for
+
+    return second_embedder_for(settings)
+
+
 def _embed(embedder: Embedder | None, queries: list[str]) -> list[list[float] | None]:
     """One vector per query, or ``None`` each without an embedder (bm25)."""
     if embedder is None:
@@ -229,12 +239,18 @@ class _Run:
         with self.timings.stage("rewrite_ms"):
             self.rewrite = rewrite_question(self.rewriter, self.request.history, self.searched)
         queries = self.rewrite.queries
-        vectors = _embed(None, queries)
+        vectors = second_vectors = _embed(None, queries)
         if embedder is not None:
             with self.timings.stage("embed_ms"):
                 vectors = _embed(embedder, self.rewrite.vector_texts or queries)
+                second_vectors = _embed(
+                    _second_reader(self.request, self.settings),
+                    self.rewrite.vector_texts or queries,
+                )
         texts = [bm25_text(query) for query in queries]
-        return template_calls(self.request, self.settings.index_name, texts, vectors)
+        return template_calls(
+            self.request, self.settings.index_name, texts, vectors, second_vectors
+        )
 
     def candidates(
         self, calls: list[TemplateCall], answers: list[dict[str, Any]], reranker: Reranker | None
