@@ -35,7 +35,7 @@ from loader.errors import (
 )
 from loader.index import reindex_block
 from loader.index.ml_model import model_on_cluster
-from loader.index.plan import Plan
+from loader.index.plan import ML_MODEL_KINDS, Plan
 from loader.index.render import config_names, render_config, version_of
 from loader.index.state import get_or_none
 from loader.settings import Settings
@@ -239,6 +239,9 @@ def _drift(plan: Plan, kinds: tuple[str, ...]) -> list[str]:
     return [change.line() for change in plan.pending if change.kind in kinds]
 
 
+BODY_KINDS = ("ingest pipeline", "search pipeline", "search template")
+
+
 def _plan_checks(plan: Plan, report: DoctorReport) -> None:
     """The index, each pipeline and template, and the ml model: equal to what apply stores."""
     index_drift = _drift(plan, INDEX_KINDS)
@@ -249,7 +252,12 @@ def _plan_checks(plan: Plan, report: DoctorReport) -> None:
     )
     words = {"create": "missing", "update": "differs from the files (changed by hand?)"}
     for change in plan.changes:
-        if change.kind not in ("ingest pipeline", "search pipeline", "search template", "ml model"):
+        if change.kind not in (
+            "ingest pipeline",
+            "search pipeline",
+            "search template",
+            *ML_MODEL_KINDS,
+        ):
             continue
         name = f"{change.kind} {change.name}"
         if change.action == "none":

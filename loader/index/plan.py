@@ -50,6 +50,11 @@ STEP_ALIAS = 5
 STEP_SEARCH_PIPELINE = 6
 STEP_SEARCH_TEMPLATE = 7
 STEP_OLD_INDEX = 8
+# The kinds of the ml model steps (server-side embedding): the index's model, and the second
+# reader's beside it (``loader.models.readers``).
+ML_MODEL = "ml model"
+SECOND_ML_MODEL = "second reader's ml model"
+ML_MODEL_KINDS = (ML_MODEL, SECOND_ML_MODEL)
 
 
 @dataclass(frozen=True, order=True)

@@ -251,6 +251,7 @@ def render_file(
     project_dir: str | Path | None = None,
     ml_model_id: str | None = None,
     second_dimension: int | None = None,
+    second_ml_model_id: str | None = None,
 ) -> dict[str, Any]:
     """Render one config file and parse it as JSON.
 
@@ -264,6 +265,8 @@ def render_file(
             templates (``null`` in them when not given).
         second_dimension: the second reader's vector length, 0 for none; ``None`` reads it
             from the settings (``second_reader_dimension``).
+        second_ml_model_id: the ml-commons id of the second reader's model, for the text-only
+            templates and the ingest pipeline (with ``ml_model_id``).
 
     Returns:
         The parsed JSON object.
@@ -280,6 +283,7 @@ def render_file(
         "names": config_names(settings.index_name),
         "ml_model_id": ml_model_id,
         "second_dimension": int(second_dimension),
+        "second_ml_model_id": second_ml_model_id,
     }
     try:
         text = env.get_template(name).render(**context)
@@ -311,6 +315,7 @@ def render_config(
     project_dir: str | Path | None = None,
     ml_model_id: str | None = None,
     cluster_version: tuple[int, int] | None = None,
+    second_ml_model_id: str | None = None,
 ) -> DesiredConfig:
     """Render every config file into the bodies ``loader apply`` puts on the cluster.
 
@@ -323,6 +328,8 @@ def render_config(
             search templates (``*_text.json.j2``) are rendered too, else they are left out.
         cluster_version: the cluster's (major, minor): a mode's pipeline it cannot run is left
             out (``loader.modes.SearchMode.since``); ``None`` renders every file.
+        second_ml_model_id: the ml-commons id of the second reader's model (with a second
+            reader and ``ml_model_id``): the text-only templates' second neural query.
 
     Returns:
         The desired configuration.
@@ -358,7 +365,15 @@ def render_config(
             target = config.search_templates
         else:
             continue  # mappings: only the chunk index is rendered
-        body = render_file(name, settings, dimension, project_dir, ml_model_id, second_dimension)
+        body = render_file(
+            name,
+            settings,
+            dimension,
+            project_dir,
+            ml_model_id,
+            second_dimension,
+            second_ml_model_id,
+        )
         if target is config.search_templates:
             _check_script(name, body)
         target[names.object_name(stem)] = body

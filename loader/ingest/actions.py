@@ -101,13 +101,14 @@ def bulk_actions(
                 # Only the cluster's ingest pipeline may fill in a missing vector.
                 vectors.get(content_hash) if cluster else vectors[content_hash],
                 chunking,
-                seconds[content_hash] if second_vectors is not None else None,
+                # Without it, the cluster's second processor embeds it (embedding_location).
+                seconds.get(content_hash),
             ),
         )
         for doc in plan.to_write
         for position, content_hash in enumerate(doc.hashes)
     ]
-    if second_vectors is not None:
+    if second_vectors is not None and not cluster:  # on the cluster: sync._fill_on_cluster
         actions += [
             BulkAction(
                 "update",

@@ -246,6 +246,8 @@ def apply_push(
     second_vectors = _second_vectors(plan, settings, client, report, show_progress)
     writes = bulk_actions(plan, settings, vectors, second_vectors)
     with bulk_load.bulk_loading(client, settings, warn) if relaxing else contextlib.nullcontext():
+        if second_vectors is not None and plan.fills and settings.embedding_location == "cluster":
+            report.chunks_filled = _fill_on_cluster(plan, settings, client)
         result, actions, kept = _write(writes, plan, settings, client, show_progress)
     for source, count in kept:
         warn(
@@ -306,8 +308,8 @@ def _second_vectors(
 ) -> dict[str, Vector] | None:
     """The second reader's vector of every planned chunk and of every chunk of an unchanged
     document that lacks it (``plan.fills``), by content hash: those the index holds are read
-    back, only the others are embedded, by the second reader alone. ``None`` without a second
-    reader."""
+    back, only the others are embedded, by the second reader alone (with ``embedding_location
+    = cluster``, by the ingest pipeline). ``None`` without a second reader."""
     second = reader_settings(settings)
     if second is None:
         return None
@@ -324,6 +326,11 @@ def _second_vectors(
         for chunk, content_hash in zip(doc.chunks, doc.hashes, strict=True):
             if content_hash not in vectors:
                 texts_by_hash.setdefault(content_hash, chunk.text)
+    if settings.embedding_location == "cluster":
+        # The ingest pipeline's second processor embeds what comes without it; the chunks of
+        # unchanged documents go through it again (``_fill_on_cluster``).
+        report.second_embedded = len(texts_by_hash)
+        return vectors
     for fill in plan.fills:
         if fill.content_hash not in vectors:
             texts_by_hash.setdefault(fill.content_hash, fill.text)
@@ -338,6 +345,28 @@ def _second_vectors(
         report.second_embedded = len(texts_by_hash)
         vectors.update(zip(texts_by_hash, new_vectors, strict=True))
     return vectors
+
+
+def _fill_on_cluster(plan: PushPlan, settings: Settings, client: OpenSearch) -> int:
+    """With ``embedding_location = cluster``: put the chunks of unchanged documents that lack the
+    second reader's vector (``plan.fills``) through the index's ingest pipeline again
+    (``_update_by_query``; a bulk update skips pipelines), whose second processor embeds only
+    that vector. Returns how many were updated."""
+    ids = [fill.chunk_id for fill in plan.fills]
+    size = settings.bulk_batch_size
+    updated = 0
+    with cluster_errors(settings, f"adding the second reader's vectors in {settings.index_name}"):
+        for start in range(0, len(ids), size):
+            answer = client.update_by_query(
+                index=settings.index_name,
+                body={"query": {"ids": {"values": ids[start : start + size]}}},
+                params={
+                    "conflicts": "proceed",
+                    "request_timeout": bulk_request_timeout(settings.request_timeout, size, True),
+                },
+            )
+            updated += int(answer.get("updated") or 0)
+    return updated
 
 
 def _write(

@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from loader.index import ml_model as ml
-from loader.index.apply import PENDING_ML_MODEL_ID, apply_config, plan_apply
+from loader.index.apply import apply_config, plan_apply
+from loader.index.ml_model import PENDING_ML_MODEL_ID
 from loader.index.render import config_names
 from loader.models.embedding import embedder_for, resolve_model_path
 from loader.models.embedding_export import export_model
