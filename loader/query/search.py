@@ -58,6 +58,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import connect, connect_async, require_cluster, require_cluster_async
@@ -242,11 +243,14 @@ class _Run:
         vectors = second_vectors = _embed(None, queries)
         if embedder is not None:
             with self.timings.stage("embed_ms"):
-                vectors = _embed(embedder, self.rewrite.vector_texts or queries)
-                second_vectors = _embed(
-                    _second_reader(self.request, self.settings),
-                    self.rewrite.vector_texts or queries,
-                )
+                texts = self.rewrite.vector_texts or queries
+                second = _second_reader(self.request, self.settings)
+                with ThreadPoolExecutor(1) if second else contextlib.nullcontext() as pool:
+                    # The second reader loads and embeds beside the first: onnxruntime runs
+                    # without the GIL, so a cold search loads both sessions at once.
+                    later = pool.submit(_embed, second, texts) if pool else None
+                    vectors = _embed(embedder, texts)
+                    second_vectors = later.result() if later else _embed(None, queries)
         texts = [bm25_text(query) for query in queries]
         return template_calls(
             self.request, self.settings.index_name, texts, vectors, second_vectors
