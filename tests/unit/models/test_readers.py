@@ -46,3 +46,5 @@ def test_the_second_reader_keeps_its_own_instructions_and_the_first_readers_runt
     assert (second.query_prefix, second.passage_prefix) == ("", "")  # bge's own, not these
     assert (second.embedding_backend, second.embedding_batch_size) == ("onnx-int8", 16)
     assert reader_settings(Settings(second_embedding_model="none")) is None
+    own = reader_settings(settings.replace(second_embedding_backend="onnx"))
+    assert (own.embedding_backend, own.second_embedding_backend) == ("onnx", "")
