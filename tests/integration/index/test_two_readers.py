@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from loader.doctor.documents import second_reader_check
 from loader.index.apply import apply_config, plan_apply
 from loader.index.render import config_names
 from loader.ingest.sync import push
@@ -76,6 +77,10 @@ def test_a_second_reader_is_added_in_place_and_push_embeds_only_it(
     assert mapping["_meta"][SECOND_READER_META_KEY]["model"] == TWO
     assert _count(client, unique_name) == first.chunks  # the same index, its chunks kept
 
+    lacking_check = second_reader_check(client, two)
+    assert lacking_check.status == "fail"
+    assert lacking_check.detail.startswith(f"{first.chunks} of {first.chunks} chunks lack")
+
     filled = push(folder, two, client=client)
     assert filled.failed == 0 and filled.unchanged == len(DOCS)
     assert (filled.embedded, filled.chunks_written) == (0, 0)  # the first reader: nothing
@@ -83,6 +88,8 @@ def test_a_second_reader_is_added_in_place_and_push_embeds_only_it(
     assert filled.second_embedded == first.chunks  # every chunk's text differs here
     lacking = {"bool": {"must_not": [{"exists": {"field": SECOND_FIELD}}]}}
     assert _count(client, unique_name, lacking) == 0
+
+    assert second_reader_check(client, two).status == "ok"
 
     again = push(folder, two, client=client)
     assert (again.embedded, again.second_embedded, again.chunks_filled) == (0, 0, 0)
