@@ -51,6 +51,7 @@ class IndexDiff:
     dimension_change: tuple[int, int] | None = None  # (cluster, files)
     id_scheme_change: tuple[str | None, str] | None = None  # (cluster, files): doc_id_scheme
     model_change: tuple[dict, dict] | None = None  # (cluster, files): the model fingerprint
+    meta_keys: list[str] = field(default_factory=list)  # the _meta keys an update sets anew
 
     @property
     def in_place(self) -> bool:
@@ -208,8 +209,10 @@ def _diff_meta(desired: Mapping[str, Any], current: Mapping[str, Any], diff: Ind
             f"{describe_fingerprint(want_second)}"
         )
     handled = ("doc_id_scheme", *((EMBEDDING_META_KEY,) if have_model is not None else ()))
-    if any(current.get(key) != value for key, value in desired.items() if key not in handled):
+    changed = [k for k, value in desired.items() if k not in handled and current.get(k) != value]
+    if changed:
         diff.mapping_params["_meta"] = {**current, **desired}
+        diff.meta_keys = changed
 
 
 def _without_dimension(fingerprint: Mapping[str, Any] | None) -> Any:

@@ -332,7 +332,12 @@ def _mapping_change(index: str, diff: IndexDiff) -> Change:
     added = ", ".join(sorted(diff.new_fields))
     detail = f"(add fields: {added})" if added else ""
     if diff.mapping_params:
-        params = ", ".join(f"{k}: {v}" for k, v in sorted(diff.mapping_params.items()))
+        params = ", ".join(
+            f"_meta: {', '.join(diff.meta_keys)}"
+            if k == "_meta" and diff.meta_keys
+            else f"{k}: {v}"
+            for k, v in sorted(diff.mapping_params.items())
+        )
         detail = f"{detail} ({params})".strip()
     payload = {**diff.mapping_params}
     if diff.new_fields:
