@@ -34,7 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -298,7 +298,7 @@ def _execute(client: OpenSearch, alias: str, change: Change) -> None:
     elif kind == reindex_block.PLAN_KIND:
         reindex_block.lift_index(client, payload)
     elif kind == "reindex":
-        _reindex(client, payload["source"], payload["dest"])
+        _reindex(client, payload["source"], payload["dest"], payload.get("drop_fields", ()))
 
     elif kind == "alias":
         _move_alias(client, alias, payload)
@@ -331,17 +331,22 @@ def _move_alias(client: OpenSearch, alias: str, payload: Mapping[str, str]) -> N
         ) from exc
 
 
-def _reindex(client: OpenSearch, source: str, dest: str) -> None:
-    """Copy every document as a server-side task, wait for it, make the copy searchable, and
-    check it holds every chunk of ``source`` (``_check_copy``) before the alias may move.
+def _reindex(client: OpenSearch, source: str, dest: str, drop_fields: Sequence[str] = ()) -> None:
+    """Copy every document as a server-side task (without ``drop_fields``: another second
+    reader's vectors), wait for it, make the copy searchable, and check it holds every chunk of
+    ``source`` (``_check_copy``) before the alias may move.
     Interrupted (Ctrl-C), the task is cancelled: left running, it would go on filling an index
     nothing points at, beside the next apply's own copy."""
     # _reindex reads a point-in-time of what is refreshed: writes acknowledged before the write
     # block but not yet refreshed (the refresh interval, or a shard gone search-idle) would not
     # be copied, and the moved alias would lose them.
     client.indices.refresh(index=source)
+    body: dict[str, Any] = {"source": {"index": source}, "dest": {"index": dest}}
+    if drop_fields:
+        removals = " ".join(f"ctx._source.remove('{name}');" for name in drop_fields)
+        body["script"] = {"lang": "painless", "source": removals}
     started = client.reindex(
-        body={"source": {"index": source}, "dest": {"index": dest}},
+        body=body,
         wait_for_completion=False,
         refresh=True,
     )

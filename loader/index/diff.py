@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from loader.models.readers import SECOND_FIELD
 from loader.models.registry import EMBEDDING_META_KEY, SECOND_READER_META_KEY
 
 # Index settings OpenSearch lets us change on an open index; any other difference needs a new
@@ -51,6 +52,8 @@ class IndexDiff:
     dimension_change: tuple[int, int] | None = None  # (cluster, files)
     id_scheme_change: tuple[str | None, str] | None = None  # (cluster, files): doc_id_scheme
     model_change: tuple[dict, dict] | None = None  # (cluster, files): the model fingerprint
+    # Another second reader (model, runtime or dimension): its vectors alone are useless.
+    second_reader_change: bool = False
     meta_keys: list[str] = field(default_factory=list)  # the _meta keys an update sets anew
 
     @property
@@ -202,8 +205,7 @@ def _diff_meta(desired: Mapping[str, Any], current: Mapping[str, Any], diff: Ind
         and want_second is not None
         and normalize(want_second) != normalize(have_second)
     ):
-        # Another second reader: its vectors are in second_embedding, like the first's.
-        diff.model_change = diff.model_change or (dict(have_second), dict(want_second))
+        diff.second_reader_change = True
         diff.incompatible.append(
             f"second reader: {describe_fingerprint(have_second)} -> "
             f"{describe_fingerprint(want_second)}"
@@ -246,7 +248,12 @@ def _diff_properties(
         if found is None:
             continue
         where, want, got = found
-        if spec.get("type") == "knn_vector" and where == "dimension":
+        if spec.get("type") == "knn_vector" and where == "dimension" and name == SECOND_FIELD:
+            diff.second_reader_change = True
+            diff.incompatible.append(
+                f"second reader's vector field {full}: dimension {got} -> {want}"
+            )
+        elif spec.get("type") == "knn_vector" and where == "dimension":
             diff.dimension_change = (int(got), int(want))
             diff.incompatible.append(f"vector field {full}: dimension {got} -> {want}")
         else:

@@ -110,6 +110,17 @@ def test_a_second_reader_is_added_in_place_and_push_embeds_only_it(
         1, abs=1e-3
     )
 
+    # Another second reader (its int8 copy): a new version holding the chunks and the first
+    # reader's vectors; the push embeds the new second reader's alone.
+    int8 = two.replace(second_embedding_backend="onnx-int8")
+    swapped = apply_config(int8, client=client)
+    (reindex,) = [change for change in swapped.pending if change.kind == "reindex"]
+    assert reindex.payload["drop_fields"] == [SECOND_FIELD]
+    assert _count(client, unique_name, lacking) == _count(client, unique_name) == changed.chunks
+    refilled = push(folder, int8, client=client)
+    assert (refilled.embedded, refilled.unchanged) == (0, len(DOCS))
+    assert refilled.chunks_filled == changed.chunks and _count(client, unique_name, lacking) == 0
+
 
 @pytest.fixture
 def indexes(client, base_settings, unique_name, folder):

@@ -81,3 +81,25 @@ def test_adding_a_second_reader_is_in_place_and_another_one_a_new_version(tmp_pa
     swapped = diff_index(render_config(other, 384, tmp_path).index, two)
     assert any(reason.startswith("second reader:") for reason in swapped.incompatible)
     assert swapped.model_change is not None
+
+
+def test_another_second_reader_copies_the_chunks_without_its_vectors(tmp_path):
+    from loader.index.plan import plan_changes
+    from tests.unit.index.test_plan import state_in_sync
+
+    fp32 = TWO
+    int8 = TWO.replace(second_embedding_backend="onnx-int8")
+    state = state_in_sync(render_config(fp32, 384, tmp_path))
+    plan = plan_changes(render_config(int8, 384, tmp_path), state)
+    (reindex,) = [change for change in plan.pending if change.kind == "reindex"]
+    assert reindex.payload == {
+        "source": "kb-v1",
+        "dest": "kb-v2",
+        "drop_fields": ["second_embedding"],
+    }
+    assert "without second_embedding" in reindex.line()
+    assert any("embed its vectors alone" in note for note in plan.notes)
+    # Another first reader still starts empty: its vectors would mix two models.
+    first = TWO.replace(embedding_model="bge-small-en-v1.5", second_embedding_model="none")
+    plan = plan_changes(render_config(first, 384, tmp_path), state)
+    assert not [change for change in plan.pending if change.kind == "reindex"]
