@@ -100,26 +100,27 @@ def test_a_second_reader_is_added_in_place_and_push_embeds_only_it(
     assert changed.chunks_filled == 0
     assert _count(client, unique_name, lacking) == 0
 
-    # The second reader's vectors are bge's own: a chunk's stored vector is its passage vector.
+    # Another second reader (its fp32 copy; the default runs int8): a new version holding the
+    # chunks and the first reader's vectors; the push embeds the new second reader's alone.
+    fp32 = two.replace(second_embedding_backend="onnx")
+    swapped = apply_config(fp32, client=client)
+    (reindex,) = [change for change in swapped.pending if change.kind == "reindex"]
+    assert reindex.payload["drop_fields"] == [SECOND_FIELD]
+    assert _count(client, unique_name, lacking) == _count(client, unique_name) == changed.chunks
+    refilled = push(folder, fp32, client=client)
+    assert (refilled.embedded, refilled.unchanged) == (0, len(DOCS))
+    assert refilled.chunks_filled == changed.chunks and _count(client, unique_name, lacking) == 0
+
+    # The second reader's vectors are bge's own: a chunk's stored vector is its passage vector
+    # (fp32: int8 quantizes each batch's activations, so a text alone differs a little).
     hit = client.search(
         index=unique_name,
         body={"size": 1, "query": {"term": {"source": "password.md"}}},
     )["hits"]["hits"][0]["_source"]
-    bge = embedder_for(reader_settings(two)).embed_passages([hit["content"]])[0]
+    bge = embedder_for(reader_settings(fp32)).embed_passages([hit["content"]])[0]
     assert sum(a * b for a, b in zip(hit[SECOND_FIELD], bge, strict=True)) == pytest.approx(
         1, abs=1e-3
     )
-
-    # Another second reader (its int8 copy): a new version holding the chunks and the first
-    # reader's vectors; the push embeds the new second reader's alone.
-    int8 = two.replace(second_embedding_backend="onnx-int8")
-    swapped = apply_config(int8, client=client)
-    (reindex,) = [change for change in swapped.pending if change.kind == "reindex"]
-    assert reindex.payload["drop_fields"] == [SECOND_FIELD]
-    assert _count(client, unique_name, lacking) == _count(client, unique_name) == changed.chunks
-    refilled = push(folder, int8, client=client)
-    assert (refilled.embedded, refilled.unchanged) == (0, len(DOCS))
-    assert refilled.chunks_filled == changed.chunks and _count(client, unique_name, lacking) == 0
 
 
 @pytest.fixture

@@ -87,10 +87,10 @@ def test_another_second_reader_copies_the_chunks_without_its_vectors(tmp_path):
     from loader.index.plan import plan_changes
     from tests.unit.index.test_plan import state_in_sync
 
-    fp32 = TWO
-    int8 = TWO.replace(second_embedding_backend="onnx-int8")
-    state = state_in_sync(render_config(fp32, 384, tmp_path))
-    plan = plan_changes(render_config(int8, 384, tmp_path), state)
+    int8 = TWO  # the default: bge-small on onnx-int8
+    fp32 = TWO.replace(second_embedding_backend="onnx")
+    state = state_in_sync(render_config(int8, 384, tmp_path))
+    plan = plan_changes(render_config(fp32, 384, tmp_path), state)
     (reindex,) = [change for change in plan.pending if change.kind == "reindex"]
     assert reindex.payload == {
         "source": "kb-v1",

@@ -48,3 +48,6 @@ def test_the_second_reader_keeps_its_own_instructions_and_the_first_readers_runt
     assert reader_settings(Settings(second_embedding_model="none")) is None
     own = reader_settings(settings.replace(second_embedding_backend="onnx"))
     assert (own.embedding_backend, own.second_embedding_backend) == ("onnx", "")
+    inherited = reader_settings(settings.replace(second_embedding_backend=""))
+    assert inherited.embedding_backend == "onnx-int8"  # empty: the first reader's
+    assert reader_settings(Settings(second_embedding_model=BGE)).embedding_backend == "onnx-int8"
