@@ -441,10 +441,11 @@ class Settings:
     )
     second_reader_share: float = _setting(
         "pipeline",
-        0.5,
+        0.8,
         "With a second reader (second_embedding_model), its share of the vector side's weight "
         "in every fusion; the first reader keeps the rest (0: the first alone, 1: the second "
-        "alone, on the same index).",
+        "alone, on the same index). 0.8 was best on SciFact's train claims (hybrid-rrf nDCG@10 "
+        "0.7607; 0.5 0.7533, 0.65 0.7572, 0.9 0.7597, 1 0.7579, 0 0.7318).",
         minimum=0,
         maximum=1,
     )

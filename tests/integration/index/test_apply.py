@@ -129,7 +129,10 @@ def test_apply_creates_everything_and_a_second_apply_changes_nothing(client, set
     rrf = state["pipelines"][names.rrf_pipeline][names.rrf_pipeline]
     exact = settings.exact_weight  # the exact-identifier sub-query's weight; the rest is shared
     # With a second reader (bge's jar on this machine) the two readers share the vector side.
-    vector = [(1 - exact) / 2] if reader_settings(settings) is None else [(1 - exact) / 4] * 2
+    share = settings.second_reader_share
+    vector = [(1 - exact) / 2]
+    if reader_settings(settings) is not None:
+        vector = [(1 - exact) / 2 * (1 - share), (1 - exact) / 2 * share]
     assert rrf["phase_results_processors"][0]["score-ranker-processor"]["combination"] == {
         "technique": "rrf",
         "rank_constant": 60,

@@ -179,7 +179,9 @@ def test_two_vectors_fuse_three_ranked_sub_queries(client, indexes):
     stored = client.transport.perform_request("GET", f"/_search/pipeline/{pipeline}")[pipeline]
     combination = stored["phase_results_processors"][0]["score-ranker-processor"]["combination"]
     weights, constant = combination["parameters"]["weights"], combination["rank_constant"]
-    assert len(weights) == 4 and weights[1] == weights[2] > 0  # second_reader_share 0.5
+    share = two.second_reader_share
+    assert len(weights) == 4 and weights[1] > 0 and weights[2] > 0
+    assert weights[2] == pytest.approx((weights[1] + weights[2]) * share, abs=1e-5)
     for chunk_id, score in fused:
         expected = sum(
             weight / (constant + side[chunk_id])
