@@ -247,7 +247,8 @@ class _Run:
                 second = _second_reader(self.request, self.settings)
                 with ThreadPoolExecutor(1) if second else contextlib.nullcontext() as pool:
                     # The second reader loads and embeds beside the first: onnxruntime runs
-                    # without the GIL, so a cold search loads both sessions at once.
+                    # without the GIL, so a cold search loads both sessions at once (warm, one
+                    # after the other was no faster: each model streams its weights from memory).
                     later = pool.submit(_embed, second, texts) if pool else None
                     vectors = _embed(embedder, texts)
                     second_vectors = later.result() if later else _embed(None, queries)
