@@ -29,8 +29,17 @@ medians and the ratio of each count to the first.
 compares ``embedding_backend`` the same way: per repetition and backend, in alternation, a first
 push into a fresh index and the model alone over the same chunk texts; medians and the ratio of
 each backend to the first. Settings come from the environment (``LOADER_*``) and ``loader.toml``
-as for the CLI. ``--batch-tokens 8192`` runs the ONNX backends with that many padded tokens per
-onnxruntime call instead of ``BATCH_TOKENS`` (in this process: with ``push_workers`` 1).
+as for the CLI.
+
+    python3 benchmarks/bench_push.py --limit 150 --readers none,onnx,onnx-int8 --repeat 3
+
+compares the readers (issue #53): per repetition, in alternation, a first push into a fresh index
+with one reader (``none``) and with the second reader (``second_embedding_model``, bge-small when
+its jar is here) on each backend named; medians of wall and CPU seconds (this process: the
+embedding), and each one's ratio to one reader's.
+
+``--batch-tokens 8192`` runs the ONNX backends with that many padded tokens per onnxruntime call
+instead of ``BATCH_TOKENS`` (in this process: with ``push_workers`` 1).
 """
 
 from __future__ import annotations
@@ -56,6 +65,7 @@ from loader.ingest.sync import sync_documents  # noqa: E402
 from loader.ingest.workers import BATCHES_PER_TASK, embed_passages  # noqa: E402
 from loader.models import onnx_embedding  # noqa: E402
 from loader.models.embedding import embedder_for  # noqa: E402
+from loader.models.readers import reader_settings  # noqa: E402
 from loader.resolve import resolve_settings  # noqa: E402
 
 DEFAULT_DATASET = Path(__file__).resolve().parents[2] / "shared" / "datasets" / "scifact"
@@ -86,6 +96,11 @@ def main() -> None:
         default=onnx_embedding.BATCH_TOKENS,
         help="padded tokens per onnxruntime call (ONNX backends)",
     )
+    parser.add_argument(
+        "--readers",
+        default="",
+        help="comma-separated second readers to compare: none, or a second_embedding_backend",
+    )
     args = parser.parse_args()
     onnx_embedding.BATCH_TOKENS = args.batch_tokens
 
@@ -107,6 +122,9 @@ def main() -> None:
     if args.embedding_backend:
         backends = args.embedding_backend.split(",")
         compare_backends(backends, args.repeat, settings, corpus, client)
+        return
+    if args.readers:
+        compare_readers(args.readers.split(","), args.repeat, settings, corpus, embedder, client)
         return
     if args.workers:
         counts = [int(value) for value in args.workers.split(",")]
@@ -268,6 +286,38 @@ def compare_backends(backends, repeat, settings, corpus, client) -> None:
         for backend in backends[1:]:
             ratio = medians[f"{what}, {backend}: chunks/s"] / base
             print(f"  {what}: {backend} / {backends[0]}: {ratio:.2f} x")
+
+
+def compare_readers(readers, repeat, settings, corpus, embedder, client) -> None:
+    """A first push per second reader (``none``: one reader; else the second reader on that
+    backend), in alternation; medians of wall and CPU seconds and each one's ratio to the
+    first named."""
+    wall: dict[str, list[float]] = {reader: [] for reader in readers}
+    cpu: dict[str, list[float]] = {reader: [] for reader in readers}
+    for _ in range(repeat):
+        for reader in readers:
+            second = {"second_embedding_model": "none"} if reader == "none" else {
+                "second_embedding_model": "bge-small-en-v1.5", "second_embedding_backend": reader
+            }  # fmt: skip
+            alias = f"bench-push-r-{uuid.uuid4().hex[:8]}"
+            run_settings = settings.replace(index_name=alias, **second)
+            if reader != "none":  # loaded and warm before the clock runs, as the first is
+                embedder_for(reader_settings(run_settings)).embed_passages(["warm up"])
+            with fresh_index(run_settings, corpus, embedder, client) as push_corpus:
+                started = _cpu_seconds()
+                first = push_corpus()
+                cpu[reader].append(_cpu_seconds() - started)
+            assert first.failed == 0 and first.embedded == first.chunks, first.errors[:3]
+            wall[reader].append(first.seconds)
+            print(f"  {reader:10} {first.seconds:7.1f} s wall {cpu[reader][-1]:7.1f} s cpu")
+    walls = _print_medians(wall, "first push, wall seconds (median)")
+    cpus = _print_medians(cpu, "first push, CPU seconds of this process (median)")
+    base = readers[0]
+    for reader in readers[1:]:
+        print(
+            f"  {reader} / {base}: wall {walls[reader] / walls[base]:.2f} x, "
+            f"cpu {cpus[reader] / cpus[base]:.2f} x"
+        )
 
 
 def _print_medians(rates: dict[str, list[float]], heading: str) -> dict[str, float]:

@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
-bash scripts/setup.sh
+bash scripts/setup.sh --bge   # bge-small-en-v1.5, the second reader beside all-MiniLM-L6-v2
 loader up
 loader apply
 loader push docs/

@@ -112,6 +112,11 @@ def push(
         )
     elif not quiet:
         where = " on the cluster" if report.embedding_location == "cluster" else ""
+        if report.second_embedded or report.chunks_filled:
+            where += (
+                f", {report.second_embedded} by the second reader"
+                f"{f', {report.chunks_filled} given its vector' if report.chunks_filled else ''}"
+            )
         click.echo(
             f"{printable(report.collection)}: {report.added} added, {report.updated} updated, "
             f"{report.unchanged} unchanged, {report.deleted} deleted, {report.failed} failed"

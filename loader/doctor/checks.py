@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors, cluster_version, connect, safe_url
 from loader.doctor.hybrid import hybrid_checks
+from loader.doctor.models import learned_model_checks
 from loader.doctor.probes import probe_index
 from loader.doctor.report import Check, DoctorReport
 from loader.errors import (
@@ -37,7 +37,7 @@ from loader.errors import (
 )
 from loader.index import reindex_block
 from loader.index.ml_model import model_on_cluster
-from loader.index.plan import Plan
+from loader.index.plan import ML_MODEL_KINDS, Plan
 from loader.index.render import config_names, render_config, version_of
 from loader.index.state import get_or_none
 from loader.settings import Settings
@@ -241,6 +241,9 @@ def _drift(plan: Plan, kinds: tuple[str, ...]) -> list[str]:
     return [change.line() for change in plan.pending if change.kind in kinds]
 
 
+BODY_KINDS = ("ingest pipeline", "search pipeline", "search template")
+
+
 def _plan_checks(plan: Plan, report: DoctorReport) -> None:
     """The index, each pipeline and template, and the ml model: equal to what apply stores."""
     index_drift = _drift(plan, INDEX_KINDS)
@@ -251,7 +254,12 @@ def _plan_checks(plan: Plan, report: DoctorReport) -> None:
     )
     words = {"create": "missing", "update": "differs from the files (changed by hand?)"}
     for change in plan.changes:
-        if change.kind not in ("ingest pipeline", "search pipeline", "search template", "ml model"):
+        if change.kind not in (
+            "ingest pipeline",
+            "search pipeline",
+            "search template",
+            *ML_MODEL_KINDS,
+        ):
             continue
         name = f"{change.kind} {change.name}"
         if change.action == "none":
@@ -338,62 +346,6 @@ def _int8_check(settings: Settings) -> Check:
     return Check(
         "int8 vectors", "ok", f"agree with fp32 to a cosine of {lowest:.4f} on {cpu_features()}"
     )
-
-
-def learned_model_checks(learned_reranker: str, reranker_model: str) -> list[Check]:
-    """One line per learned reranker the settings name (each tenant's model folder in
-    ``learned_reranker``, or that folder itself when it holds one model; ``reranker_model``
-    naming a folder ``loader learn`` wrote): its folder checked and its booster loaded as every
-    reader does (``loader.models.rerank.learned``: the files' kind, size, recorded hash and text,
-    then a child process first), so a damaged model fails here, naming the file and what is
-    wrong, instead of at the first rerank."""
-    from loader.models.rerank.check import is_learned_folder, learned_problem
-
-    named = {}
-    if learned_reranker:
-        named = {folder: "learned_reranker" for folder in _tenant_folders(learned_reranker)}
-        named = named or {learned_reranker: "learned_reranker"}  # none: learned_problem says why
-    if is_learned_folder(reranker_model):
-        named.setdefault(reranker_model, "reranker_model")
-    checks = []
-    for folder, setting in named.items():
-        problem = learned_problem(folder, setting)
-        if problem:
-            fix = f"train one with `loader learn --out {folder}`, or unset {setting}"
-            checks.append(Check("learned reranker", "fail", problem, fix, ModelError))
-            continue
-        checks.append(_learned_model_check(folder))
-    return checks
-
-
-# The tenants' models doctor checks at most (each is loaded in a child process: ~0.6 s).
-MAX_CHECKED_MODELS = 50
-
-
-def _tenant_folders(root: str) -> list[str]:
-    """The model folders under ``learned_reranker``: the folder itself when it holds one model
-    (the layout before one model per tenant), else each tenant's folder that holds one."""
-    from loader.models.rerank.check import is_learned_folder
-
-    base = Path(root).expanduser()
-    if is_learned_folder(root) or not base.is_dir():
-        return [root] if is_learned_folder(root) else []
-    found = sorted(str(entry) for entry in base.iterdir() if is_learned_folder(str(entry)))
-    return found[:MAX_CHECKED_MODELS]
-
-
-def _learned_model_check(folder: str) -> Check:
-    from loader.models.rerank.learned import LearnedReranker
-
-    try:
-        model = LearnedReranker(folder)
-    except ModelError as exc:
-        return Check(
-            "learned reranker", "fail", str(exc), "train it again with `loader learn`", ModelError
-        )
-    whose = f", tenant {model.tenant!r}" if model.tenant else ""
-    detail = f"{folder}: {model.booster.num_trees()} trees, SHA-256 {model.sha256[:16]}...{whose}"
-    return Check("learned reranker", "ok", detail)
 
 
 def run_doctor(

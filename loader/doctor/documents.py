@@ -31,6 +31,7 @@ from loader.doctor.report import Check
 from loader.index import copy_check, reindex_block
 from loader.index.render import version_of
 from loader.ingest.plan import recorded_chunk_count
+from loader.models.readers import SECOND_FIELD, reader_settings
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -210,3 +211,27 @@ def _copied_to(meta: Mapping[str, Any]) -> Any:
     """The destination the write-block record of a version names (``reindex_block``)."""
     record = meta.get(reindex_block.META_KEY)
     return record.get("dest") if isinstance(record, Mapping) else None
+
+
+SECOND_NAME = "second reader's vectors"
+
+
+def second_reader_check(client: OpenSearch, settings: Settings) -> Check:
+    """Whether every chunk holds the second reader's vector (``second_embedding_model``): the
+    chunks of an index pushed before it was added lack it until a push gives it them."""
+    second = reader_settings(settings)
+    if second is None:
+        return Check(SECOND_NAME, "skip", "one reader (second_embedding_model)")
+    lacking = {"bool": {"must_not": [{"exists": {"field": SECOND_FIELD}}]}}
+    with cluster_errors(settings, f"counting the chunks without {SECOND_FIELD}"):
+        total = client.count(index=settings.index_name)["count"]
+        missing = client.count(index=settings.index_name, body={"query": lacking})["count"]
+    if not missing:
+        return Check(SECOND_NAME, "ok", f"all {total} chunks hold {second.embedding_model}'s")
+    return Check(
+        SECOND_NAME,
+        "fail",
+        f"{missing} of {total} chunks lack {second.embedding_model}'s vector; the hybrid modes "
+        "rank them on the first reader alone",
+        "run `loader push` for their folders: it embeds only the second reader's vectors",
+    )

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors
-from loader.doctor.documents import check_copy, check_documents
+from loader.doctor.documents import check_copy, check_documents, second_reader_check
 from loader.doctor.report import Check, DoctorReport
 from loader.errors import ClusterError, ConfigError
 from loader.index.render import DesiredConfig
@@ -262,5 +262,6 @@ def probe_index(
     _chunking_check(aggregations, settings, report)
     report.checks.append(check_documents(client, settings))
     report.checks.append(check_copy(client, settings, index))
+    report.checks.append(second_reader_check(client, settings))
     _filter_check(client, settings, desired, desired.dimension, report)
     _fused_check(client, settings, desired, report)

@@ -32,12 +32,9 @@ Example::
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import json
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +51,7 @@ from loader.cluster.client import (
 from loader.errors import ClusterError, ConfigError
 from loader.index import copy_check, reindex_block
 from loader.index.bulk_load import restore_index
-from loader.index.plan import STEP_ML_MODEL, Change, Plan, plan_changes
+from loader.index.plan import ML_MODEL_KINDS, Change, Plan, plan_changes
 from loader.index.render import render_config
 from loader.index.state import read_cluster_state
 from loader.settings import Settings
@@ -120,63 +117,33 @@ def plan_apply(
         version = require_cluster(client, settings)
     if dimension is None:
         dimension = model_dimension(settings)
-    model_change = None
-    ml_model_id = None
+    model_changes: list[Change] = []
+    ml_model_id = second_ml_model_id = None
     # embedding_location = cluster needs the model too (the ingest pipeline's text_embedding
     # processor names it), and with the model there the text-only templates come with it.
     if ml.model_on_cluster(
         server_side_embedding=settings.server_side_embedding,
         embedding_location=settings.embedding_location,
     ):
-        model_change = _ml_model_change(client, settings)
-        ml_model_id = model_change.detail_id or PENDING_ML_MODEL_ID
+        model_changes, ml_model_id, second_ml_model_id = ml.plan_models(client, settings)
     desired = render_config(
         settings,
         dimension,
         project_dir,
         ml_model_id=ml_model_id,
         cluster_version=version or cluster_version(client, settings),  # 2.x has no z-score
+        second_ml_model_id=second_ml_model_id,
     )
     state = read_cluster_state(client, settings, desired)
     plan = plan_changes(desired, state, delete_old=delete_old)
-    if model_change is not None:
-        plan.changes = sorted([*plan.changes, model_change.change])
+    if model_changes:
+        plan.changes = sorted([*plan.changes, *model_changes])
     if settings.query_log != "off":  # the query log's indices (loader.index.query_log)
         from loader.index.query_log import plan_query_log
 
         with cluster_errors(settings, "reading the query log's indices"):
             plan.changes = sorted([*plan.changes, *plan_query_log(client, settings, project_dir)])
     return plan
-
-
-# The text-only templates and the ingest pipeline's embedding processor are planned with this in
-# place of the id of a model not yet registered; execute_plan puts the real id in once the
-# "ml model" change has run.
-PENDING_ML_MODEL_ID = "ML-MODEL-ID-ASSIGNED-ON-APPLY"
-
-
-@dataclass(frozen=True)
-class _ModelChange:
-    change: Change
-    detail_id: str | None  # the registered model's id, if any
-
-
-def _ml_model_change(client: OpenSearch, settings: Settings) -> _ModelChange:
-    """The plan step for the index's embedding model in ml-commons (``loader.index.ml_model``)."""
-    from loader.index import ml_model as ml
-    from loader.models.embedding_export import export_model
-
-    package = export_model(settings)
-    status = ml.find_model(client, settings, package)
-    if status.model_id is None:
-        action, detail = "create", f"(register and deploy, sha256 {package.content_hash[:12]})"
-    elif not status.deployed:
-        action, detail = "update", f"(deploy {status.model_id}, now {status.state})"
-    else:
-        action, detail = "none", ""
-    name = f"{package.name} ({status.model_id})" if status.model_id else package.name
-    change = Change(STEP_ML_MODEL, "ml model", name, action, detail, payload=package)
-    return _ModelChange(change, status.model_id)
 
 
 def apply_config(
@@ -220,14 +187,15 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
     the new index is complete). The version a reindex copies is write-blocked from before the copy
     until the alias has moved off it; the block is lifted if anything in between fails
     (``_write_blocked``)."""
-    ml_model_id = None
+    model_ids: dict[str, str] = {}  # placeholder -> the id its model got
     with contextlib.ExitStack() as copying:
         for change in plan.pending:
-            if change.kind == "ml model":
+            if change.kind in ML_MODEL_KINDS:
                 from loader.index import ml_model as ml
 
-                ml_model_id = ml.ensure_model(client, settings, change.payload).model_id
-                log.info("done: %s -> %s", change.line(), ml_model_id)
+                model_id = ml.ensure_model(client, settings, change.payload).model_id
+                model_ids[ml.PENDING_IDS[change.kind]] = model_id
+                log.info("done: %s -> %s", change.line(), model_id)
                 continue
             if change.kind.startswith("query log "):  # loader.index.query_log
                 from loader.index.query_log import execute_query_log_change
@@ -236,8 +204,10 @@ def execute_plan(client: OpenSearch, settings: Settings, plan: Plan) -> None:
                     execute_query_log_change(client, change)
                 log.info("done: %s", change.line())
                 continue
-            if ml_model_id and change.kind in ("search template", "ingest pipeline"):
-                change = _with_model_id(change, ml_model_id)
+            if model_ids and change.kind in ("search template", "ingest pipeline"):
+                from loader.index.ml_model import with_model_ids
+
+                change = with_model_ids(change, model_ids)
             if change.kind == "reindex":
                 source, dest = change.payload["source"], change.payload["dest"]
                 takes_over = bool(change.payload.get("takes_over_block"))
@@ -307,13 +277,6 @@ def _write_blocked(
         raise
 
 
-def _with_model_id(change: Change, model_id: str) -> Change:
-    """The template or pipeline change with the just-registered model's id in place of the
-    placeholder (anywhere in its body: a template's mustache source, a processor's model_id)."""
-    body = json.dumps(change.payload).replace(PENDING_ML_MODEL_ID, model_id)
-    return dataclasses.replace(change, payload=json.loads(body))
-
-
 def _execute(client: OpenSearch, alias: str, change: Change) -> None:
     kind, name, payload = change.kind, change.name, change.payload
     if kind == "ingest pipeline":
@@ -335,7 +298,7 @@ def _execute(client: OpenSearch, alias: str, change: Change) -> None:
     elif kind == reindex_block.PLAN_KIND:
         reindex_block.lift_index(client, payload)
     elif kind == "reindex":
-        _reindex(client, payload["source"], payload["dest"])
+        _reindex(client, payload["source"], payload["dest"], payload.get("drop_fields", ()))
 
     elif kind == "alias":
         _move_alias(client, alias, payload)
@@ -368,17 +331,22 @@ def _move_alias(client: OpenSearch, alias: str, payload: Mapping[str, str]) -> N
         ) from exc
 
 
-def _reindex(client: OpenSearch, source: str, dest: str) -> None:
-    """Copy every document as a server-side task, wait for it, make the copy searchable, and
-    check it holds every chunk of ``source`` (``_check_copy``) before the alias may move.
+def _reindex(client: OpenSearch, source: str, dest: str, drop_fields: Sequence[str] = ()) -> None:
+    """Copy every document as a server-side task (without ``drop_fields``: another second
+    reader's vectors), wait for it, make the copy searchable, and check it holds every chunk of
+    ``source`` (``_check_copy``) before the alias may move.
     Interrupted (Ctrl-C), the task is cancelled: left running, it would go on filling an index
     nothing points at, beside the next apply's own copy."""
     # _reindex reads a point-in-time of what is refreshed: writes acknowledged before the write
     # block but not yet refreshed (the refresh interval, or a shard gone search-idle) would not
     # be copied, and the moved alias would lose them.
     client.indices.refresh(index=source)
+    body: dict[str, Any] = {"source": {"index": source}, "dest": {"index": dest}}
+    if drop_fields:
+        removals = " ".join(f"ctx._source.remove('{name}');" for name in drop_fields)
+        body["script"] = {"lang": "painless", "source": removals}
     started = client.reindex(
-        body={"source": {"index": source}, "dest": {"index": dest}},
+        body=body,
         wait_for_completion=False,
         refresh=True,
     )

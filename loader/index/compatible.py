@@ -15,7 +15,8 @@ from loader.documents import DOC_ID_SCHEME
 from loader.errors import IncompatibleIndexError
 from loader.index.diff import describe_fingerprint, normalize
 from loader.index.state import get_or_none
-from loader.models.registry import EMBEDDING_META_KEY, index_fingerprint
+from loader.models.readers import FIRST_FIELD, SECOND_FIELD, reader_dimension, reader_settings
+from loader.models.registry import EMBEDDING_META_KEY, SECOND_READER_META_KEY, index_fingerprint
 from loader.settings import Settings
 
 
@@ -46,6 +47,36 @@ def _check_model_fingerprint(
             f"the settings embed with {describe_fingerprint(want)}; mixing them would make "
             "searches compare two models' vectors. Run `loader apply` (it plans a new, empty "
             "index version), then push again"
+        )
+
+
+def _check_second_reader(
+    index: str,
+    alias: str,
+    body: Mapping[str, Any],
+    settings: Settings,
+    stored: int | None,
+) -> None:
+    """Refuse an index that lacks the settings' second reader, or holds another one's vectors in
+    ``second_embedding`` (``_meta.second_embedding_model``). An index with a second reader the
+    settings do not name is left as it is: a push then writes chunks without its vectors."""
+    second = reader_settings(settings)
+    if second is None:
+        return
+    if stored is None:
+        raise IncompatibleIndexError(
+            f"index {index} (alias {alias!r}) has no {SECOND_FIELD!r} field for the second reader "
+            f"{second.embedding_model!r} (second_embedding_model); run `loader apply` (it adds "
+            "the field in place; a project's own mappings/chunks.json.j2 must declare it), then "
+            "push: only the second reader's vectors are embedded"
+        )
+    have = ((body.get("mappings") or {}).get("_meta") or {}).get(SECOND_READER_META_KEY)
+    want = index_fingerprint(second, reader_dimension(second.embedding_model))
+    if have is None or normalize(have) != normalize(want):
+        held = describe_fingerprint(have) if have else "vectors of no recorded model"
+        raise IncompatibleIndexError(
+            f"index {index} (alias {alias!r}) holds {held} in {SECOND_FIELD!r}, but the settings' "
+            f"second reader is {describe_fingerprint(want)}; run `loader apply`, then push again"
         )
 
 
@@ -91,15 +122,16 @@ def check_index_compatible(client: OpenSearch, settings: Settings, dimension: in
                 f"index {index} (alias {alias!r}) has no knn_vector field; run `loader apply` "
                 "to create a new index version from the mapping files, then push"
             )
-        for field_name, stored in dimensions.items():
-            if stored != dimension:
-                raise IncompatibleIndexError(
-                    f"index {index} (alias {alias!r}) stores {stored}-dimensional vectors in "
-                    f"{field_name!r}, but embedding model {settings.embedding_model!r} makes "
-                    f"{dimension}-dimensional ones; run `loader apply` to create a new index "
-                    "version for this model, then push again"
-                )
+        stored = dimensions.get(FIRST_FIELD)
+        if stored is not None and stored != dimension:
+            raise IncompatibleIndexError(
+                f"index {index} (alias {alias!r}) stores {stored}-dimensional vectors in "
+                f"{FIRST_FIELD!r}, but embedding model {settings.embedding_model!r} makes "
+                f"{dimension}-dimensional ones; run `loader apply` to create a new index "
+                "version for this model, then push again"
+            )
         _check_model_fingerprint(index, alias, body, settings, dimension)
+        _check_second_reader(index, alias, body, settings, dimensions.get(SECOND_FIELD))
     if settings.embedding_location == "cluster":
         from loader.index import ml_model as ml
 

@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from loader.models.registry import EMBEDDING_META_KEY
+from loader.models.readers import SECOND_FIELD
+from loader.models.registry import EMBEDDING_META_KEY, SECOND_READER_META_KEY
 
 # Index settings OpenSearch lets us change on an open index; any other difference needs a new
 # index version.
@@ -51,6 +52,9 @@ class IndexDiff:
     dimension_change: tuple[int, int] | None = None  # (cluster, files)
     id_scheme_change: tuple[str | None, str] | None = None  # (cluster, files): doc_id_scheme
     model_change: tuple[dict, dict] | None = None  # (cluster, files): the model fingerprint
+    # Another second reader (model, runtime or dimension): its vectors alone are useless.
+    second_reader_change: bool = False
+    meta_keys: list[str] = field(default_factory=list)  # the _meta keys an update sets anew
 
     @property
     def in_place(self) -> bool:
@@ -178,7 +182,9 @@ def _diff_meta(desired: Mapping[str, Any], current: Mapping[str, Any], diff: Ind
     embedding_model`` fingerprints the vectors (model, backend, dimension, passage instruction):
     another one needs a new, empty version too (copied vectors would mix two models). An index
     built before fingerprints has none: it is recorded in place (only its dimension was known,
-    and that is compared on the vector field)."""
+    and that is compared on the vector field). ``_meta.second_embedding_model`` fingerprints the
+    second reader's vectors: a first one is added in place (with its field; ``loader push`` then
+    fills in its vectors), another one needs a new, empty version."""
     want = desired.get("doc_id_scheme")
     have = current.get("doc_id_scheme")
     if want != have:
@@ -192,9 +198,23 @@ def _diff_meta(desired: Mapping[str, Any], current: Mapping[str, Any], diff: Ind
             f"embedding model: {describe_fingerprint(have_model)} -> "
             f"{describe_fingerprint(want_model or {})}"
         )
+    want_second = desired.get(SECOND_READER_META_KEY)
+    have_second = current.get(SECOND_READER_META_KEY)
+    if (
+        have_second is not None
+        and want_second is not None
+        and normalize(want_second) != normalize(have_second)
+    ):
+        diff.second_reader_change = True
+        diff.incompatible.append(
+            f"second reader: {describe_fingerprint(have_second)} -> "
+            f"{describe_fingerprint(want_second)}"
+        )
     handled = ("doc_id_scheme", *((EMBEDDING_META_KEY,) if have_model is not None else ()))
-    if any(current.get(key) != value for key, value in desired.items() if key not in handled):
+    changed = [k for k, value in desired.items() if k not in handled and current.get(k) != value]
+    if changed:
         diff.mapping_params["_meta"] = {**current, **desired}
+        diff.meta_keys = changed
 
 
 def _without_dimension(fingerprint: Mapping[str, Any] | None) -> Any:
@@ -228,7 +248,12 @@ def _diff_properties(
         if found is None:
             continue
         where, want, got = found
-        if spec.get("type") == "knn_vector" and where == "dimension":
+        if spec.get("type") == "knn_vector" and where == "dimension" and name == SECOND_FIELD:
+            diff.second_reader_change = True
+            diff.incompatible.append(
+                f"second reader's vector field {full}: dimension {got} -> {want}"
+            )
+        elif spec.get("type") == "knn_vector" and where == "dimension":
             diff.dimension_change = (int(got), int(want))
             diff.incompatible.append(f"vector field {full}: dimension {got} -> {want}")
         else:

@@ -29,16 +29,21 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors
 from loader.errors import ClusterError, ConfigError
+from loader.index.plan import ML_MODEL, SECOND_ML_MODEL, STEP_ML_MODEL, Change
 from loader.index.render import config_names
 from loader.models.embedding_export import ModelPackage, export_model
+from loader.models.readers import reader_settings
 from loader.models.registry import effective_prefixes
 from loader.settings import Settings
 
@@ -383,3 +388,54 @@ def check_push_embedding(client: OpenSearch, settings: Settings) -> None:
             f"{pipeline} embeds with is {state.lower() if state else 'not registered'}; run "
             "`loader apply` (it registers and deploys it), then push"
         )
+
+
+# --- the plan's model steps ---------------------------------------------------------------------
+
+# The text-only templates and the ingest pipeline's embedding processors are planned with these in
+# place of the ids of models not yet registered; execute_plan puts the real ids in once the "ml
+# model" steps have run (``with_model_ids``).
+PENDING_ML_MODEL_ID = "ML-MODEL-ID-ASSIGNED-ON-APPLY"
+PENDING_SECOND_ML_MODEL_ID = "SECOND-ML-MODEL-ID-ASSIGNED-ON-APPLY"
+# The placeholder each model's id replaces, by the kind of its plan step.
+PENDING_IDS = {ML_MODEL: PENDING_ML_MODEL_ID, SECOND_ML_MODEL: PENDING_SECOND_ML_MODEL_ID}
+
+
+def model_change(
+    client: OpenSearch, settings: Settings, kind: str = ML_MODEL
+) -> tuple[Change, str | None]:
+    """The plan step of one embedding model in ml-commons, and its id when it is registered:
+    ``settings`` name it (``reader_settings`` for the second reader's, kind ``SECOND_ML_MODEL``);
+    the step's payload is the package."""
+    package = export_model(settings)
+    status = find_model(client, settings, package)
+    if status.model_id is None:
+        action, detail = "create", f"(register and deploy, sha256 {package.content_hash[:12]})"
+    elif not status.deployed:
+        action, detail = "update", f"(deploy {status.model_id}, now {status.state})"
+    else:
+        action, detail = "none", ""
+    name = f"{package.name} ({status.model_id})" if status.model_id else package.name
+    change = Change(STEP_ML_MODEL, kind, name, action, detail, payload=package)
+    return change, status.model_id
+
+
+def plan_models(client: OpenSearch, settings: Settings) -> tuple[list[Change], str, str | None]:
+    """The plan steps of the index's model and, with a second reader, of its model, and the ids
+    the rendered files name them by: each one's id when it is registered, else its placeholder
+    (``None`` for the second without a second reader)."""
+    steps = [model_change(client, settings)]
+    second = reader_settings(settings)
+    if second is not None:
+        steps.append(model_change(client, second, SECOND_ML_MODEL))
+    ids = [model_id or PENDING_IDS[change.kind] for change, model_id in steps]
+    return [change for change, _ in steps], ids[0], (ids[1] if second is not None else None)
+
+
+def with_model_ids(change: Change, model_ids: Mapping[str, str]) -> Change:
+    """The template or pipeline change with the just-registered models' ids in place of their
+    placeholders (anywhere in its body: a template's mustache source, a processor's model_id)."""
+    body = json.dumps(change.payload)
+    for placeholder, model_id in model_ids.items():
+        body = body.replace(placeholder, model_id)
+    return dataclasses.replace(change, payload=json.loads(body))

@@ -31,6 +31,7 @@ from loader.index.diff import (
     normalize,
 )
 from loader.index.render import ConfigNames, DesiredConfig, version_of
+from loader.models.readers import SECOND_FIELD
 
 if TYPE_CHECKING:
     from loader.index.state import ClusterState
@@ -50,6 +51,10 @@ STEP_ALIAS = 5
 STEP_SEARCH_PIPELINE = 6
 STEP_SEARCH_TEMPLATE = 7
 STEP_OLD_INDEX = 8
+# The kinds of the ml model steps: the index's model, the second reader's beside it.
+ML_MODEL = "ml model"
+SECOND_ML_MODEL = "second reader's ml model"
+ML_MODEL_KINDS = (ML_MODEL, SECOND_ML_MODEL)
 
 
 @dataclass(frozen=True, order=True)
@@ -292,15 +297,18 @@ def _new_version(
             "`loader apply --delete-old`)"
         )
         return _IndexStep(next_index, [create], [note])
+    dropped = [SECOND_FIELD] if diff.second_reader_change else []  # a push embeds it again
     reindex = Change(
         STEP_REINDEX,
         "reindex",
         f"{current} -> {next_index}",
         "create",
         detail=(
-            f"(write-blocks {current} first: a push during the copy fails instead of being lost)"
+            f"(write-blocks {current} first: a push during the copy fails instead of being lost"
+            f"{f'; without {SECOND_FIELD}' if dropped else ''})"
         ),
-        payload={"source": current, "dest": next_index},
+        payload={"source": current, "dest": next_index}
+        | ({"drop_fields": dropped} if dropped else {}),
     )
     note = (
         f"{current} is write-blocked while the reindex copies it: a `loader push` meanwhile "
@@ -308,6 +316,8 @@ def _new_version(
         f"is on {next_index}. The block stays on {current} (kept until `loader apply "
         "--delete-old`) and is lifted if the apply stops before the swap"
     )
+    if dropped:
+        note += "; the second reader changed: run `loader push` then, to embed its vectors alone"
     return _IndexStep(next_index, [create, reindex], [note])
 
 
@@ -327,7 +337,12 @@ def _mapping_change(index: str, diff: IndexDiff) -> Change:
     added = ", ".join(sorted(diff.new_fields))
     detail = f"(add fields: {added})" if added else ""
     if diff.mapping_params:
-        params = ", ".join(f"{k}: {v}" for k, v in sorted(diff.mapping_params.items()))
+        params = ", ".join(
+            f"_meta: {', '.join(diff.meta_keys)}"
+            if k == "_meta" and diff.meta_keys
+            else f"{k}: {v}"
+            for k, v in sorted(diff.mapping_params.items())
+        )
         detail = f"{detail} ({params})".strip()
     payload = {**diff.mapping_params}
     if diff.new_fields:

@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from loader.documents import DOC_ID_SCHEME
 from loader.errors import ConfigError
-from loader.models.registry import EMBEDDING_META_KEY, index_fingerprint
+from loader.models.readers import reader_dimension, reader_settings
+from loader.models.registry import EMBEDDING_META_KEY, SECOND_READER_META_KEY, index_fingerprint
 from loader.modes import pipelines_too_new, search_mode
 from loader.settings import Settings
 
@@ -146,6 +147,7 @@ class DesiredConfig:
     names: ConfigNames
     dimension: int
     index: dict[str, Any]  # {"settings": ..., "mappings": ...}
+    second_dimension: int = 0  # the second reader's (second_embedding_model); 0 without one
     search_pipelines: dict[str, dict[str, Any]] = field(default_factory=dict)
     ingest_pipelines: dict[str, dict[str, Any]] = field(default_factory=dict)
     search_templates: dict[str, dict[str, Any]] = field(default_factory=dict)  # id -> body
@@ -235,12 +237,21 @@ def list_config_files(project_dir: str | Path | None = None) -> list[str]:
     return sorted(names)
 
 
+def second_reader_dimension(settings: Settings) -> int:
+    """The vector length of the settings' second reader (``second_embedding_model``), or 0
+    without one: what the files render as ``second_dimension``."""
+    second = reader_settings(settings)
+    return reader_dimension(second.embedding_model) if second is not None else 0
+
+
 def render_file(
     name: str,
     settings: Settings,
     dimension: int,
     project_dir: str | Path | None = None,
     ml_model_id: str | None = None,
+    second_dimension: int | None = None,
+    second_ml_model_id: str | None = None,
 ) -> dict[str, Any]:
     """Render one config file and parse it as JSON.
 
@@ -252,11 +263,18 @@ def render_file(
             folders).
         ml_model_id: the ml-commons id of the index's embedding model, for the text-only
             templates (``null`` in them when not given).
+        second_dimension: the second reader's vector length, 0 for none; ``None`` reads it
+            from the settings (``second_reader_dimension``).
+        second_ml_model_id: the ml-commons id of the second reader's model, for the text-only
+            templates and the ingest pipeline (with ``ml_model_id``).
 
     Returns:
         The parsed JSON object.
     """
     import jinja2
+
+    if second_dimension is None:
+        second_dimension = second_reader_dimension(settings)
 
     env = _environment(project_dir, mustache=name.startswith(SEARCH_TEMPLATE_FOLDER))
     context = {
@@ -264,6 +282,8 @@ def render_file(
         "dimension": int(dimension),
         "names": config_names(settings.index_name),
         "ml_model_id": ml_model_id,
+        "second_dimension": int(second_dimension),
+        "second_ml_model_id": second_ml_model_id,
     }
     try:
         text = env.get_template(name).render(**context)
@@ -295,6 +315,7 @@ def render_config(
     project_dir: str | Path | None = None,
     ml_model_id: str | None = None,
     cluster_version: tuple[int, int] | None = None,
+    second_ml_model_id: str | None = None,
 ) -> DesiredConfig:
     """Render every config file into the bodies ``loader apply`` puts on the cluster.
 
@@ -307,20 +328,27 @@ def render_config(
             search templates (``*_text.json.j2``) are rendered too, else they are left out.
         cluster_version: the cluster's (major, minor): a mode's pipeline it cannot run is left
             out (``loader.modes.SearchMode.since``); ``None`` renders every file.
+        second_ml_model_id: the ml-commons id of the second reader's model (with a second
+            reader and ``ml_model_id``): the text-only templates' second neural query.
 
     Returns:
         The desired configuration.
     """
     names = config_names(settings.index_name)
+    second = reader_settings(settings)
+    second_dimension = second_reader_dimension(settings)
     config = DesiredConfig(
         names=names,
         dimension=int(dimension),
-        index=render_file(INDEX_FILE, settings, dimension, project_dir),
+        index=render_file(INDEX_FILE, settings, dimension, project_dir, None, second_dimension),
+        second_dimension=second_dimension,
     )
     # Set here, not in the mapping file: a user's own mapping must not be able to drop them.
     meta = config.index.setdefault("mappings", {}).setdefault("_meta", {})
     meta["doc_id_scheme"] = DOC_ID_SCHEME
     meta[EMBEDDING_META_KEY] = index_fingerprint(settings, dimension)
+    if second is not None:
+        meta[SECOND_READER_META_KEY] = index_fingerprint(second, second_dimension)
     too_new = pipelines_too_new(cluster_version)
     for name in list_config_files(project_dir):
         stem = name.rsplit("/", 1)[-1].removesuffix(FILE_SUFFIX)
@@ -337,7 +365,15 @@ def render_config(
             target = config.search_templates
         else:
             continue  # mappings: only the chunk index is rendered
-        body = render_file(name, settings, dimension, project_dir, ml_model_id)
+        body = render_file(
+            name,
+            settings,
+            dimension,
+            project_dir,
+            ml_model_id,
+            second_dimension,
+            second_ml_model_id,
+        )
         if target is config.search_templates:
             _check_script(name, body)
         target[names.object_name(stem)] = body

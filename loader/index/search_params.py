@@ -33,6 +33,7 @@ def search_template_params(
     *,
     query_text: str | None = None,
     query_vector: Sequence[float] | None = None,
+    second_query_vector: Sequence[float] | None = None,
     exact_terms: Sequence[str] = (),
     depth: int | None = None,
     filters: Mapping[str, Any] | None = None,
@@ -44,6 +45,9 @@ def search_template_params(
         tenant: the only tenant whose chunks the templates return (they require it).
         query_text: the question, for the BM25 side and the text-only templates.
         query_vector: the question's embedding, for the k-NN side.
+        second_query_vector: the question's embedding by the second reader
+            (``second_embedding_model``), for its k-NN sub-query; without it the hybrid
+            templates search the first reader in its place.
         exact_terms: the question's identifiers; sent even when empty, so every call names
             them (the templates treat ``[]`` as none).
         depth: hits returned (``size``) and k-NN candidates and the hybrid query's depth
@@ -72,6 +76,8 @@ def search_template_params(
         params["collapse_doc"] = True
     if query_vector is not None:
         params["query_vector"] = list(query_vector)
+    if second_query_vector is not None:
+        params["second_query_vector"] = list(second_query_vector)
     return params
 
 

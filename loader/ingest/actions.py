@@ -15,6 +15,7 @@ from loader.documents import PATH_SEPARATOR
 from loader.ingest.bulk import BLOCKED_REMEDY, BulkAction, write_blocked
 from loader.ingest.fingerprint import chunking_fingerprint
 from loader.ingest.plan import PlannedDocument, PushPlan, chunk_id
+from loader.models.readers import FIRST_FIELD, SECOND_FIELD
 from loader.settings import Settings
 
 # A chunk's vector: a float32 row just embedded, or the list of floats read back from the index.
@@ -28,10 +29,12 @@ def chunk_body(
     strategy: str,
     vector: Vector | None,
     chunking: str,
+    second_vector: Vector | None = None,
 ) -> dict[str, Any]:
     """The indexed document of one chunk (only fields of the strict mapping); ``chunking`` is
     the settings' ``chunking_fingerprint``. Without a ``vector`` the body has no ``embedding``:
-    the index's ingest pipeline makes it (``embedding_location = cluster``)."""
+    the index's ingest pipeline makes it (``embedding_location = cluster``); ``second_vector``
+    is the second reader's, in ``second_embedding`` (none without a second reader)."""
     chunk = planned.chunks[position]
     meta = chunk.metadata
     tags = meta.get("tags") or []
@@ -54,7 +57,9 @@ def chunk_body(
         "body": chunk.body,
     }
     if vector is not None:
-        body["embedding"] = vector
+        body[FIRST_FIELD] = vector
+    if second_vector is not None:
+        body[SECOND_FIELD] = second_vector
     optional = {
         "lang": meta.get("lang"),
         "published": meta.get("published"),
@@ -69,12 +74,19 @@ def chunk_body(
 
 
 def bulk_actions(
-    plan: PushPlan, settings: Settings, vectors: dict[str, Vector]
+    plan: PushPlan,
+    settings: Settings,
+    vectors: dict[str, Vector],
+    second_vectors: dict[str, Vector] | None = None,
 ) -> list[BulkAction]:
-    """The bulk writes of a plan: index every planned chunk (``deletions`` follow them)."""
+    """The bulk writes of a plan: index every planned chunk, with the second reader's vector
+    when ``second_vectors`` are given (by content hash, as ``vectors``), and add that vector
+    alone to the chunks of unchanged documents that lack it (``plan.fills``, partial updates);
+    ``deletions`` follow them."""
     alias = settings.index_name
     chunking = chunking_fingerprint(settings)
     cluster = settings.embedding_location == "cluster"
+    seconds = second_vectors if second_vectors is not None else {}
     actions = [
         BulkAction(
             "index",
@@ -89,11 +101,24 @@ def bulk_actions(
                 # Only the cluster's ingest pipeline may fill in a missing vector.
                 vectors.get(content_hash) if cluster else vectors[content_hash],
                 chunking,
+                # Without it, the cluster's second processor embeds it (embedding_location).
+                seconds.get(content_hash),
             ),
         )
         for doc in plan.to_write
         for position, content_hash in enumerate(doc.hashes)
     ]
+    if second_vectors is not None and not cluster:  # on the cluster: sync._fill_on_cluster
+        actions += [
+            BulkAction(
+                "update",
+                alias,
+                fill.chunk_id,
+                fill.source,
+                {SECOND_FIELD: seconds[fill.content_hash]},
+            )
+            for fill in plan.fills
+        ]
     return actions
 
 

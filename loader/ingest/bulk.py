@@ -37,9 +37,10 @@ CLUSTER_EMBED_SECONDS_PER_ACTION = 1.0
 
 @dataclass
 class BulkAction:
-    """One index or delete operation; ``tag`` says what it belongs to (the source file)."""
+    """One index, update or delete operation; ``tag`` says what it belongs to (the source
+    file). An update's ``document`` holds the fields it sets (a partial update)."""
 
-    op: str  # "index" or "delete"
+    op: str  # "index", "update" or "delete"
     index: str
     id: str
     tag: str
@@ -51,7 +52,8 @@ class BulkAction:
         header = to_json({self.op: {"_index": self.index, "_id": self.id}})
         if self.op == "delete":
             return header + b"\n"
-        return header + b"\n" + to_json(self.document) + b"\n"
+        document = {"doc": self.document} if self.op == "update" else self.document
+        return header + b"\n" + to_json(document) + b"\n"
 
 
 def to_json(document: Any) -> bytes:

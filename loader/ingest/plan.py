@@ -22,7 +22,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from loader.documents import Chunk, Document, joined_parts
 from loader.errors import ConfigError, InputError, LoaderError
@@ -42,6 +42,16 @@ if TYPE_CHECKING:  # the model module is imported where a model is loaded, not b
 
 # Bump when the chunkers cut the same document differently, so every document is re-chunked.
 CHUNKING_VERSION = "2"
+
+
+class SecondFill(NamedTuple):
+    """A chunk of an unchanged document that lacks the second reader's vector: only that vector
+    is embedded (from ``text``, the chunk's indexed content) and written, in a partial update."""
+
+    chunk_id: str
+    source: str
+    content_hash: str
+    text: str
 
 
 @dataclass
@@ -214,6 +224,9 @@ class PushPlan:
     # source -> (tenant, whether it replaces an indexed document).
     written_foreign: dict[str, tuple[str, bool]] = field(default_factory=dict)
     empty: int = 0  # documents with no chunk and none indexed: nothing to do
+    # Chunks of unchanged documents without the second reader's vector (``read_scope`` says
+    # which): it alone is embedded for them.
+    fills: list[SecondFill] = field(default_factory=list)
 
     @property
     def chunks(self) -> int:
@@ -260,6 +273,12 @@ class PushPlan:
                     f"{f', {deleted[source]} stale deleted' if source in deleted else ''}"
                     f"{f'; tenant {owner!r}, named by its front matter' if owner else ''})"
                 )
+        if self.fills:
+            documents = len({fill.source for fill in self.fills})
+            lines.append(
+                f"~ add the second reader's vectors to {len(self.fills)} chunks of {documents} "
+                f"unchanged documents ({len({fill.content_hash for fill in self.fills})} to embed)"
+            )
         for source in self.removed:
             lines.append(f"- delete {source} ({deleted.get(source, 0)} chunks)")
         for owner, source in self.kept_foreign:
@@ -375,6 +394,10 @@ class _Planner:
             self.plan.unchanged += 1
             self.chunk_counts[doc_id] = len(existing["chunks"])
             self.plan.kept_chunks += len(existing["chunks"])
+            self.plan.fills += [
+                SecondFill(cid, item.source, content_hash, text)
+                for cid, (content_hash, text) in sorted(existing.get("lacking", {}).items())
+            ]
             return
         self.write(item, doc_id, source_hash, existing)
 

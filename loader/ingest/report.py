@@ -35,6 +35,10 @@ class PushReport:
     # the cluster's ingest pipeline to embed (cluster: one per chunk); see embedding_location.
     embedded: int = 0
     embedding_location: str = "client"
+    # With a second reader (second_embedding_model): texts it embedded, and chunks of unchanged
+    # documents that got its vector alone (partial updates).
+    second_embedded: int = 0
+    chunks_filled: int = 0
     reused_vectors: int = 0
     retries: int = 0
     seconds: float = 0.0

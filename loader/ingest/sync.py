@@ -64,6 +64,7 @@ from loader.ingest.plan import (
 from loader.ingest.readers import SUPPORTED_SUFFIXES, Skipped, iter_documents, require_folder
 from loader.ingest.report import PushReport
 from loader.ingest.workers import embed_passages
+from loader.models.readers import SECOND_FIELD, reader_settings, second_reader
 from loader.settings import Settings
 from loader.text import require_unicode
 
@@ -151,13 +152,9 @@ def sync_documents(
         require_unicode("tenant", tenant)
     notify = on_event or (lambda line: None)
     client, embedder = _prepare(settings, client, embedder)
-    cpu_warning = None
-    if settings.embedding_backend == "onnx-int8" and not dry_run:
-        from loader.models.embedding import int8_cpu_warning
-
-        cpu_warning = int8_cpu_warning(settings.embedding_model)
-        if cpu_warning:
-            notify(f"warning: {cpu_warning}")
+    cpu_warnings = [] if dry_run else _int8_warnings(settings)
+    for warning in cpu_warnings:
+        notify(f"warning: {warning}")
     plan = plan_push(
         _progress(items, show_progress, "reading"),
         settings,
@@ -169,14 +166,27 @@ def sync_documents(
         on_event=notify,
     )
     report = plan.report()
-    if cpu_warning:
-        report.warnings.append(cpu_warning)
+    report.warnings.extend(cpu_warnings)
     if dry_run:
         report.plan = plan.lines()
     else:
         apply_push(plan, settings, client, embedder, report, show_progress, notify)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _int8_warnings(settings: Settings) -> list[str]:
+    """``int8_cpu_warning`` of each reader that runs onnx-int8."""
+    from loader.models.embedding import int8_cpu_warning
+
+    second = reader_settings(settings)
+    readers = [settings, *([second] if second is not None else [])]
+    warnings = [
+        int8_cpu_warning(reader.embedding_model)
+        for reader in readers
+        if reader.embedding_backend == "onnx-int8"
+    ]
+    return [warning for warning in warnings if warning]
 
 
 def _prepare(
@@ -204,13 +214,16 @@ def _prepare(
 def _scope_reader(
     client: OpenSearch, settings: Settings, collection: str
 ) -> Callable[[str], dict[str, dict[str, Any]]]:
-    """``plan_push``'s ``read_scope``: the index state of one tenant's collection."""
+    """``plan_push``'s ``read_scope``: the index state of one tenant's collection, with the chunks
+    that lack the second reader's vector when there is one."""
+    second = second_reader(settings.embedding_model, settings.second_embedding_model)
+    second_field = SECOND_FIELD if second else None
 
     def read_scope(owner: str) -> dict[str, dict[str, Any]]:
         with cluster_errors(
             settings, f"reading the chunks of collection {collection!r} of tenant {owner!r}"
         ):
-            return read_index_state(client, settings.index_name, owner, collection)
+            return read_index_state(client, settings.index_name, owner, collection, second_field)
 
     return read_scope
 
@@ -239,8 +252,11 @@ def apply_push(
     if not relaxing:
         bulk_load.restore(client, settings, warn)
     vectors = _vectors(plan, settings, client, embedder, report, show_progress)
-    writes = bulk_actions(plan, settings, vectors)
+    second_vectors = _second_vectors(plan, settings, client, report, show_progress)
+    writes = bulk_actions(plan, settings, vectors, second_vectors)
     with bulk_load.bulk_loading(client, settings, warn) if relaxing else contextlib.nullcontext():
+        if second_vectors is not None and plan.fills and settings.embedding_location == "cluster":
+            report.chunks_filled = _fill_on_cluster(plan, settings, client)
         result, actions, kept = _write(writes, plan, settings, client, show_progress)
     for source, count in kept:
         warn(
@@ -290,6 +306,76 @@ def _vectors(
         # float32 rows as they are: the bulk lines write them as float32 (``bulk.to_json``).
         vectors.update(zip(texts_by_hash, new_vectors, strict=True))
     return vectors
+
+
+def _second_vectors(
+    plan: PushPlan,
+    settings: Settings,
+    client: OpenSearch,
+    report: PushReport,
+    show_progress: bool,
+) -> dict[str, Vector] | None:
+    """The second reader's vector of every planned chunk and of every chunk of an unchanged
+    document that lacks it (``plan.fills``), by content hash: those the index holds are read
+    back, only the others are embedded, by the second reader alone (with ``embedding_location
+    = cluster``, by the ingest pipeline). ``None`` without a second reader."""
+    second = reader_settings(settings)
+    if second is None:
+        return None
+    needed = {h for doc in plan.to_write for h in doc.hashes}
+    with cluster_errors(settings, "reading stored vectors of the second reader"):
+        vectors = fetch_vectors(
+            client,
+            settings.index_name,
+            {h: cid for h, cid in plan.known_vectors.items() if h in needed},
+            SECOND_FIELD,
+        )
+    texts_by_hash: dict[str, str] = {}
+    for doc in plan.to_write:
+        for chunk, content_hash in zip(doc.chunks, doc.hashes, strict=True):
+            if content_hash not in vectors:
+                texts_by_hash.setdefault(content_hash, chunk.text)
+    if settings.embedding_location == "cluster":
+        # The ingest pipeline's second processor embeds what comes without it; the chunks of
+        # unchanged documents go through it again (``_fill_on_cluster``).
+        report.second_embedded = len(texts_by_hash)
+        return vectors
+    for fill in plan.fills:
+        if fill.content_hash not in vectors:
+            texts_by_hash.setdefault(fill.content_hash, fill.text)
+    if texts_by_hash:
+        from loader.models.embedding import embedder_for
+
+        started = time.perf_counter()
+        new_vectors = embed_passages(
+            embedder_for(second), second, list(texts_by_hash.values()), show_progress
+        )
+        report.embed_seconds += time.perf_counter() - started
+        report.second_embedded = len(texts_by_hash)
+        vectors.update(zip(texts_by_hash, new_vectors, strict=True))
+    return vectors
+
+
+def _fill_on_cluster(plan: PushPlan, settings: Settings, client: OpenSearch) -> int:
+    """With ``embedding_location = cluster``: put the chunks of unchanged documents that lack the
+    second reader's vector (``plan.fills``) through the index's ingest pipeline again
+    (``_update_by_query``; a bulk update skips pipelines), whose second processor embeds only
+    that vector. Returns how many were updated."""
+    ids = [fill.chunk_id for fill in plan.fills]
+    size = settings.bulk_batch_size
+    updated = 0
+    with cluster_errors(settings, f"adding the second reader's vectors in {settings.index_name}"):
+        for start in range(0, len(ids), size):
+            answer = client.update_by_query(
+                index=settings.index_name,
+                body={"query": {"ids": {"values": ids[start : start + size]}}},
+                params={
+                    "conflicts": "proceed",
+                    "request_timeout": bulk_request_timeout(settings.request_timeout, size, True),
+                },
+            )
+            updated += int(answer.get("updated") or 0)
+    return updated
 
 
 def _write(
@@ -349,6 +435,7 @@ def _record(
         notify(line)
     failed_ids = {item_id for _, item_id, _ in result.errors}
     report.chunks_written = sum(1 for a in actions if a.op == "index" and a.id not in failed_ids)
+    report.chunks_filled = sum(1 for a in actions if a.op == "update" and a.id not in failed_ids)
     report.chunks_deleted = sum(1 for a in actions if a.op == "delete" and a.id not in failed_ids)
     report.failed = len(report.skipped) + len(failed_sources)
 

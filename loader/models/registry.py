@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 # The key of the index mapping's _meta that holds ``index_fingerprint``.
 EMBEDDING_META_KEY = "embedding_model"
+# ... and the one that holds the second reader's (``loader.models.readers``), when there is one.
+SECOND_READER_META_KEY = "second_embedding_model"
 # How onnx-int8 quantizes (loader/models/onnx_embedding.py): dynamic quantization, int8 weights
 # with one scale per output column and 7-bit range (`reduce_range`). Another recipe gives other
 # vectors, so it is part of an int8 index's fingerprint, and its file name carries it.

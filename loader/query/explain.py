@@ -70,7 +70,9 @@ log = logging.getLogger(__name__)
 
 # The hybrid templates' sub-queries, in their order (search_templates/hybrid.json.j2): the
 # pipelines' weights follow it. The exact-term one is empty unless the question holds identifiers.
+# With a second reader (second_embedding_model) its k-NN comes before the exact one.
 SUB_QUERIES = ("bm25", "vector", "exact")
+TWO_READER_SUB_QUERIES = ("bm25", "vector", "second_vector", "exact")
 OPTIONAL_SIDES = ("exact",)
 # Headings of an indexed file named when the expected one is not among them.
 MAX_HEADINGS_SHOWN = 8
@@ -127,20 +129,30 @@ def _sub_query_lists(
     pipeline fuses. OpenSearch renders the stored template (``_render/template``) with the
     parameters ``search`` sends, so the clauses are the template's own."""
     from loader.models.embedding import embedder_for
+    from loader.models.readers import second_embedder_for
 
     embedder = embedder or embedder_for(settings)
     vector = embedder.embed_queries([request.searched])[0].tolist()
+    second = second_embedder_for(settings)
+    second_vector = second.embed_queries([request.searched])[0].tolist() if second else None
     # The sub-queries are compared chunk by chunk: no collapse_doc.
     chunkwise = request.replace(one_per_document=False)
-    params = chunkwise.template_params(bm25_text(request.searched), vector)
+    params = chunkwise.template_params(bm25_text(request.searched), vector, second_vector)
     template_id, _ = config_names(settings.index_name).for_search_mode(request.mode)
     lists: dict[str, list[SearchHit]] = {}
     with cluster_errors(settings, f"running the sub-queries of template {template_id!r}"):
         rendered = client.render_search_template(body={"id": template_id, "params": params})
         queries = rendered["template_output"]["query"]["hybrid"]["queries"]
+        names = (
+            TWO_READER_SUB_QUERIES if len(queries) == len(TWO_READER_SUB_QUERIES) else SUB_QUERIES
+        )
         for position, query in enumerate(queries):
-            name = SUB_QUERIES[position] if position < len(SUB_QUERIES) else f"sub-query {position}"
-            body = {"size": request.depth, "_source": {"excludes": ["embedding"]}, "query": query}
+            name = names[position] if position < len(names) else f"sub-query {position}"
+            body = {
+                "size": request.depth,
+                "_source": {"excludes": ["embedding", "second_embedding"]},
+                "query": query,
+            }
             lists[name] = hits_from_response(client.search(index=settings.index_name, body=body))
     return lists
 

@@ -263,7 +263,12 @@ def contributions(
     return score_contributions(side_scores, chunk_id, weights, fusion.technique)
 
 
-_SIDE_NAMES = {"bm25": "BM25", "vector": "the vector side", "exact": "the exact-term side"}
+_SIDE_NAMES = {
+    "bm25": "BM25",
+    "vector": "the vector side",
+    "second_vector": "the second reader",
+    "exact": "the exact-term side",
+}
 
 
 def fusion_weights(pipeline: Mapping[str, Any], sides: Sequence[str]) -> tuple[str, int, list]:

@@ -393,12 +393,15 @@ class SearchRequest:
             raise ConfigError(f"filters must be a SearchFilters, got {type(self.filters).__name__}")
 
     def template_params(
-        self, query_text: str | None = None, query_vector: Sequence[float] | None = None
+        self,
+        query_text: str | None = None,
+        query_vector: Sequence[float] | None = None,
+        second_query_vector: Sequence[float] | None = None,
     ) -> dict[str, Any]:
         """The stored templates' parameters for one searched query of this request
         (``loader.index.search_params.search_template_params``): the tenant, ``depth`` as
         ``size`` and ``k``, the filters, ``one_per_document`` as ``collapse_doc``, and the
-        query's text, its identifiers (``exact_terms``) and its vector.
+        query's text, its identifiers (``exact_terms``) and its vector (each reader's).
 
         Example::
 
@@ -408,6 +411,7 @@ class SearchRequest:
             self.tenant,
             query_text=query_text,
             query_vector=query_vector,
+            second_query_vector=second_query_vector,
             exact_terms=self.exact_terms(query_text) if query_text is not None else (),
             depth=self.depth,
             filters=self.filters.template_params(),

@@ -57,14 +57,18 @@ def template_calls(
     index_name: str,
     texts: Sequence[str],
     vectors: Sequence[list[float] | None],
+    second_vectors: Sequence[list[float] | None] | None = None,
 ) -> list[TemplateCall]:
     """One call per query to the index ``index_name`` serves, through the mode's stored template
-    (and fusion pipeline): its text (bounded for BM25: ``loader.query.search.bm25_text``) and its
-    vector (``None`` in bm25 mode)."""
+    (and fusion pipeline): its text (bounded for BM25: ``loader.query.search.bm25_text``), its
+    vector (``None`` in bm25 mode) and the second reader's (``None`` without one)."""
     template_id, pipeline = config_names(index_name).for_search_mode(request.mode)
+    seconds = second_vectors if second_vectors is not None else [None] * len(texts)
     return [
-        TemplateCall(index_name, template_id, pipeline, request.template_params(text, vector))
-        for text, vector in zip(texts, vectors, strict=True)
+        TemplateCall(
+            index_name, template_id, pipeline, request.template_params(text, vector, second)
+        )
+        for text, vector, second in zip(texts, vectors, seconds, strict=True)
     ]
 
 

@@ -59,6 +59,7 @@ import logging
 import re
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import connect, connect_async, require_cluster, require_cluster_async
@@ -180,6 +181,16 @@ def _load_models(
     return (embedder if embeds else None), (reranker if request.rerank else None)
 
 
+def _second_reader(request: SearchRequest, settings: Settings) -> Embedder | None:
+    """The second reader's embedder in a hybrid mode with one (``second_embedding_model``), else
+    ``None``: only the hybrid templates have its sub-query."""
+    if not search_mode(request.mode).hybrid:
+        return None
+    from loader.models.readers import second_embedder_for
+
+    return second_embedder_for(settings)
+
+
 def _embed(embedder: Embedder | None, queries: list[str]) -> list[list[float] | None]:
     """One vector per query, or ``None`` each without an embedder (bm25)."""
     if embedder is None:
@@ -252,12 +263,22 @@ class _Run:
         with self.timings.stage("rewrite_ms"):
             self.rewrite = rewrite_question(self.rewriter, self.request.history, self.searched)
         queries = self.rewrite.queries
-        vectors = _embed(None, queries)
+        vectors = second_vectors = _embed(None, queries)
         if embedder is not None:
             with self.timings.stage("embed_ms"):
-                vectors = _embed(embedder, self.rewrite.vector_texts or queries)
+                texts = self.rewrite.vector_texts or queries
+                second = _second_reader(self.request, self.settings)
+                with ThreadPoolExecutor(1) if second else contextlib.nullcontext() as pool:
+                    # The second reader loads and embeds beside the first: onnxruntime runs
+                    # without the GIL, so a cold search loads both sessions at once (warm, one
+                    # after the other was no faster: each model streams its weights from memory).
+                    later = pool.submit(_embed, second, texts) if pool else None
+                    vectors = _embed(embedder, texts)
+                    second_vectors = later.result() if later else _embed(None, queries)
         texts = [bm25_text(query) for query in queries]
-        return template_calls(self.request, self.settings.index_name, texts, vectors)
+        return template_calls(
+            self.request, self.settings.index_name, texts, vectors, second_vectors
+        )
 
     def candidates(
         self, calls: list[TemplateCall], answers: list[dict[str, Any]], reranker: Reranker | None

@@ -86,6 +86,11 @@ class SearchService:
 
             self.embedder = embedder_for(settings)  # model, backend, instructions
             self.embedder.embed_queries(["warm up"])  # the model loads lazily
+            from loader.models.readers import second_embedder_for
+
+            second = second_embedder_for(settings)  # the hybrid modes' second reader, if any
+            if second is not None:
+                second.embed_queries(["warm up"])
         shared = rerank_check.choose_reranker(settings).kind != rerank_check.LEARNED
         if settings.rerank == "auto" and shared:
             self.default_rerank(None)  # the shared reranker loads now; a learned one per tenant

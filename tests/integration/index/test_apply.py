@@ -19,6 +19,7 @@ from loader.index import apply as apply_module
 from loader.index.apply import apply_config
 from loader.index.compatible import check_index_compatible
 from loader.index.render import INDEX_FILE, config_names, packaged_file
+from loader.models.readers import reader_settings
 from tests.killed import apply_killed_at_first_reindex_poll
 
 DIMENSION = 8  # a test dimension; production reads it from the embedding model
@@ -127,10 +128,15 @@ def test_apply_creates_everything_and_a_second_apply_changes_nothing(client, set
     state = snapshot(client, alias)
     rrf = state["pipelines"][names.rrf_pipeline][names.rrf_pipeline]
     exact = settings.exact_weight  # the exact-identifier sub-query's weight; the rest is shared
+    # With a second reader (bge's jar on this machine) the two readers share the vector side.
+    share = settings.second_reader_share
+    vector = [(1 - exact) / 2]
+    if reader_settings(settings) is not None:
+        vector = [(1 - exact) / 2 * (1 - share), (1 - exact) / 2 * share]
     assert rrf["phase_results_processors"][0]["score-ranker-processor"]["combination"] == {
         "technique": "rrf",
         "rank_constant": 60,
-        "parameters": {"weights": [(1 - exact) / 2, (1 - exact) / 2, exact]},
+        "parameters": {"weights": pytest.approx([(1 - exact) / 2, *vector, exact])},
     }
     assert state["scripts"][names.hybrid_template]["script"]["lang"] == "mustache"
 

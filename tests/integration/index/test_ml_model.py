@@ -15,11 +15,14 @@ import numpy as np
 import pytest
 
 from loader.index import ml_model as ml
-from loader.index.apply import PENDING_ML_MODEL_ID, apply_config, plan_apply
+from loader.index.apply import apply_config, plan_apply
+from loader.index.ml_model import PENDING_ML_MODEL_ID, PENDING_SECOND_ML_MODEL_ID
+from loader.index.plan import SECOND_ML_MODEL
 from loader.index.render import config_names
 from loader.models.embedding import embedder_for, resolve_model_path
 from loader.models.embedding_export import export_model
 from loader.models.onnx_file import model_fingerprint
+from loader.models.readers import reader_settings, second_embedder_for
 from loader.query.identifiers import exact_terms
 from tests.conftest import cleanup_owned
 from tests.integration.query.search_corpus import build_corpus
@@ -69,6 +72,14 @@ def test_apply_registers_deploys_and_renders_the_model_id(client, ml_setup):
         assert json.dumps(status.model_id) in source
         assert '"neural"' in source and "query_vector" not in source
         assert PENDING_ML_MODEL_ID not in source
+    second = reader_settings(settings)
+    if second is not None:  # the second reader's model beside the first, in hybrid_text
+        (step,) = [change for change in plan.changes if change.kind == SECOND_ML_MODEL]
+        second_status = ml.model_status(client, second)
+        assert second_status.deployed and second_status.model_id != status.model_id
+        source = client.get_script(id=names.object_name("hybrid_text"))["script"]["source"]
+        assert source.count('"neural"') == 2 and json.dumps(second_status.model_id) in source
+        assert PENDING_SECOND_ML_MODEL_ID not in source
 
 
 def test_apply_again_changes_nothing_and_keeps_the_id(client, ml_setup, embedder):
@@ -115,6 +126,7 @@ def test_text_template_returns_the_vector_templates_top5(
     settings, _ = ml_setup
     names = config_names(settings.index_name)
     pipeline_name = names.object_name(pipeline) if pipeline else None
+    second = second_embedder_for(settings)
     for question in QUESTIONS:
         # exact_terms as loader search sends them: the E1043 question's one holder ranks first
         # in both (the text-only template orders holders by BM25, the other by the vector).
@@ -125,13 +137,11 @@ def test_text_template_returns_the_vector_templates_top5(
             "k": 50,
             "exact_terms": list(exact_terms(question)),
         }
-        vector = embedder.embed_queries([question])[0].tolist()
+        vectors = {"query_vector": embedder.embed_queries([question])[0].tolist()}
+        if second is not None and template == "hybrid":  # the text-only one embeds with both
+            vectors["second_query_vector"] = second.embed_queries([question])[0].tolist()
         with_vector = _template_ids(
-            client,
-            settings,
-            names.object_name(template),
-            {**params, "query_vector": vector},
-            pipeline_name,
+            client, settings, names.object_name(template), {**params, **vectors}, pipeline_name
         )
         text_only = _template_ids(
             client, settings, names.object_name(f"{template}_text"), params, pipeline_name

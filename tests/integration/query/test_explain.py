@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from loader.cli import cli
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
+from loader.models.readers import reader_settings
 from loader.modes import HYBRID_MODES, search_mode
 from loader.query.explain import explain
 from loader.query.explanation import format_report
@@ -148,7 +149,13 @@ def test_minmax_shares_add_up_to_the_pipeline_score(settings, client, embedder):
     assert explanation.cut is None
     total = sum(share.value for share in explanation.contributions)
     assert explanation.fused_score == pytest.approx(total, rel=1e-3)
-    assert [share.side for share in explanation.contributions] == ["bm25", "vector", "exact"]
+    assert [share.side for share in explanation.contributions] == _sides(settings)
+
+
+def _sides(settings) -> list[str]:
+    """The hybrid sub-queries, with the second reader's when the settings have one."""
+    second = ["second_vector"] if reader_settings(settings) is not None else []
+    return ["bm25", "vector", *second, "exact"]
 
 
 @pytest.mark.parametrize("mode", HYBRID_MODES)
@@ -166,7 +173,7 @@ def test_every_hybrid_mode_names_its_stored_technique_and_its_shares_add_up(
     assert f"{mode} ({technique}" in format_report(report)[-1]
     (explanation,) = report.explanations
     assert explanation.cut is None
-    assert [share.side for share in explanation.contributions] == ["bm25", "vector", "exact"]
+    assert [share.side for share in explanation.contributions] == _sides(settings)
     total = sum(share.value for share in explanation.contributions)
     assert explanation.fused_score == pytest.approx(total, rel=1e-3)
 

@@ -312,4 +312,4 @@ def test_rendered_templates_are_valid_json(client, fixture_index):
                 body={"id": names.object_name(template), "params": params}
             )["template_output"]
             assert isinstance(rendered, dict)
-            assert rendered["_source"] == {"excludes": ["embedding"]}
+            assert rendered["_source"] == {"excludes": ["embedding", "second_embedding"]}

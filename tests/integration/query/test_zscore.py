@@ -15,6 +15,7 @@ from loader.cli import cli
 from loader.index.apply import apply_config
 from loader.index.render import config_names, render_config
 from loader.ingest.sync import push
+from loader.models.readers import reader_settings
 from loader.modes import read_fusion
 
 DOCS = {
@@ -49,8 +50,14 @@ def test_apply_stores_the_z_score_pipeline(settings, client, embedder):
     assert processor["normalization"] == {"technique": "z_score"}
     assert processor["combination"]["technique"] == "arithmetic_mean"
     shared = 1 - settings.exact_weight
+    vector = (1 - settings.bm25_weight) * shared
+    if reader_settings(settings) is not None:  # bge's jar here: two readers share the vector side
+        share = settings.second_reader_share
+        vectors = [vector * (1 - share), vector * share]
+    else:
+        vectors = [vector]
     assert processor["combination"]["parameters"]["weights"] == pytest.approx(
-        [settings.bm25_weight * shared, (1 - settings.bm25_weight) * shared, settings.exact_weight]
+        [settings.bm25_weight * shared, *vectors, settings.exact_weight]
     )
     fusion = read_fusion(stored)
     assert (fusion.technique, fusion.mode().name) == ("z_score", "hybrid-zscore")

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from loader.doctor.checks import learned_model_checks
+from loader.doctor.models import learned_model_checks
 from loader.doctor.report import DoctorReport
 from loader.errors import ModelError
 from loader.models.rerank.check import LEARNED_MODEL_FILE

@@ -124,7 +124,7 @@ def test_search_templates_are_mustache_strings(tmp_path):
         assert source.startswith("{{^tenant}}TENANT_PARAMETER_IS_REQUIRED{{/tenant}}")
         assert '"size": "{{size}}{{^size}}7{{/size}}"' in source
         assert "{{{" not in source  # never an unescaped mustache variable
-        assert '"excludes": ["embedding"]' in source
+        assert '"excludes": ["embedding", "second_embedding"]' in source
     assert '"hybrid"' in config.search_templates["docs-hybrid"]["script"]["source"]
     assert (
         "{{#toJson}}query_vector{{/toJson}}"
