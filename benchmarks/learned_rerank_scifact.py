@@ -55,14 +55,14 @@ from loader.eval.indexes import EVAL_TENANT  # noqa: E402
 from loader.eval.metrics import _SECTION_MATCH as SECTION_MATCH  # noqa: E402
 from loader.eval.metrics import ndcg_at_k, section_ranking  # noqa: E402
 from loader.eval.tasks import EvalTask, load_task  # noqa: E402
-from loader.models.rerank.features import FEATURE_NAMES, feature_fingerprint  # noqa: E402
+from loader.models.rerank.features import FEATURE_NAMES  # noqa: E402
 from loader.models.rerank.learned import LearnedReranker  # noqa: E402
 from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.search import search  # noqa: E402
 from loader.resolve import resolve_settings  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 from loader.train.booster import PRIOR_SCALE, ROUNDS, residual_weight, train_booster  # noqa: E402
-from loader.train.examples import Example, collect_examples  # noqa: E402
+from loader.train.examples import Example, collect_examples, searched_features  # noqa: E402
 from loader.train.guard import gain_lower_bound  # noqa: E402
 from loader.train.learn import LearnRequest, _sample, learn  # noqa: E402
 from loader.train.sources import read_source  # noqa: E402
@@ -194,10 +194,25 @@ def _test_examples(args: argparse.Namespace, settings: Settings) -> dict[str, Ex
 
 
 def _cache(args: argparse.Namespace, split: str) -> Path:
-    """The pickle of a split's examples: named after the index and the features' version, so
-    features computed differently are collected afresh."""
-    name = f"learned-rerank-{args.index_prefix}-{split}-{feature_fingerprint()}.pickle"
+    """The pickle of a split's examples: named after the index and the features' set (both
+    readers' when the settings have two: ``searched_features``), so features computed
+    differently are collected afresh."""
+    features = searched_features(_settings(args), "hybrid-rrf")
+    name = f"learned-rerank-{args.index_prefix}-{split}-{features.fingerprint()}.pickle"
     return Path(args.cache_dir) / name
+
+
+def collect(args: argparse.Namespace) -> dict[str, Any]:
+    """Search every train and test claim once and cache their candidates and features (what
+    the other commands read), nothing measured."""
+    settings = _settings(args)
+    counts = {}
+    for split in ("train", "test"):
+        pairs = judged(args.dataset, split, settings, args.index_prefix)
+        counts[split] = len(examples(pairs, settings, _cache(args, split)))
+        print(f"{split}: {counts[split]} claims cached", file=sys.stderr, flush=True)
+    features = searched_features(settings, "hybrid-rrf")
+    return {"claims": counts, "readers": features.readers, "features": list(features.names)}
 
 
 def headroom(args: argparse.Namespace) -> dict[str, Any]:
@@ -466,7 +481,9 @@ def carry_over(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["headroom", "curve", "diagnose", "final", "carry-over"])
+    parser.add_argument(
+        "command", choices=["collect", "headroom", "curve", "diagnose", "final", "carry-over"]
+    )
     parser.add_argument("--index-prefix", default="sfa", help="The eval indices' prefix.")
     parser.add_argument("--cache-dir", default="/tmp", help="Where the candidates are pickled.")
     parser.add_argument("--model-dir", default="/tmp/learned-rerank", help="Trained models.")
@@ -481,6 +498,7 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="Write the figures as JSON here too.")
     args = parser.parse_args()
     commands = {
+        "collect": collect,
         "headroom": headroom,
         "curve": curve,
         "diagnose": diagnose,

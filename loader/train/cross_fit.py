@@ -14,7 +14,7 @@ Example::
 
     examples = aligned(found)                            # mode -> examples, same questions
     scores = base_scores(examples, ("hybrid-rrf", ...), request, 5, notify)
-    served = served_model(out)                           # LearnedReranker | None, and its name
+    served = served_model(out, settings)                 # LearnedReranker | None, and its name
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from loader.train.booster import (
     out_of_fold_ndcgs,
 )
 from loader.train.examples import Example
+
+if TYPE_CHECKING:
+    from loader.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -77,19 +80,26 @@ def base_scores(
     return scores
 
 
-def served_model(out: Path) -> tuple[Any, str]:
+def served_model(out: Path, settings: Settings) -> tuple[Any, str]:
     """The model the tenant is served now: the one already in ``out`` (its model folder), and
     how the verdict names it; ``None`` and ``fusion`` when there is none. A model it cannot
-    read is not what is served: the guard then judges against fusion, and says so."""
+    read is not what is served, nor one of two readers' features when its search gives one
+    reader's (it is refused there: ``check.choose_reranker``): the guard then judges against
+    fusion, and says so."""
     from loader.models.rerank.learned import LearnedReranker
+    from loader.train.examples import searched_features
 
     if not (out / LEARNED_MODEL_FILE).is_file():
         return None, "fusion"
     try:
-        return LearnedReranker(out), f"the model in {out}"
+        served = LearnedReranker(out)
     except ModelError as exc:
         log.warning("the model in %s is not judged against: %s", out, exc)
         return None, f"fusion (the model in {out} is unreadable)"
+    searched = searched_features(settings, served.base_mode or settings.search_mode)
+    if served.feature_set.readers > searched.readers:
+        return None, f"fusion (the model in {out} needs a second reader these settings lack)"
+    return served, f"the model in {out}"
 
 
 def served_ndcgs(served: Any, examples: Sequence[Example]) -> np.ndarray:

@@ -50,11 +50,7 @@ from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
 from loader.models.rerank.check import LEARNED_MODEL_FILE
-from loader.models.rerank.features import (
-    FEATURE_VERSION,
-    FEATURES,
-    feature_fingerprint,
-)
+from loader.models.rerank.features import FEATURE_VERSION, FeatureSet
 from loader.train import defaults
 from loader.train.booster import (
     BASE_MODES,
@@ -68,7 +64,7 @@ from loader.train.booster import (
     verdict_figures,
 )
 from loader.train.cross_fit import aligned, base_scores, question_keys, served_model, served_ndcgs
-from loader.train.examples import Example, SearchProgress, collect_examples
+from loader.train.examples import Example, SearchProgress, collect_examples, searched_features
 from loader.train.model_store import check_out, model_folder, model_tenant, write_model
 from loader.train.sources import Source, check_indices, read_source
 
@@ -258,7 +254,7 @@ def learn(
         require_cluster(client, settings)
     check_indices(sources, settings, client)
     modes = (request.mode,) if request.mode else BASE_MODES
-    served, against = served_model(out)
+    served, against = served_model(out, settings)
     # What the tenant is served now: its model over the base it learnt from, else fusion.
     served_mode = (served.base_mode if served else "") or settings.search_mode
     searched = list(dict.fromkeys((*modes, served_mode)))
@@ -299,16 +295,19 @@ def learn(
     weight = residual_weight(sum(bool(example.labels.max() > 0) for example in examples[base]))
     counts = _counts(sources, sampled, examples[base])
     result = LearnResult(adopted, _verdict(metrics, adopted), str(out), metrics, counts)
+    features = searched_features(settings, base)  # both readers' in a hybrid base with two
+    second = _second_reader_name(settings) if features.readers > 1 else ""
     index_setup = {  # what made the index it learned from: the model fits those chunks
         "embedding_model": settings.embedding_model,
+        "second_embedding_model": second or "none",
         "chunk_strategy": settings.chunk_strategy,
     }
     result.provenance = _provenance(
-        request, index_setup, sources, booster, metrics, counts, result, base
+        request, index_setup, sources, booster, metrics, counts, result, base, features
     )
     result.provenance["model"].update(
         residual_weight=weight, tenant=tenant, candidate_depth=request.candidates,
-        base_mode=base,
+        base_mode=base, readers=features.readers, second_reader=second,
     )  # fmt: skip
     result.provenance["base"] = {
         "chosen": base,
@@ -323,6 +322,14 @@ def learn(
         result.provenance = write_model(out, booster, result.provenance)
     result.seconds = time.perf_counter() - started
     return result
+
+
+def _second_reader_name(settings: Settings) -> str:
+    from loader.models.readers import canonical_name, second_reader
+
+    return canonical_name(
+        second_reader(settings.embedding_model, settings.second_embedding_model) or ""
+    )
 
 
 def _counts(sources: list[Source], sampled: list[Any], examples: list[Example]) -> dict[str, int]:
@@ -364,14 +371,15 @@ def _provenance(
     counts: dict[str, int],
     result: LearnResult,
     provenance_mode: str,
+    features: FeatureSet,
 ) -> dict[str, Any]:
     return {
         "model": {
             "kind": "lambdamart",
             "file": LEARNED_MODEL_FILE,
             "feature_version": FEATURE_VERSION,
-            "feature_fingerprint": feature_fingerprint(),
-            "features": [{"name": name, "what": what} for name, what in FEATURES],
+            "feature_fingerprint": features.fingerprint(),
+            "features": [{"name": name, "what": what} for name, what in features.features],
             "prior": "1 / log2(1 + fused rank)",
             "prior_scale": PRIOR_SCALE,
             "trees": int(booster.num_trees()),
