@@ -197,9 +197,17 @@ def _cache(args: argparse.Namespace, split: str) -> Path:
     """The pickle of a split's examples: named after the index and the features' set (both
     readers' when the settings have two: ``searched_features``), so features computed
     differently are collected afresh."""
-    features = searched_features(_settings(args), "hybrid-rrf")
+    features = _features(_settings(args))
     name = f"learned-rerank-{args.index_prefix}-{split}-{features.fingerprint()}.pickle"
     return Path(args.cache_dir) / name
+
+
+def _features(settings: Settings) -> Any:
+    """The features the settings' hybrid-rrf search gives (both readers' with two)."""
+    from loader.models.readers import second_reader
+
+    second = second_reader(settings.embedding_model, settings.second_embedding_model)
+    return searched_features("hybrid-rrf", second)
 
 
 def collect(args: argparse.Namespace) -> dict[str, Any]:
@@ -211,7 +219,7 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
         pairs = judged(args.dataset, split, settings, args.index_prefix)
         counts[split] = len(examples(pairs, settings, _cache(args, split)))
         print(f"{split}: {counts[split]} claims cached", file=sys.stderr, flush=True)
-    features = searched_features(settings, "hybrid-rrf")
+    features = _features(settings)
     return {"claims": counts, "readers": features.readers, "features": list(features.names)}
 
 

@@ -117,21 +117,18 @@ def _example(source: Source, question: JudgedQuestion, recorder: FeatureRecorder
     )
 
 
-def searched_features(settings: Settings, mode: str) -> FeatureSet:
+def searched_features(mode: str, second_reader: str | None) -> FeatureSet:
     """The features a search in ``mode`` gives a model: both readers' in a hybrid mode with a
-    second reader (``second_embedding_model``: only the hybrid templates search it, and only
-    their searches embed the question with it), else the first reader's alone.
+    second reader (``second_reader``: ``loader.models.readers.second_reader`` of the settings;
+    only the hybrid templates search it, and only their searches embed the question with it),
+    else the first reader's alone.
 
     Raises:
-        ConfigError: ``mode`` is no search mode, or the second reader is the first again.
+        ConfigError: ``mode`` is no search mode.
     """
-    from loader.models.readers import second_reader
     from loader.modes import search_mode
 
-    if not search_mode(mode).hybrid:
-        return ONE_READER
-    second = second_reader(settings.embedding_model, settings.second_embedding_model)
-    return TWO_READERS if second else ONE_READER
+    return TWO_READERS if second_reader and search_mode(mode).hybrid else ONE_READER
 
 
 def _depth(candidates: int, one_per_document: bool) -> int:
@@ -164,13 +161,15 @@ def collect_examples(
         ClusterError: an index is missing or the cluster failed.
     """
     from loader.models.embedding import embedder_for
+    from loader.models.readers import second_reader
     from loader.modes import search_mode
     from loader.query.request import SearchRequest
     from loader.query.rewrite import IdentityRewriter
     from loader.query.search import search
 
     embedder = embedder_for(settings) if search_mode(mode).embeds else None
-    features = searched_features(settings, mode)
+    second = second_reader(settings.embedding_model, settings.second_embedding_model)
+    features = searched_features(mode, second)
     examples = []
     for source, question in pairs:
         recorder = FeatureRecorder(candidates, features)

@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
+from loader.models.readers import canonical_name, second_reader
 from loader.models.rerank.check import LEARNED_MODEL_FILE
 from loader.models.rerank.features import FEATURE_VERSION, FeatureSet
 from loader.train import defaults
@@ -254,7 +255,8 @@ def learn(
         require_cluster(client, settings)
     check_indices(sources, settings, client)
     modes = (request.mode,) if request.mode else BASE_MODES
-    served, against = served_model(out, settings)
+    second = second_reader(settings.embedding_model, settings.second_embedding_model)
+    served, against = served_model(out, second, settings.search_mode)
     # What the tenant is served now: its model over the base it learnt from, else fusion.
     served_mode = (served.base_mode if served else "") or settings.search_mode
     searched = list(dict.fromkeys((*modes, served_mode)))
@@ -295,11 +297,11 @@ def learn(
     weight = residual_weight(sum(bool(example.labels.max() > 0) for example in examples[base]))
     counts = _counts(sources, sampled, examples[base])
     result = LearnResult(adopted, _verdict(metrics, adopted), str(out), metrics, counts)
-    features = searched_features(settings, base)  # both readers' in a hybrid base with two
-    second = _second_reader_name(settings) if features.readers > 1 else ""
+    features = searched_features(base, second)  # both readers' in a hybrid base with two
+    learnt_with = canonical_name(second or "") if features.readers > 1 else ""
     index_setup = {  # what made the index it learned from: the model fits those chunks
         "embedding_model": settings.embedding_model,
-        "second_embedding_model": second or "none",
+        "second_embedding_model": learnt_with or "none",
         "chunk_strategy": settings.chunk_strategy,
     }
     result.provenance = _provenance(
@@ -307,7 +309,7 @@ def learn(
     )
     result.provenance["model"].update(
         residual_weight=weight, tenant=tenant, candidate_depth=request.candidates,
-        base_mode=base, readers=features.readers, second_reader=second,
+        base_mode=base, readers=features.readers, second_reader=learnt_with,
     )  # fmt: skip
     result.provenance["base"] = {
         "chosen": base,
@@ -322,14 +324,6 @@ def learn(
         result.provenance = write_model(out, booster, result.provenance)
     result.seconds = time.perf_counter() - started
     return result
-
-
-def _second_reader_name(settings: Settings) -> str:
-    from loader.models.readers import canonical_name, second_reader
-
-    return canonical_name(
-        second_reader(settings.embedding_model, settings.second_embedding_model) or ""
-    )
 
 
 def _counts(sources: list[Source], sampled: list[Any], examples: list[Example]) -> dict[str, int]:
