@@ -55,7 +55,7 @@ from loader.eval.indexes import EVAL_TENANT  # noqa: E402
 from loader.eval.metrics import _SECTION_MATCH as SECTION_MATCH  # noqa: E402
 from loader.eval.metrics import ndcg_at_k, section_ranking  # noqa: E402
 from loader.eval.tasks import EvalTask, load_task  # noqa: E402
-from loader.models.rerank.features import FEATURE_NAMES  # noqa: E402
+from loader.models.rerank.features import feature_set_of_width  # noqa: E402
 from loader.models.rerank.learned import LearnedReranker  # noqa: E402
 from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.search import search  # noqa: E402
@@ -180,7 +180,7 @@ def closed_share(baseline: float, model: float, best: float) -> float:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    settings, _ = resolve_settings(overrides={"opensearch_url": args.url})
+    settings, _ = resolve_settings(overrides={"opensearch_url": getattr(args, "url", None)})
     return settings.replace(query_log="off")
 
 
@@ -367,7 +367,7 @@ def cross_validated(
 
 
 # Feature groups for the ablation, by name prefix.
-GROUPS = ("content_", "heading_", "vector_", "fused_", "_overlap")
+GROUPS = ("content_", "heading_", "vector_", "fused_", "_overlap", "second_vector_")
 
 
 def diagnose(args: argparse.Namespace) -> dict[str, Any]:
@@ -381,14 +381,15 @@ def diagnose(args: argparse.Namespace) -> dict[str, Any]:
         base, model = cross_validated(train, scale, rounds=args.rounds)
         figures["prior_scale"][str(scale)] = [round(base, 4), round(model, 4)]
         print(f"prior {scale}: {base:.4f} -> {model:.4f}", file=sys.stderr, flush=True)
+    names = feature_set_of_width(next(iter(train.values())).features.shape[1]).names
     for group in GROUPS:
-        columns = [i for i, name in enumerate(FEATURE_NAMES) if group in name]
+        columns = [i for i, name in enumerate(names) if group in name]
         base, model = cross_validated(train, PRIOR_SCALE, columns, rounds=args.rounds)
         figures["without"][group] = round(model, 4)
     request = LearnRequest(sources=(), out=Path("unused"), rounds=args.rounds)
     booster = train_booster(list(train.values()), request)
     gains = booster.feature_importance("gain")
-    ranked = sorted(zip(FEATURE_NAMES, gains, strict=True), key=lambda pair: -pair[1])
+    ranked = sorted(zip(names, gains, strict=True), key=lambda pair: -pair[1])
     total = float(sum(gains)) or 1.0
     figures["importance"] = [[name, round(float(g) / total, 3)] for name, g in ranked[:10]]
     return figures
