@@ -10,7 +10,9 @@ The questions are the 52 standalone questions of ``tests/fixtures/eval/conversat
 the learned rerank (``rerank_backend = "learned"``), alternately, so both see the same cluster
 load; ``candidates`` 50, the other settings as resolved. One warm-up round is not counted.
 Prints p50 / p90 of the end-to-end ``search`` time (``timings["total_ms"]``) without and with
-the rerank, their difference and ratio, and the rerank stage alone (``rerank_ms``).
+the rerank, their difference and ratio, the rerank stage alone (``rerank_ms``), the model's
+readers (a two-reader model also looks up the second reader's cosine) and the machine's load
+average before and after; ``--out`` writes them as JSON too.
 
 Not a test. Requests go only to the settings' cluster (a loopback URL).
 """
@@ -100,6 +102,28 @@ def report(times: dict[str, dict[str, list[float]]]) -> list[str]:
     ]
 
 
+def figures(times: dict[str, dict[str, list[float]]], model: str, loads: list) -> dict:
+    """The JSON of ``report``'s figures."""
+    from loader.models.rerank.learned_files import provenance_facts
+
+    facts = provenance_facts(Path(model)) if (Path(model) / "provenance.json").is_file() else {}
+    off, learned = times["off"]["total_ms"], times["learned"]["total_ms"]
+    return {
+        "model": model,
+        "readers": facts["features"].readers if facts else None,
+        "searches": len(off),
+        "candidates_reranked_p50": percentile(times["learned"]["candidates"], 50),
+        "off_ms": [round(percentile(off, 50), 1), round(percentile(off, 90), 1)],
+        "learned_ms": [round(percentile(learned, 50), 1), round(percentile(learned, 90), 1)],
+        "added_p50_ms": round(percentile(learned, 50) - percentile(off, 50), 1),
+        "rerank_stage_ms": [
+            round(percentile(times["learned"]["rerank_ms"], 50), 1),
+            round(percentile(times["learned"]["rerank_ms"], 90), 1),
+        ],
+        "load_average_before_after": loads,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="The learned reranker's folder.")
@@ -108,6 +132,7 @@ def main() -> int:
     parser.add_argument("--url", default=None, help="OpenSearch URL (default: the settings').")
     parser.add_argument("--rounds", type=int, default=5, help="Rounds over the 52 questions.")
     parser.add_argument("--limit", type=int, default=None, help="Only the first N questions.")
+    parser.add_argument("--out", default=None, help="Write the figures as JSON here too.")
     args = parser.parse_args()
     overrides: dict[str, Any] = {"opensearch_url": args.url, "index_name": args.index}
     overrides.update(rerank_backend="learned", learned_reranker=args.model, query_log="off")
@@ -117,8 +142,15 @@ def main() -> int:
         owner = recorded_facts(Path(args.model))["tenant"]
         overrides["learned_reranker_tenants"] = f"{args.tenant}={owner}"
     settings, _ = resolve_settings(overrides=overrides)
-    for line in report(measure(settings, args.tenant, args.rounds, args.limit)):
+    before = [round(load, 2) for load in os.getloadavg()]
+    times = measure(settings, args.tenant, args.rounds, args.limit)
+    loads = [before, [round(load, 2) for load in os.getloadavg()]]
+    for line in report(times):
         print(line)
+    print(f"load average (1, 5, 15 min) before {loads[0]}, after {loads[1]}")
+    if args.out:
+        text = json.dumps(figures(times, args.model, loads), indent=2)
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
     return 0
 
 

@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import learned_rerank_scifact as harness  # noqa: E402
 
 from loader.eval.indexes import EVAL_TENANT  # noqa: E402
-from loader.models.rerank.features import FEATURE_NAMES  # noqa: E402
+from loader.models.rerank.features import FEATURE_NAMES, feature_set_of_width  # noqa: E402
 from loader.train.booster import BOOSTER_PARAMS  # noqa: E402
 from loader.train.examples import Example  # noqa: E402
 
@@ -196,7 +196,8 @@ def variants(
 ) -> dict[str, tuple[Callable[[Example], np.ndarray], dict[str, Any]]]:
     """Variant name -> (the feature matrix of an example, cross_validate's options)."""
     extra = {q: extra_columns(e, runs[q], words[q]) for q, e in train_set.items()}
-    names = list(FEATURE_NAMES) + list(EXTRA)
+    width = next(iter(train_set.values())).features.shape[1]  # both readers' with two
+    names = list(feature_set_of_width(width).names) + list(EXTRA)
 
     def pick(*columns: str) -> Callable[[Example], np.ndarray]:
         index = [names.index(c) for c in columns]

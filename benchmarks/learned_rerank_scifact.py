@@ -55,14 +55,14 @@ from loader.eval.indexes import EVAL_TENANT  # noqa: E402
 from loader.eval.metrics import _SECTION_MATCH as SECTION_MATCH  # noqa: E402
 from loader.eval.metrics import ndcg_at_k, section_ranking  # noqa: E402
 from loader.eval.tasks import EvalTask, load_task  # noqa: E402
-from loader.models.rerank.features import FEATURE_NAMES, feature_fingerprint  # noqa: E402
+from loader.models.rerank.features import feature_set_of_width  # noqa: E402
 from loader.models.rerank.learned import LearnedReranker  # noqa: E402
 from loader.query.request import SearchRequest  # noqa: E402
 from loader.query.search import search  # noqa: E402
 from loader.resolve import resolve_settings  # noqa: E402
 from loader.settings import Settings  # noqa: E402
 from loader.train.booster import PRIOR_SCALE, ROUNDS, residual_weight, train_booster  # noqa: E402
-from loader.train.examples import Example, collect_examples  # noqa: E402
+from loader.train.examples import Example, collect_examples, searched_features  # noqa: E402
 from loader.train.guard import gain_lower_bound  # noqa: E402
 from loader.train.learn import LearnRequest, _sample, learn  # noqa: E402
 from loader.train.sources import read_source  # noqa: E402
@@ -180,7 +180,7 @@ def closed_share(baseline: float, model: float, best: float) -> float:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    settings, _ = resolve_settings(overrides={"opensearch_url": args.url})
+    settings, _ = resolve_settings(overrides={"opensearch_url": getattr(args, "url", None)})
     return settings.replace(query_log="off")
 
 
@@ -194,10 +194,33 @@ def _test_examples(args: argparse.Namespace, settings: Settings) -> dict[str, Ex
 
 
 def _cache(args: argparse.Namespace, split: str) -> Path:
-    """The pickle of a split's examples: named after the index and the features' version, so
-    features computed differently are collected afresh."""
-    name = f"learned-rerank-{args.index_prefix}-{split}-{feature_fingerprint()}.pickle"
+    """The pickle of a split's examples: named after the index and the features' set (both
+    readers' when the settings have two: ``searched_features``), so features computed
+    differently are collected afresh."""
+    features = _features(_settings(args))
+    name = f"learned-rerank-{args.index_prefix}-{split}-{features.fingerprint()}.pickle"
     return Path(args.cache_dir) / name
+
+
+def _features(settings: Settings) -> Any:
+    """The features the settings' hybrid-rrf search gives (both readers' with two)."""
+    from loader.models.readers import second_reader
+
+    second = second_reader(settings.embedding_model, settings.second_embedding_model)
+    return searched_features("hybrid-rrf", second)
+
+
+def collect(args: argparse.Namespace) -> dict[str, Any]:
+    """Search every train and test claim once and cache their candidates and features (what
+    the other commands read), nothing measured."""
+    settings = _settings(args)
+    counts = {}
+    for split in ("train", "test"):
+        pairs = judged(args.dataset, split, settings, args.index_prefix)
+        counts[split] = len(examples(pairs, settings, _cache(args, split)))
+        print(f"{split}: {counts[split]} claims cached", file=sys.stderr, flush=True)
+    features = _features(settings)
+    return {"claims": counts, "readers": features.readers, "features": list(features.names)}
 
 
 def headroom(args: argparse.Namespace) -> dict[str, Any]:
@@ -344,7 +367,7 @@ def cross_validated(
 
 
 # Feature groups for the ablation, by name prefix.
-GROUPS = ("content_", "heading_", "vector_", "fused_", "_overlap")
+GROUPS = ("content_", "heading_", "vector_", "fused_", "_overlap", "second_vector_")
 
 
 def diagnose(args: argparse.Namespace) -> dict[str, Any]:
@@ -358,14 +381,15 @@ def diagnose(args: argparse.Namespace) -> dict[str, Any]:
         base, model = cross_validated(train, scale, rounds=args.rounds)
         figures["prior_scale"][str(scale)] = [round(base, 4), round(model, 4)]
         print(f"prior {scale}: {base:.4f} -> {model:.4f}", file=sys.stderr, flush=True)
+    names = feature_set_of_width(next(iter(train.values())).features.shape[1]).names
     for group in GROUPS:
-        columns = [i for i, name in enumerate(FEATURE_NAMES) if group in name]
+        columns = [i for i, name in enumerate(names) if group in name]
         base, model = cross_validated(train, PRIOR_SCALE, columns, rounds=args.rounds)
         figures["without"][group] = round(model, 4)
     request = LearnRequest(sources=(), out=Path("unused"), rounds=args.rounds)
     booster = train_booster(list(train.values()), request)
     gains = booster.feature_importance("gain")
-    ranked = sorted(zip(FEATURE_NAMES, gains, strict=True), key=lambda pair: -pair[1])
+    ranked = sorted(zip(names, gains, strict=True), key=lambda pair: -pair[1])
     total = float(sum(gains)) or 1.0
     figures["importance"] = [[name, round(float(g) / total, 3)] for name, g in ranked[:10]]
     return figures
@@ -466,7 +490,9 @@ def carry_over(args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["headroom", "curve", "diagnose", "final", "carry-over"])
+    parser.add_argument(
+        "command", choices=["collect", "headroom", "curve", "diagnose", "final", "carry-over"]
+    )
     parser.add_argument("--index-prefix", default="sfa", help="The eval indices' prefix.")
     parser.add_argument("--cache-dir", default="/tmp", help="Where the candidates are pickled.")
     parser.add_argument("--model-dir", default="/tmp/learned-rerank", help="Trained models.")
@@ -481,6 +507,7 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="Write the figures as JSON here too.")
     args = parser.parse_args()
     commands = {
+        "collect": collect,
         "headroom": headroom,
         "curve": curve,
         "diagnose": diagnose,

@@ -60,6 +60,7 @@ from loader.models.rerank.features import (  # noqa: E402
     _ratio,
     _reciprocal_rank,
     _zscore,
+    feature_set_of_width,
 )
 from loader.train.booster import BOOSTER_PARAMS, PRIOR_SCALE, ROUNDS, train_booster  # noqa: E402
 from loader.train.examples import Example  # noqa: E402
@@ -381,14 +382,18 @@ def headroom(test: Mapping[str, Example]) -> dict[str, Any]:
 
 # --- per claim (test, the 809-claim model) -------------------------------------------------------
 
-CONTRIBUTORS = (*FEATURE_NAMES, "prior")
+
+def contributors(width: int) -> tuple[str, ...]:
+    """The names of a model's contributions over rows ``width`` wide (both readers' features
+    with two), then the prior's."""
+    return (*feature_set_of_width(width).names, "prior")
 
 
 def flip_drivers(
     booster: Any, example: Example, scores: np.ndarray
 ) -> tuple[int, int, np.ndarray] | None:
     """Why the first relevant candidate (in fused order) moved: its fused and model ranks, and
-    per ``CONTRIBUTORS`` entry the mean over the candidates it swapped places with of (theirs -
+    per ``contributors`` entry the mean over the candidates it swapped places with of (theirs -
     its) contribution when it fell, (its - theirs) when it rose; positive drove the move.
     ``None`` when no relevant candidate or it kept its place among the others."""
     first = _first_relevant(example)
@@ -409,9 +414,9 @@ def flip_drivers(
     return first, model_rank, (difference if fell.any() else -difference)
 
 
-def _top(difference: np.ndarray, count: int) -> list[list[Any]]:
+def _top(difference: np.ndarray, count: int, names: tuple[str, ...]) -> list[list[Any]]:
     order = np.argsort(-difference)[:count]
-    return [[CONTRIBUTORS[i], round(float(difference[i]), 3)] for i in order]
+    return [[names[i], round(float(difference[i]), 3)] for i in order]
 
 
 def per_claim(
@@ -427,19 +432,20 @@ def per_claim(
     model = np.array([harness.ndcg(test[q], scores[q]) for q in claims])
     change = model - base
     worst = [i for i in np.argsort(change, kind="stable")[:WORST] if change[i] < 0]
-    rows, total = [], np.zeros(len(CONTRIBUTORS))
+    names = contributors(test[claims[0]].features.shape[1])
+    rows, total = [], np.zeros(len(names))
     for i in worst:
         found = flip_drivers(booster, test[claims[i]], scores[claims[i]])
         row = {"claim": claims[i], "hybrid_rrf": round(float(base[i]), 4),
                "model": round(float(model[i]), 4)}  # fmt: skip
         if found is not None:
             row["relevant_rank"] = [found[0], found[1]]
-            row["drivers"] = _top(found[2], 3)
+            row["drivers"] = _top(found[2], 3, names)
             total += found[2]
         rows.append(row)
     best = [i for i in np.argsort(-change, kind="stable")[:WORST] if change[i] > 0]
     lifted = [flip_drivers(booster, test[claims[i]], scores[claims[i]]) for i in best]
-    lifted_total = sum((f[2] for f in lifted if f is not None), np.zeros(len(CONTRIBUTORS)))
+    lifted_total = sum((f[2] for f in lifted if f is not None), np.zeros(len(names)))
     return {
         "hybrid_rrf": round(float(base.mean()), 4),
         "model": round(float(model.mean()), 4),
@@ -453,8 +459,8 @@ def per_claim(
             round(float(change[change < 0].sum()) / len(claims), 4),
         ],  # fmt: skip
         "worst": rows,
-        "worst_drivers_summed": _top(total, 5),
-        "best_drivers_summed": _top(lifted_total, 5),
+        "worst_drivers_summed": _top(total, 5, names),
+        "best_drivers_summed": _top(lifted_total, 5, names),
     }
 
 

@@ -109,7 +109,14 @@ CLUSTER_CASES: dict[str, list[Run]] = {
         (*_HARNESS, "--index-prefix", "{eval_prefix}", "--cache-dir", "{candidates}",
          "--rounds", "20", "--out", "{tmp}/ablation.json"),
     ],
+    "learned_readers_scifact.py": [
+        ("choose", *_LEARNED, "--folds", "2"),
+        ("learn", *_LEARNED, "--model-dir", "{tmp}/readers", "--mode", "hybrid-rrf",
+         "--out", "{tmp}/learn.json"),
+        ("test", *_LEARNED, "--learn-result", "{tmp}/learn.json"),
+    ],
     "learned_rerank_scifact.py": [
+        ("collect", *_LEARNED),
         ("headroom", *_LEARNED),
         ("curve", *_LEARNED, "--sizes", "10", "--seeds", "1", "--model-dir", "{tmp}/models"),
         ("diagnose", *_LEARNED),

@@ -122,19 +122,26 @@ def _retrieval_request(request: SearchRequest, mode: str) -> SearchRequest:
     )
 
 
+def _query_vectors(
+    request: SearchRequest, settings: Settings, embedder: Embedder | None, *, second: bool
+) -> tuple[list[float], list[float] | None]:
+    """The question's vector, and the second reader's when asked and there is one."""
+    from loader.models.embedding import embedder_for
+    from loader.models.readers import second_embedder_for
+
+    searched = [request.searched]
+    vector = (embedder or embedder_for(settings)).embed_queries(searched)[0].tolist()
+    reader = second_embedder_for(settings) if second else None
+    return vector, reader.embed_queries(searched)[0].tolist() if reader else None
+
+
 def _sub_query_lists(
     request: SearchRequest, settings: Settings, client: OpenSearch, embedder: Embedder | None
 ) -> dict[str, list[SearchHit]]:
     """The hybrid template's sub-queries, each run on its own ``depth`` deep: the very lists the
     pipeline fuses. OpenSearch renders the stored template (``_render/template``) with the
     parameters ``search`` sends, so the clauses are the template's own."""
-    from loader.models.embedding import embedder_for
-    from loader.models.readers import second_embedder_for
-
-    embedder = embedder or embedder_for(settings)
-    vector = embedder.embed_queries([request.searched])[0].tolist()
-    second = second_embedder_for(settings)
-    second_vector = second.embed_queries([request.searched])[0].tolist() if second else None
+    vector, second_vector = _query_vectors(request, settings, embedder, second=True)
     # The sub-queries are compared chunk by chunk: no collapse_doc.
     chunkwise = request.replace(one_per_document=False)
     params = chunkwise.template_params(bm25_text(request.searched), vector, second_vector)
@@ -225,12 +232,11 @@ def _learned_shares(
 
     if not isinstance(reranker, LearnedReranker):  # a caller's own learned-kind reranker
         return {}
-    vector = None
-    if search_mode(request.mode).embeds:
-        from loader.models.embedding import embedder_for
-
-        vector = (embedder or embedder_for(settings)).embed_queries([request.searched])[0].tolist()
-    params = request.template_params(bm25_text(request.searched), vector)
+    vectors: tuple[list[float] | None, list[float] | None] = (None, None)
+    if search_mode(request.mode).embeds:  # the second reader's only in a hybrid mode, as search
+        second = reranker.feature_set.readers > 1 and search_mode(request.mode).hybrid
+        vectors = _query_vectors(request, settings, embedder, second=second)
+    params = request.template_params(bm25_text(request.searched), *vectors)
     query = RerankQuery.of_call(request.searched, settings.index_name, params)
     hits = sorted(reranked, key=lambda hit: hit.ranks.get("retrieval", 0))
     hits = hits[: rerank_depth(reranker, len(hits))]  # those the model reranked (search's rule)

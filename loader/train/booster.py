@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from loader.errors import ConfigError
-from loader.models.rerank.features import FEATURE_NAMES
+from loader.models.rerank.features import feature_set_of_width
 from loader.train.defaults import LEARN_BASE_MODES
 from loader.train.examples import Example
 from loader.train.guard import gain_lower_bound
@@ -92,7 +92,7 @@ def lightgbm_dataset(
         group=[len(example.labels) for example in examples],
         init_score=init,
         weight=weights,
-        feature_name=list(FEATURE_NAMES),
+        feature_name=list(feature_set_of_width(matrix.shape[1]).names),
         free_raw_data=False,
     )
 
@@ -136,11 +136,13 @@ def held_out_ndcgs(
     booster: Any, held: Sequence[Example], prior_scale: float, weight: float = 1.0
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per question, nDCG@10 of the current search (the fused order) and of the model (its
-    trees weighed ``weight``). Pure."""
+    trees weighed ``weight``). A model of one reader's features scores two readers' rows by
+    their first columns: they are one reader's (``features.TWO_READERS``). Pure."""
     current, learned = [], []
+    columns = booster.num_feature()
     for example in held:
         fused = -np.arange(len(example.labels), dtype=float)  # the candidates' own order
-        residual = booster.predict(example.features, num_threads=1)
+        residual = booster.predict(example.features[:, :columns], num_threads=1)
         score = prior_scale * example.prior + weight * residual
         current.append(_ndcg(example, fused))
         learned.append(_ndcg(example, score))

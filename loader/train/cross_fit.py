@@ -14,7 +14,7 @@ Example::
 
     examples = aligned(found)                            # mode -> examples, same questions
     scores = base_scores(examples, ("hybrid-rrf", ...), request, 5, notify)
-    served = served_model(out)                           # LearnedReranker | None, and its name
+    served = served_model(out, None, "hybrid-rrf")       # LearnedReranker | None, and its name
 """
 
 from __future__ import annotations
@@ -77,19 +77,27 @@ def base_scores(
     return scores
 
 
-def served_model(out: Path) -> tuple[Any, str]:
+def served_model(out: Path, second_reader: str | None, search_mode: str) -> tuple[Any, str]:
     """The model the tenant is served now: the one already in ``out`` (its model folder), and
     how the verdict names it; ``None`` and ``fusion`` when there is none. A model it cannot
-    read is not what is served: the guard then judges against fusion, and says so."""
+    read is not what is served, nor one of two readers' features when its search gives one
+    reader's (``second_reader``: the settings' second reader, ``None`` for none; ``search_mode``:
+    theirs; it is refused there: ``check.choose_reranker``): the guard then judges against
+    fusion, and says so."""
     from loader.models.rerank.learned import LearnedReranker
+    from loader.train.examples import searched_features
 
     if not (out / LEARNED_MODEL_FILE).is_file():
         return None, "fusion"
     try:
-        return LearnedReranker(out), f"the model in {out}"
+        served = LearnedReranker(out)
     except ModelError as exc:
         log.warning("the model in %s is not judged against: %s", out, exc)
         return None, f"fusion (the model in {out} is unreadable)"
+    searched = searched_features(served.base_mode or search_mode, second_reader)
+    if served.feature_set.readers > searched.readers:
+        return None, f"fusion (the model in {out} needs a second reader these settings lack)"
+    return served, f"the model in {out}"
 
 
 def served_ndcgs(served: Any, examples: Sequence[Example]) -> np.ndarray:

@@ -9,7 +9,7 @@ changes and the features are exactly those the trained model will be given.
 Example::
 
     examples = collect_examples(pairs, settings, client, mode="hybrid-rrf", candidates=50)
-    examples[0].features.shape, examples[0].labels   # (50, 24), array([0, 2, 0, ...])
+    examples[0].features.shape, examples[0].labels   # (50, 28), array([0, 2, 0, ...])
 """
 
 from __future__ import annotations
@@ -23,7 +23,14 @@ import numpy as np
 
 from loader.models.rerank import Candidate, LookupAnswers, RerankQuery
 from loader.models.rerank.check import LEARNED
-from loader.models.rerank.features import feature_lookup, feature_matrix, prior
+from loader.models.rerank.features import (
+    ONE_READER,
+    TWO_READERS,
+    FeatureSet,
+    feature_lookup,
+    feature_matrix,
+    prior,
+)
 from loader.train.sources import BY_CHUNK, JudgedQuestion, Source
 
 if TYPE_CHECKING:
@@ -42,7 +49,8 @@ class Example:
 
     Attributes:
         question_id, source: where the question comes from.
-        features: one row per candidate (``features.FEATURES``).
+        features: one row per candidate (the columns of the search's ``FeatureSet``:
+            ``searched_features``).
         prior: the fused rank's DCG discount per candidate (``features.prior``).
         labels: each candidate's grade (0-2).
         keys: what each candidate is judged by (its chunk id, or its document's source).
@@ -67,22 +75,27 @@ class FeatureRecorder:
 
     ``candidate_depth``: the search hands it the first this many candidates, as it will hand
     the trained model (``loader.query.search.rerank_depth``): a BEIR folder's search retrieves
-    more chunks than that, to keep that many documents after the collapse."""
+    more chunks than that, to keep that many documents after the collapse. ``features``: the
+    columns recorded (``searched_features``)."""
 
     kind = LEARNED
     name = "feature recorder"
 
-    def __init__(self, candidate_depth: int | None = None) -> None:
+    def __init__(
+        self, candidate_depth: int | None = None, features: FeatureSet = ONE_READER
+    ) -> None:
         self.candidate_depth = candidate_depth
+        self.features = features
         self.recorded: tuple[np.ndarray, np.ndarray, list[Any]] | None = None
 
     def lookup(self, query: RerankQuery, hits: Sequence[Candidate]) -> list[dict[str, Any]]:
-        return feature_lookup(query, hits)
+        return feature_lookup(query, hits, self.features)
 
     def score(
         self, query: RerankQuery, hits: Sequence[Candidate], answers: LookupAnswers = None
     ) -> list[float]:
-        self.recorded = (feature_matrix(query, hits, answers), prior(hits), list(hits))
+        matrix = feature_matrix(query, hits, answers, self.features)
+        self.recorded = (matrix, prior(hits), list(hits))
         return [-float(position) for position in range(len(hits))]
 
 
@@ -102,6 +115,20 @@ def _example(source: Source, question: JudgedQuestion, recorder: FeatureRecorder
         implicit=question.implicit,
         chunks=[(hit.tenant, hit.chunk_id) for hit in hits],
     )
+
+
+def searched_features(mode: str, second_reader: str | None) -> FeatureSet:
+    """The features a search in ``mode`` gives a model: both readers' in a hybrid mode with a
+    second reader (``second_reader``: ``loader.models.readers.second_reader`` of the settings;
+    only the hybrid templates search it, and only their searches embed the question with it),
+    else the first reader's alone.
+
+    Raises:
+        ConfigError: ``mode`` is no search mode.
+    """
+    from loader.modes import search_mode
+
+    return TWO_READERS if second_reader and search_mode(mode).hybrid else ONE_READER
 
 
 def _depth(candidates: int, one_per_document: bool) -> int:
@@ -126,22 +153,26 @@ def collect_examples(
 ) -> list[Example]:
     """One example per question that finds any candidate, searched in its source's index as
     its source's tenant (``mode``, its first ``candidates`` candidates, each document at its
-    best chunk for a BEIR folder as ``loader eval`` searches, no rewrite); ``on_searched`` is
-    called after each search (``SearchProgress``).
+    best chunk for a BEIR folder as ``loader eval`` searches, no rewrite), each candidate's
+    features those of ``searched_features`` (both readers' in a hybrid mode with two);
+    ``on_searched`` is called after each search (``SearchProgress``).
 
     Raises:
         ClusterError: an index is missing or the cluster failed.
     """
     from loader.models.embedding import embedder_for
+    from loader.models.readers import second_reader
     from loader.modes import search_mode
     from loader.query.request import SearchRequest
     from loader.query.rewrite import IdentityRewriter
     from loader.query.search import search
 
     embedder = embedder_for(settings) if search_mode(mode).embeds else None
+    second = second_reader(settings.embedding_model, settings.second_embedding_model)
+    features = searched_features(mode, second)
     examples = []
     for source, question in pairs:
-        recorder = FeatureRecorder(candidates)
+        recorder = FeatureRecorder(candidates, features)
         wanted = SearchRequest(
             question=question.text,
             tenant=source.tenant,

@@ -49,12 +49,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError
+from loader.models.readers import canonical_name, second_reader
 from loader.models.rerank.check import LEARNED_MODEL_FILE
-from loader.models.rerank.features import (
-    FEATURE_VERSION,
-    FEATURES,
-    feature_fingerprint,
-)
+from loader.models.rerank.features import FEATURE_VERSION, FeatureSet
 from loader.train import defaults
 from loader.train.booster import (
     BASE_MODES,
@@ -68,7 +65,7 @@ from loader.train.booster import (
     verdict_figures,
 )
 from loader.train.cross_fit import aligned, base_scores, question_keys, served_model, served_ndcgs
-from loader.train.examples import Example, SearchProgress, collect_examples
+from loader.train.examples import Example, SearchProgress, collect_examples, searched_features
 from loader.train.model_store import check_out, model_folder, model_tenant, write_model
 from loader.train.sources import Source, check_indices, read_source
 
@@ -258,7 +255,8 @@ def learn(
         require_cluster(client, settings)
     check_indices(sources, settings, client)
     modes = (request.mode,) if request.mode else BASE_MODES
-    served, against = served_model(out)
+    second = second_reader(settings.embedding_model, settings.second_embedding_model)
+    served, against = served_model(out, second, settings.search_mode)
     # What the tenant is served now: its model over the base it learnt from, else fusion.
     served_mode = (served.base_mode if served else "") or settings.search_mode
     searched = list(dict.fromkeys((*modes, served_mode)))
@@ -299,16 +297,19 @@ def learn(
     weight = residual_weight(sum(bool(example.labels.max() > 0) for example in examples[base]))
     counts = _counts(sources, sampled, examples[base])
     result = LearnResult(adopted, _verdict(metrics, adopted), str(out), metrics, counts)
+    features = searched_features(base, second)  # both readers' in a hybrid base with two
+    learnt_with = canonical_name(second or "") if features.readers > 1 else ""
     index_setup = {  # what made the index it learned from: the model fits those chunks
         "embedding_model": settings.embedding_model,
+        "second_embedding_model": learnt_with or "none",
         "chunk_strategy": settings.chunk_strategy,
     }
     result.provenance = _provenance(
-        request, index_setup, sources, booster, metrics, counts, result, base
+        request, index_setup, sources, booster, metrics, counts, result, base, features
     )
     result.provenance["model"].update(
         residual_weight=weight, tenant=tenant, candidate_depth=request.candidates,
-        base_mode=base,
+        base_mode=base, readers=features.readers, second_reader=learnt_with,
     )  # fmt: skip
     result.provenance["base"] = {
         "chosen": base,
@@ -364,14 +365,15 @@ def _provenance(
     counts: dict[str, int],
     result: LearnResult,
     provenance_mode: str,
+    features: FeatureSet,
 ) -> dict[str, Any]:
     return {
         "model": {
             "kind": "lambdamart",
             "file": LEARNED_MODEL_FILE,
             "feature_version": FEATURE_VERSION,
-            "feature_fingerprint": feature_fingerprint(),
-            "features": [{"name": name, "what": what} for name, what in FEATURES],
+            "feature_fingerprint": features.fingerprint(),
+            "features": [{"name": name, "what": what} for name, what in features.features],
             "prior": "1 / log2(1 + fused rank)",
             "prior_scale": PRIOR_SCALE,
             "trees": int(booster.num_trees()),

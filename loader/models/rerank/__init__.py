@@ -62,6 +62,8 @@ class RerankQuery:
         tenant: whose chunks the candidates are (every lookup filters on it too).
         query_text: the BM25 side's text (bounded: ``loader.query.search.bm25_text``).
         query_vector: the vector side's vector (``None`` in bm25 mode).
+        second_query_vector: the second reader's vector (``second_embedding_model``; ``None``
+            without one, and outside the hybrid modes).
         exact_terms: the identifiers the search matched exactly (``R-2207``, quoted strings).
     """
 
@@ -71,6 +73,7 @@ class RerankQuery:
     query_text: str = ""
     query_vector: list[float] | None = None
     exact_terms: tuple[str, ...] = field(default=())
+    second_query_vector: list[float] | None = None
 
     @classmethod
     def of_call(cls, question: str, index: str, params: Mapping[str, Any]) -> RerankQuery:
@@ -82,6 +85,7 @@ class RerankQuery:
             query_text=str(params.get("query_text") or question),
             query_vector=params.get("query_vector"),
             exact_terms=tuple(params.get("exact_terms") or ()),
+            second_query_vector=params.get("second_query_vector"),
         )
 
 

@@ -8,8 +8,9 @@ the row by ``split_feature`` as written; a truncated file or one wrong number ki
 ``num_tree_per_iteration=0``), with no message. So ``check_booster_text`` accepts only what
 ``loader learn`` writes, and every number LightGBM will use is checked against what it means:
 
-- the header: one class, one tree per iteration, ``lambdarank``, exactly this version's
-  ``FEATURE_NAMES``, one ``feature_infos`` entry per feature, one ``tree_sizes`` entry per tree;
+- the header: one class, one tree per iteration, ``lambdarank``, exactly the feature names of
+  the set the model records (``features.ONE_READER`` or ``TWO_READERS``), one ``feature_infos``
+  entry per feature, one ``tree_sizes`` entry per tree;
 - each tree exactly where ``tree_sizes`` says (``Tree=<i>`` then its lines, then a blank line);
   its arrays of the lengths ``num_leaves`` implies, numbers that parse (finite floats), features
   that exist, numeric splits only (no categorical ones: ``num_cat=0``, no linear trees), and
@@ -37,16 +38,25 @@ from loader.models.rerank.features import FEATURE_NAMES
 # Far above the 15 leaves `loader learn` trains; bounds the depth LightGBM's SHAP values recurse
 # to (``pred_contrib``, for `loader explain`) and the memory they take.
 MAX_LEAVES = 1024
-_HEADER = {
-    "version": "v4",
-    "num_class": "1",
-    "num_tree_per_iteration": "1",
-    "label_index": "0",
-    "max_feature_idx": str(len(FEATURE_NAMES) - 1),
-    "objective": "lambdarank",
-    "feature_names": " ".join(FEATURE_NAMES),
-}
-_HEADER_KEYS = {*_HEADER, "feature_infos", "tree_sizes"}
+_HEADER_KEYS = {
+    "version", "num_class", "num_tree_per_iteration", "label_index", "max_feature_idx",
+    "objective", "feature_names", "feature_infos", "tree_sizes",
+}  # fmt: skip
+
+
+def _expected_header(names: Sequence[str]) -> dict[str, str]:
+    """The header values a learned reranker over the features ``names`` has."""
+    return {
+        "version": "v4",
+        "num_class": "1",
+        "num_tree_per_iteration": "1",
+        "label_index": "0",
+        "max_feature_idx": str(len(names) - 1),
+        "objective": "lambdarank",
+        "feature_names": " ".join(names),
+    }
+
+
 _INT = re.compile(r"-?\d{1,10}")
 _FLOAT = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d{1,3})?")
 _FEATURE_INFO = re.compile(r"none|\[[-+.\deE]+:[-+.\deE]+\]")
@@ -82,9 +92,10 @@ class _Fault(Exception):
         self.line, self.what = line, what
 
 
-def check_booster_text(text: str, path: Path) -> int:
+def check_booster_text(text: str, path: Path, names: Sequence[str] = FEATURE_NAMES) -> int:
     """The number of trees of the LightGBM text model ``text`` (the file ``path``'s), once it is
-    known to be one LightGBM reads safely as this version's learned reranker (see the module).
+    known to be one LightGBM reads safely as a learned reranker over the features ``names``
+    (those of the set its provenance records; see the module).
 
     Raises:
         ModelError: naming ``path``, the line and what is wrong on it.
@@ -97,24 +108,24 @@ def check_booster_text(text: str, path: Path) -> int:
             f"LightGBM text model holds none; {_RETRAIN}"
         )
     try:
-        return _check(text)
+        return _check(text, tuple(names))
     except _Fault as fault:
         message = f"learned reranker {path}, line {fault.line}: {fault.what}; {_RETRAIN}"
         raise ModelError(message) from None
 
 
-def _check(text: str) -> int:
+def _check(text: str, names: tuple[str, ...]) -> int:
     lines = text.split("\n")
     first_tree = next((i for i, line in enumerate(lines) if line.startswith("Tree=")), None)
     if not lines[0] == "tree":
         raise _Fault(1, "not a LightGBM text model (it starts with no `tree` line)")
     if first_tree is None:
         raise _Fault(len(lines), "no `Tree=` line: the file ends before its trees")
-    sizes = _header(lines[1:first_tree])
+    sizes = _header(lines[1:first_tree], names)
     start = sum(len(line) + 1 for line in lines[:first_tree])
     for number, size in enumerate(sizes):
         line = text.count("\n", 0, start) + 1
-        _tree(text[start : start + size], number, line)
+        _tree(text[start : start + size], number, line, len(names))
         start += size
     tail = text[start:].split("\n")
     if tail[0] != "end of trees":
@@ -130,8 +141,9 @@ def _check(text: str) -> int:
     return len(sizes)
 
 
-def _header(lines: Sequence[str]) -> list[int]:
+def _header(lines: Sequence[str], names: tuple[str, ...]) -> list[int]:
     """The tree sizes, once every header line (line 2 on) is what this version writes."""
+    expected_header = _expected_header(names)
     values: dict[str, tuple[str, int]] = {}
     for number, line in enumerate(lines, start=2):
         if not line:
@@ -140,7 +152,7 @@ def _header(lines: Sequence[str]) -> list[int]:
         if match is None or match[1] not in _HEADER_KEYS or match[1] in values:
             raise _Fault(number, f"{line[:60]!r} is no header line of a learned reranker")
         values[match[1]] = (match[2], number)
-        expected = _HEADER.get(match[1])
+        expected = expected_header.get(match[1])
         if expected is not None and match[2] != expected:
             raise _Fault(number, f"{match[1]} is {match[2][:60]!r}, not {expected[:60]!r}")
     missing = sorted(_HEADER_KEYS - set(values))
@@ -149,16 +161,16 @@ def _header(lines: Sequence[str]) -> list[int]:
     infos, line = values["feature_infos"]
     if (
         not all(map(_FEATURE_INFO.fullmatch, infos.split(" ")))
-        or infos.count(" ") != len(FEATURE_NAMES) - 1
+        or infos.count(" ") != len(names) - 1
     ):
-        raise _Fault(line, f"feature_infos is not one range for each of {len(FEATURE_NAMES)}")
+        raise _Fault(line, f"feature_infos is not one range for each of {len(names)}")
     sizes = _numbers(*values["tree_sizes"], int, "tree_sizes")
     if not sizes or min(sizes) < 1:
         raise _Fault(values["tree_sizes"][1], "tree_sizes names no tree, or one of no bytes")
     return sizes
 
 
-def _tree(block: str, number: int, line: int) -> None:
+def _tree(block: str, number: int, line: int, features: int) -> None:
     """One tree's text, ``Tree=<number>`` to its blank lines, as ``tree_sizes`` cut it."""
     head = f"Tree={number}"
     if not block.startswith(head + "\n"):
@@ -174,12 +186,12 @@ def _tree(block: str, number: int, line: int) -> None:
             raise _Fault(offset, f"{text[:60]!r} is no line of tree {number}")
         values[match[1]] = (match[2], offset)
     try:
-        _tree_values(values, line)
+        _tree_values(values, line, features)
     except _Fault as fault:
         raise _Fault(fault.line, f"tree {number}: {fault.what}") from None
 
 
-def _tree_values(values: dict[str, tuple[str, int]], line: int) -> None:
+def _tree_values(values: dict[str, tuple[str, int]], line: int, features: int) -> None:
     for key in ("num_leaves", "num_cat", "leaf_value"):
         if key not in values:
             raise _Fault(line, f"no {key}")
@@ -196,7 +208,7 @@ def _tree_values(values: dict[str, tuple[str, int]], line: int) -> None:
         for key in _SPLIT_KEYS:
             if key not in values:
                 raise _Fault(line, f"no {key}, and it has {leaves} leaves")
-        _splits(arrays, values)
+        _splits(arrays, values, features)
         _children(arrays["left_child"], arrays["right_child"], leaves, values["left_child"][1])
 
 
@@ -215,13 +227,11 @@ def _arrays(values: dict[str, tuple[str, int]], leaves: int) -> dict[str, list]:
     return arrays
 
 
-def _splits(arrays: dict[str, list], values: dict[str, tuple[str, int]]) -> None:
+def _splits(arrays: dict[str, list], values: dict[str, tuple[str, int]], features: int) -> None:
     for feature in arrays["split_feature"]:
-        if not 0 <= feature < len(FEATURE_NAMES):
+        if not 0 <= feature < features:
             where = values["split_feature"][1]
-            raise _Fault(
-                where, f"split_feature {feature} is no feature (0 to {len(FEATURE_NAMES) - 1})"
-            )
+            raise _Fault(where, f"split_feature {feature} is no feature (0 to {features - 1})")
     for decision in arrays.get("decision_type", ()):
         if decision not in _NUMERIC_DECISIONS:
             where = values["decision_type"][1]

@@ -33,9 +33,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from loader.errors import RerankerUnavailableError
+from loader.errors import ConfigError, RerankerUnavailableError
 from loader.models.registry import known_spec
-from loader.models.rerank.tenants import MODEL_FILE, tenant_model
+from loader.models.rerank.tenants import MODEL_FILE, TenantModel, tenant_model
 from loader.settings import KEYWORD_RERANK, LEARNED_RERANK
 
 if TYPE_CHECKING:
@@ -226,9 +226,13 @@ class RerankChoice:
             )
 
 
-def _learned(folder: str, setting: str, why: str, tenant: str | None, lent: str) -> RerankChoice:
+def _learned(
+    folder: str, setting: str, why: str, tenant: str | None, lent: str, readers: tuple[str, str]
+) -> RerankChoice:
     """The learned model of ``tenant`` under ``folder`` (``tenants.tenant_model``); without a
-    tenant, the folder itself (each search then finds its tenant's)."""
+    tenant, the folder itself (each search then finds its tenant's). A model that learnt with a
+    second reader the settings do not give is none (``_readers_problem``; ``readers``: the
+    settings' ``embedding_model`` and ``second_embedding_model``)."""
     if tenant is None:
         if not Path(folder).expanduser().is_dir():
             return RerankChoice(
@@ -238,6 +242,8 @@ def _learned(folder: str, setting: str, why: str, tenant: str | None, lent: str)
             )
         return RerankChoice(LEARNED, folder, line=f"rerank: the learned rerankers in {folder}")
     found = tenant_model(folder, tenant, lent, setting)
+    if not isinstance(found, str):
+        found = _readers_problem(found, *readers) or found
     if isinstance(found, str):
         return RerankChoice(
             "",
@@ -250,6 +256,32 @@ def _learned(folder: str, setting: str, why: str, tenant: str | None, lent: str)
         line=f"rerank: the learned reranker {found.folder} of tenant {found.tenant!r} ({why})",
         candidate_depth=found.candidate_depth,
         base_mode=found.base_mode,
+    )
+
+
+def _readers_problem(
+    found: TenantModel, embedding_model: str, second_embedding_model: str
+) -> str | None:
+    """Why a model of two readers' features cannot rerank with these settings (its second
+    reader is not theirs: its columns would be missing, or another model's cosine), or
+    ``None``. A model of one reader's features reranks with one reader or two."""
+    if not found.second_reader:
+        return None
+    from loader.models.readers import canonical_name, second_reader
+
+    try:
+        ours = second_reader(embedding_model, second_embedding_model)
+    except ConfigError as exc:
+        return str(exc)
+    if ours and canonical_name(ours) == canonical_name(found.second_reader):
+        return None
+    given = f"gives {ours}" if ours else "gives none"
+    return (
+        f"the learned reranker {found.folder} learnt with two readers, its second "
+        f"{found.second_reader}, and second_embedding_model = "
+        f"{second_embedding_model!r} {given}: set second_embedding_model = "
+        f"{found.second_reader} (its vectors indexed: `loader apply`, `loader push`), or train "
+        "the model again on these settings (`loader learn`)"
     )
 
 
@@ -274,11 +306,12 @@ def choose_reranker(settings: Settings, tenant: str | None = None) -> RerankChoi
         choose_reranker(Settings(rerank_backend="keyword")).kind   # 'keyword'
     """
     lent = settings.learned_reranker_tenants
+    readers = (settings.embedding_model, settings.second_embedding_model)
     if settings.rerank_backend == KEYWORD_RERANK:
         return RerankChoice(KEYWORD, KEYWORD, line="rerank: the keyword reranker")
     if is_learned_folder(settings.reranker_model):
         why = "reranker_model names it"
-        return _learned(settings.reranker_model, "reranker_model", why, tenant, lent)
+        return _learned(settings.reranker_model, "reranker_model", why, tenant, lent, readers)
     if settings.rerank_backend == LEARNED_RERANK:
         if not settings.learned_reranker:
             return RerankChoice(
@@ -288,7 +321,7 @@ def choose_reranker(settings: Settings, tenant: str | None = None) -> RerankChoi
                 absent="rerank_backend = learned and no learned_reranker set",
             )
         return _learned(
-            settings.learned_reranker, "learned_reranker", "rerank_backend", tenant, lent
+            settings.learned_reranker, "learned_reranker", "rerank_backend", tenant, lent, readers
         )
     problem = reranker_problem(settings.reranker_model)
     if problem is None:
@@ -300,7 +333,9 @@ def choose_reranker(settings: Settings, tenant: str | None = None) -> RerankChoi
     absent = "no cross-encoder on this machine"
     if settings.learned_reranker:
         why = f"no cross-encoder: {problem}"
-        learned = _learned(settings.learned_reranker, "learned_reranker", why, tenant, lent)
+        learned = _learned(
+            settings.learned_reranker, "learned_reranker", why, tenant, lent, readers
+        )
         if learned.kind:
             return learned
         problem = f"{problem}; and {learned.problem}"

@@ -4,9 +4,16 @@ The search has already fetched each candidate's text, metadata, fused score and 
 comes from one ``_msearch`` (``feature_lookup``): each sub-query alone -- BM25 on ``content``,
 BM25 on ``heading_path``, the question's vector against each chunk's (exact cosine, the k-NN
 plugin's ``knn_score`` script), the exact identifiers held (one point per ``exact_terms`` phrase
-on ``content.exact``) -- restricted to the candidates (``terms`` on ``chunk_id``) and to the
+on ``content.exact``) and, with two readers, the second reader's vector against each chunk's
+``second_embedding`` -- restricted to the candidates (``terms`` on ``chunk_id``) and to the
 tenant (``term`` on ``tenant``), so every candidate's raw score comes back and no other
 tenant's chunk is scored. ``feature_matrix`` turns both into one row per candidate.
+
+Two feature sets (``FeatureSet``): ``ONE_READER`` (``FEATURES``) and ``TWO_READERS``, the same
+columns and, after them, the second reader's cosine in the same four forms
+(``second_vector_*``; ``second_embedding_model``), so a two-reader row begins with the one-reader
+row. A model records the set it learnt on (its fingerprint and ``readers``); a one-reader model
+keeps reranking an index with two readers (its lookup leaves the second out).
 
 Features carry over between collections: a raw BM25 score or a chunk's length in words means
 something else in every index, so each score is normalised within the question's candidates
@@ -21,6 +28,7 @@ Example::
 
     lines = feature_lookup(query, hits)                 # 8 _msearch lines (4 without a vector...)
     matrix = feature_matrix(query, hits, answers)       # shape (len(hits), len(FEATURES))
+    feature_lookup(query, hits, TWO_READERS)            # 10 lines with the second reader's vector
 """
 
 from __future__ import annotations
@@ -28,10 +36,12 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from loader.models.readers import FIRST_FIELD, SECOND_FIELD
 from loader.models.rerank import Candidate, LookupAnswers, RerankQuery
 from loader.models.rerank.keyword import content_terms, words
 
@@ -39,8 +49,8 @@ from loader.models.rerank.keyword import content_terms, words
 # the old ones are refused (their fingerprint differs).
 FEATURE_VERSION = 1
 
-# The sub-queries looked up per candidate, in the _msearch's order.
-SUB_QUERIES = ("content", "heading", "vector", "exact")
+# The sub-queries looked up per candidate, in the _msearch's order (the last with two readers).
+SUB_QUERIES = ("content", "heading", "vector", "exact", "second_vector")
 # Scores per sub-query: (suffix, what it is).
 _SCORE_FORMS = (
     ("minmax", "min-max normalised over the candidates (best 1, worst 0)"),
@@ -52,6 +62,8 @@ _SUB_QUERY_TEXT = {
     "content": "BM25 of the question on content",
     "heading": "BM25 of the question on heading_path",
     "vector": "(1 + cosine) / 2 of the question's vector and the chunk's (missing in bm25 mode)",
+    "second_vector": "(1 + cosine) / 2 of the question's and the chunk's vectors by the second "
+    "reader, second_embedding_model (missing outside the hybrid modes)",
 }
 
 FEATURES: tuple[tuple[str, str], ...] = (
@@ -74,12 +86,55 @@ FEATURES: tuple[tuple[str, str], ...] = (
     ("doc_candidates", "how many of the candidates are chunks of the chunk's document"),
 )
 FEATURE_NAMES: tuple[str, ...] = tuple(name for name, _ in FEATURES)
+SECOND_READER_FEATURES: tuple[tuple[str, str], ...] = tuple(
+    (f"second_vector_{form}", f"{_SUB_QUERY_TEXT['second_vector']}: {what}")
+    for form, what in _SCORE_FORMS
+)
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    """The columns a model learns from: ``ONE_READER`` or ``TWO_READERS`` (``readers``)."""
+
+    readers: int
+    features: tuple[tuple[str, str], ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.features)
+
+    def fingerprint(self) -> str:
+        """A hash of the feature version and names: what a model must have been trained on
+        (the one-reader set's is the fingerprint of every model before two readers)."""
+        text = f"{FEATURE_VERSION}:" + ",".join(self.names)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+ONE_READER = FeatureSet(1, FEATURES)
+TWO_READERS = FeatureSet(2, FEATURES + SECOND_READER_FEATURES)
+FEATURE_SETS = (ONE_READER, TWO_READERS)
 
 
 def feature_fingerprint() -> str:
-    """A hash of the feature version and names: what a model must have been trained on."""
-    text = f"{FEATURE_VERSION}:" + ",".join(FEATURE_NAMES)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    """The one-reader set's fingerprint (``ONE_READER.fingerprint()``)."""
+    return ONE_READER.fingerprint()
+
+
+def feature_set_of(fingerprint: object) -> FeatureSet | None:
+    """The feature set whose fingerprint a model records, or ``None`` (another version)."""
+    return next((found for found in FEATURE_SETS if found.fingerprint() == fingerprint), None)
+
+
+def feature_set_of_width(columns: int) -> FeatureSet:
+    """The feature set of rows ``columns`` wide.
+
+    Raises:
+        ValueError: no set has that many columns.
+    """
+    for found in FEATURE_SETS:
+        if len(found.features) == columns:
+            return found
+    raise ValueError(f"{columns} feature columns: no feature set of version {FEATURE_VERSION}")
 
 
 def prior(hits: Sequence[Candidate]) -> np.ndarray:
@@ -110,25 +165,29 @@ def _restricted(query: RerankQuery, chunk_ids: list[str], scoring: dict[str, Any
     }
 
 
-def _scorings(query: RerankQuery) -> dict[str, dict[str, Any] | None]:
-    """Each sub-query's scoring clause; ``None`` for one that cannot run (no vector, no
-    identifiers)."""
-    vector = None
-    if query.query_vector:
-        vector = {
-            "script_score": {
-                "query": {"match_all": {}},
-                "script": {
-                    "lang": "knn",
-                    "source": "knn_score",
-                    "params": {
-                        "field": "embedding",
-                        "query_value": list(query.query_vector),
-                        "space_type": "cosinesimil",  # (1 + cosine) / 2, whatever the index's
-                    },
+def _cosine(field: str, vector: Sequence[float] | None) -> dict[str, Any] | None:
+    if not vector:
+        return None
+    return {
+        "script_score": {
+            "query": {"match_all": {}},
+            "script": {
+                "lang": "knn",
+                "source": "knn_score",
+                "params": {
+                    "field": field,
+                    "query_value": list(vector),
+                    "space_type": "cosinesimil",  # (1 + cosine) / 2, whatever the index's
                 },
-            }
+            },
         }
+    }
+
+
+def _scorings(query: RerankQuery, features: FeatureSet) -> dict[str, dict[str, Any] | None]:
+    """Each sub-query's scoring clause in the lookup's order; ``None`` for one that cannot run
+    (no vector, no identifiers, no second reader's vector). The second reader's is there only
+    in the two-reader set."""
     exact = None
     if query.exact_terms:
         exact = {
@@ -139,17 +198,22 @@ def _scorings(query: RerankQuery) -> dict[str, dict[str, Any] | None]:
                 ]
             }
         }
-    return {
+    scorings = {
         "content": {"match": {"content": {"query": query.query_text}}},
         "heading": {"match": {"heading_path": {"query": query.query_text}}},
-        "vector": vector,
+        "vector": _cosine(FIRST_FIELD, query.query_vector),
         "exact": exact,
     }
+    if features.readers > 1:
+        scorings["second_vector"] = _cosine(SECOND_FIELD, query.second_query_vector)
+    return scorings
 
 
-def feature_lookup(query: RerankQuery, hits: Sequence[Candidate]) -> list[dict[str, Any]]:
-    """The ``_msearch`` lines (a header and a body per sub-query that can run) whose answers
-    hold each candidate's raw sub-query scores; ``parse_lookup`` reads them back.
+def feature_lookup(
+    query: RerankQuery, hits: Sequence[Candidate], features: FeatureSet = ONE_READER
+) -> list[dict[str, Any]]:
+    """The ``_msearch`` lines (a header and a body per sub-query of ``features`` that can run)
+    whose answers hold each candidate's raw sub-query scores; ``parse_lookup`` reads them back.
 
     Raises:
         ValueError: the query names no tenant or index (the lookup must filter on both).
@@ -158,20 +222,22 @@ def feature_lookup(query: RerankQuery, hits: Sequence[Candidate]) -> list[dict[s
         raise ValueError("a feature lookup needs the search's index and tenant")
     chunk_ids = list(dict.fromkeys(hit.chunk_id for hit in hits))
     lines: list[dict[str, Any]] = []
-    for scoring in _scorings(query).values():
+    for scoring in _scorings(query, features).values():
         if scoring is not None:
             lines.extend(({"index": query.index}, _restricted(query, chunk_ids, scoring)))
     return lines
 
 
-def parse_lookup(query: RerankQuery, answers: LookupAnswers) -> dict[str, dict[str, float] | None]:
+def parse_lookup(
+    query: RerankQuery, answers: LookupAnswers, features: FeatureSet = ONE_READER
+) -> dict[str, dict[str, float] | None]:
     """Sub-query -> chunk id -> raw score, from ``feature_lookup``'s answers (``None`` for a
     sub-query that was not run).
 
     Raises:
         ValueError: not one answer per sub-query run, or an answer that is an error.
     """
-    ran = [side for side, scoring in _scorings(query).items() if scoring is not None]
+    ran = [side for side, scoring in _scorings(query, features).items() if scoring is not None]
     answers = list(answers or [])
     if len(answers) != len(ran):
         raise ValueError(f"{len(answers)} lookup answers for {len(ran)} sub-queries")
@@ -247,16 +313,17 @@ def feature_matrix(
     query: RerankQuery,
     hits: Sequence[Candidate],
     answers: LookupAnswers,
+    features: FeatureSet = ONE_READER,
 ) -> np.ndarray:
-    """One row per candidate, one column per ``FEATURES`` entry (float64; NaN for the vector
-    features without a vector).
+    """One row per candidate, one column per entry of ``features`` (float64; NaN for a
+    reader's features without its vector).
 
     Raises:
         ValueError: as ``parse_lookup``.
     """
     if not hits:
-        return np.zeros((0, len(FEATURES)))
-    found = parse_lookup(query, answers)
+        return np.zeros((0, len(features.features)))
+    found = parse_lookup(query, answers, features)
     ids = [hit.chunk_id for hit in hits]
     columns: list[np.ndarray] = []
     for side in ("content", "heading", "vector"):
@@ -280,8 +347,10 @@ def feature_matrix(
     for hit in hits:
         per_document[hit.doc_id] = per_document.get(hit.doc_id, 0) + 1
     columns.append(np.array([per_document[hit.doc_id] for hit in hits], float))
+    if features.readers > 1:
+        columns.extend(_score_forms(found["second_vector"], ids))
     matrix = np.column_stack(columns)
-    assert matrix.shape[1] == len(FEATURES), matrix.shape
+    assert matrix.shape[1] == len(features.features), matrix.shape
     return matrix
 
 

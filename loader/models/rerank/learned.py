@@ -10,7 +10,13 @@ it -- the feature version, names and fingerprint, and ``prior_scale``. A candida
 The booster learned the residual over that prior (its ``init_score``), and ``residual_weight``
 shrinks it the more, the fewer questions it learnt from, so with few judgments the model stays
 close to the fusion's order. A model trained on another feature version is refused when it
-loads (``ModelError``), never applied to columns that mean something else.
+loads (``ModelError``), never applied to columns that mean something else. A model records its
+feature set (``features.ONE_READER`` or ``TWO_READERS``) and computes those columns alone: a
+one-reader model reranks an index with two readers as it did with one (its lookup leaves the
+second reader out); a two-reader model on settings without its second reader is refused before
+it loads (``check.choose_reranker``, naming ``second_embedding_model``), and in a mode that does
+not search the second reader (bm25, vector) its second reader's columns are missing (NaN), as the
+first reader's are in bm25 mode.
 
 Before LightGBM sees a byte, the folder is checked (``learned_files``: regular files within
 their caps, the provenance's types and values, the booster's recorded size and SHA-256, its text
@@ -41,7 +47,6 @@ from loader.errors import ModelError
 from loader.models.rerank import Candidate, LookupAnswers, RerankQuery
 from loader.models.rerank.check import LEARNED, LEARNED_MODEL_FILE
 from loader.models.rerank.features import (
-    FEATURE_NAMES,
     FEATURE_VERSION,
     feature_lookup,
     feature_matrix,
@@ -98,22 +103,25 @@ class LearnedReranker:
         # its candidates (``candidate_depth``; ``None`` before it was recorded: all of them).
         self.candidate_depth = checked.candidate_depth
         self.base_mode, self.tenant = checked.base_mode, checked.tenant
+        # The columns it learnt on: one reader's, or both readers' (``second_reader``'s too).
+        self.feature_set, self.second_reader = checked.features, checked.second_reader
         self.booster = _booster(checked)
-        if tuple(self.booster.feature_name()) != FEATURE_NAMES:
+        if tuple(self.booster.feature_name()) != self.feature_set.names:
             raise ModelError(
                 f"learned reranker {self.folder}: its booster's features are not version "
-                f"{FEATURE_VERSION}'s; train it again with `loader learn`"
+                f"{FEATURE_VERSION}'s with {self.feature_set.readers} reader(s), as its "
+                f"{PROVENANCE_FILE} says; train it again with `loader learn`"
             )
         log.info("learned reranker %s loaded (%d trees)", self.folder, self.booster.num_trees())
 
     def lookup(self, query: RerankQuery, hits: Sequence[Candidate]) -> list[dict[str, Any]]:
         """The ``_msearch`` of each candidate's sub-query scores (``features.feature_lookup``)."""
-        return feature_lookup(query, hits)
+        return feature_lookup(query, hits, self.feature_set)
 
     def features(
         self, query: RerankQuery, hits: Sequence[Candidate], answers: LookupAnswers
     ) -> np.ndarray:
-        return feature_matrix(query, hits, answers)
+        return feature_matrix(query, hits, answers, self.feature_set)
 
     def score(
         self, query: RerankQuery, hits: Sequence[Candidate], answers: LookupAnswers = None
@@ -138,7 +146,7 @@ class LearnedReranker:
         shares = self.booster.predict(matrix, pred_contrib=True, num_threads=1)
         shares = self.residual_weight * shares
         priors = self.prior_scale * prior(hits)
-        names = (*FEATURE_NAMES, "bias")
+        names = (*self.feature_set.names, "bias")
         return [
             {PRIOR: float(p), **{n: float(v) for n, v in zip(names, row, strict=True)}}
             for p, row in zip(priors, shares, strict=True)

@@ -12,11 +12,12 @@ wrong:
 1. each file is a regular file of at most its cap, read once without blocking
    (``loader.userfile``: a FIFO, ``/dev/zero`` or a folder in its place is refused at once);
 2. ``provenance.json`` is a JSON object whose ``model`` values have their types: the fingerprint
-   this version computes, finite numbers in range, the size and a SHA-256;
+   of a feature set this version computes (one reader's or two's: ``features.FEATURE_SETS``),
+   the second reader it learnt with when two, finite numbers in range, the size and a SHA-256;
 3. the booster's bytes are that size and that SHA-256: damage (a truncated copy, an edit) is
    caught here, before any parsing;
-4. the booster's text is one LightGBM reads safely (``booster_text.check_booster_text``), with as
-   many trees as recorded.
+4. the booster's text is one LightGBM reads safely (``booster_text.check_booster_text``) over
+   that set's features, with as many trees as recorded.
 
 A folder from before the size and hash were recorded is refused (train it again): without
 them, damage cannot be told from a model. Steps 1-4 protect the process from a damaged file;
@@ -48,7 +49,14 @@ from typing import Any
 from loader.errors import ModelError
 from loader.models.rerank.booster_text import check_booster_text
 from loader.models.rerank.check import LEARNED_MODEL_FILE
-from loader.models.rerank.features import FEATURE_NAMES, FEATURE_VERSION, feature_fingerprint
+from loader.models.rerank.features import (
+    FEATURE_VERSION,
+    ONE_READER,
+    TWO_READERS,
+    FeatureSet,
+    feature_fingerprint,
+    feature_set_of,
+)
 from loader.userfile import parse_failure, read_user_bytes
 
 PROVENANCE_FILE = "provenance.json"
@@ -76,6 +84,8 @@ class CheckedModel:
         candidate_depth, base_mode, tenant: where it learnt (``loader.models.rerank.tenants``):
             the candidates per question (``None``: not recorded, all of them), the search mode
             and the tenant (``""``: not recorded).
+        features: the feature set it learnt on (``ONE_READER`` for every model before two).
+        second_reader: the second reader whose cosine it learnt from (``""``: one reader).
     """
 
     folder: Path
@@ -87,6 +97,8 @@ class CheckedModel:
     candidate_depth: int | None = None
     base_mode: str = ""
     tenant: str = ""
+    features: FeatureSet = ONE_READER
+    second_reader: str = ""
 
     @property
     def model_file(self) -> Path:
@@ -123,7 +135,7 @@ def read_checked(folder: Path) -> CheckedModel:
             f"not the one `loader learn` wrote beside it; {_RETRAIN}"
         )
     text = data.decode("ascii", errors="replace")  # check_booster_text refuses what was replaced
-    trees = check_booster_text(text, model_file)
+    trees = check_booster_text(text, model_file, facts["features"].names)
     if trees != facts["trees"]:
         raise ModelError(
             f"learned reranker {model_file} holds {trees} trees, and {PROVENANCE_FILE} records "
@@ -139,12 +151,15 @@ def read_checked(folder: Path) -> CheckedModel:
         facts["candidate_depth"],
         facts["base_mode"],
         facts["tenant"],
+        facts["features"],
+        facts["second_reader"],
     )
 
 
 def provenance_facts(folder: Path) -> dict[str, Any]:
     """The ``model`` part of the folder's ``provenance.json``, its values checked (types, finite
-    numbers, this version's features, the booster file's size and hash recorded).
+    numbers, features of a set this version computes, the second reader named when it learnt
+    with two, the booster file's size and hash recorded).
 
     Raises:
         ModelError: naming the file and the value at fault.
@@ -163,12 +178,20 @@ def provenance_facts(folder: Path) -> dict[str, Any]:
     facts = document.get("model") if isinstance(document, dict) else None
     if not isinstance(facts, dict):
         raise ModelError(f"learned reranker provenance {path} has no `model` object; {_RETRAIN}")
-    if facts.get("feature_fingerprint") != feature_fingerprint():
+    features = feature_set_of(facts.get("feature_fingerprint"))
+    if features is None:
         raise ModelError(
             f"learned reranker {folder} was trained on features version "
             f"{repr(facts.get('feature_version'))[:20]} "
             f"({str(facts.get('feature_fingerprint'))[:20]}), and this loader computes version "
-            f"{FEATURE_VERSION} ({feature_fingerprint()}); {_RETRAIN}"
+            f"{FEATURE_VERSION} ({feature_fingerprint()}, or with two readers "
+            f"{TWO_READERS.fingerprint()}); {_RETRAIN}"
+        )
+    second = _text(facts, "second_reader", path)
+    if features.readers > 1 and not second:
+        raise ModelError(
+            f"learned reranker provenance {path}: the model learnt on two readers' features "
+            f"and model.second_reader names no model; {_RETRAIN}"
         )
     if "file_sha256" not in facts or "file_bytes" not in facts:
         raise ModelError(
@@ -185,6 +208,8 @@ def provenance_facts(folder: Path) -> dict[str, Any]:
         "candidate_depth": _depth(facts, path),
         "base_mode": _text(facts, "base_mode", path),
         "tenant": _text(facts, "tenant", path),
+        "features": features,
+        "second_reader": second if features.readers > 1 else "",
     }
 
 
@@ -247,7 +272,7 @@ def probe_booster(checked: CheckedModel) -> None:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     try:
         done = subprocess.run(
-            [sys.executable, "-P", str(script), str(len(FEATURE_NAMES))],
+            [sys.executable, "-P", str(script), str(len(checked.features.names))],
             input=checked.text.encode("ascii"),
             capture_output=True,
             timeout=PROBE_SECONDS,

@@ -100,12 +100,14 @@ class TenantModel:
         candidate_depth: the candidates per question it learnt from (``None``: a model trained
             before it was recorded).
         base_mode: the search mode whose candidates it learnt from (``""``: not recorded).
+        second_reader: the second reader whose cosine it learnt from (``""``: one reader).
     """
 
     folder: str
     tenant: str
     candidate_depth: int | None = None
     base_mode: str = ""
+    second_reader: str = ""
 
 
 @functools.lru_cache(maxsize=256)
@@ -121,7 +123,8 @@ def _provenance(path: str, modified_ns: int) -> dict[str, Any]:
 
 def recorded_facts(folder: Path) -> dict[str, Any]:
     """What a model's ``provenance.json`` records of where it may rerank: ``tenant``,
-    ``candidate_depth``, ``base_mode`` (``model`` part). A model trained before they were
+    ``candidate_depth``, ``base_mode``, ``second_reader`` (``model`` part; ``""`` for a
+    model of one reader's features). A model trained before they were
     recorded: its tenant is its sources' one tenant, if they had one.
 
     Raises:
@@ -142,6 +145,7 @@ def recorded_facts(folder: Path) -> dict[str, Any]:
         "tenant": tenant if isinstance(tenant, str) else None,
         "candidate_depth": depth if isinstance(depth, int) and depth > 0 else None,
         "base_mode": str(model.get("base_mode") or ""),
+        "second_reader": str(model.get("second_reader") or "") if model.get("readers") == 2 else "",
     }
 
 
@@ -179,4 +183,6 @@ def tenant_model(
             f"{setting} {root!r}: the model in {folder} was learnt from {whose}, not {owner!r}: "
             f"it never reranks another tenant's searches ({lend})"
         )
-    return TenantModel(str(folder), owner, facts["candidate_depth"], facts["base_mode"])
+    return TenantModel(
+        str(folder), owner, facts["candidate_depth"], facts["base_mode"], facts["second_reader"]
+    )

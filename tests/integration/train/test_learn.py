@@ -19,13 +19,15 @@ from loader.errors import ModelRejectedError
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
 from loader.models.rerank.check import LEARNED_MODEL_FILE
-from loader.models.rerank.features import FEATURE_NAMES
+from loader.models.rerank.features import FEATURE_NAMES, TWO_READERS
 from loader.models.rerank.learned import PROVENANCE_FILE
 from loader.train.examples import collect_examples
 from loader.train.learn import LearnRequest
 from loader.train.learn import learn as learn_reranker
 from loader.train.sources import read_source
 from tests.paths import FIXTURES
+from tests.unit.models.rerank.test_two_readers import SECOND
+from tests.unit.models.rerank.test_two_readers import write as write_two_reader_model
 
 TOPICS = 24
 DOCS_PER_TOPIC = 3
@@ -336,3 +338,55 @@ def test_a_beir_folder_without_its_eval_index_is_named(base_settings, unique_nam
     )  # fmt: skip
     assert done.exit_code == 2, done.output
     assert f"index '{unique_name}-tiny-structure' does not exist; run `loader eval" in done.stderr
+
+
+def test_a_model_over_two_readers_records_them_and_needs_its_second_reader(
+    corpus, client, tmp_path
+):
+    """The corpus holds both readers (the default settings, bge-small's jar here): a hybrid
+    base gives the model both readers' features; search and explain compute them; settings
+    without the second reader refuse the model, naming the setting."""
+    ids = chunk_ids(client, corpus, "A")
+    source = questions_file(tmp_path / "planted.jsonl", ids, shuffled=False)
+    out = tmp_path / "models"
+    done = CliRunner().invoke(
+        cli,
+        ["learn", str(source), "--out", str(out), "--url", corpus.opensearch_url,
+         "--index", corpus.index_name, "--tenant", "A", "--mode", "hybrid-rrf",
+         "--rounds", "160", "--folds", "3", "--json"],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    model = json.loads((out / "A" / PROVENANCE_FILE).read_text(encoding="utf-8"))["model"]
+    assert (model["readers"], model["second_reader"]) == (2, "bge-small-en-v1.5")
+    assert [f["name"] for f in model["features"]] == list(TWO_READERS.names)
+    question = "What is the " + " of the ".join(topic_words(0)) + "?"
+    found = search_cli(corpus, out, tmp_path, question)
+    assert found.exit_code == 0, found.output
+    assert json.loads(found.stdout)["reranked"] is True
+    # A model whose trees lean on the second reader's rank (synthetic, tenant A's): explain's
+    # shares add up to the search's score only if its lookup sent the second vector too.
+    out = tmp_path / "leaning"
+    write_two_reader_model(
+        out / "A", len(TWO_READERS.names), "second_vector_rank", second_reader=SECOND,
+        base_mode="hybrid-rrf", candidate_depth=50,
+    )  # fmt: skip
+    explained = CliRunner().invoke(
+        cli,
+        ["explain", question, "--json", "--url", corpus.opensearch_url, "--index",
+         corpus.index_name, "--tenant", "A", "--mode", "hybrid-rrf", "--k", "3", "--rerank"],
+        env={"LOADER_LEARNED_RERANKER": str(out), "LOADER_RERANKER_MODEL": str(tmp_path / "no")},
+    )  # fmt: skip
+    assert explained.exit_code == 0, explained.output
+    first = json.loads(explained.stdout)["explanations"][0]
+    assert {"prior", "bias", *TWO_READERS.names} == set(first["rerank_shares"])
+    rerank = next(stage for stage in first["stages"] if stage["stage"] == "rerank")
+    assert sum(first["rerank_shares"].values()) == pytest.approx(rerank["score"], abs=1e-6)
+    one_reader = CliRunner().invoke(
+        cli,
+        ["search", question, "--json", "--url", corpus.opensearch_url,
+         "--index", corpus.index_name, "--tenant", "A", "--rerank"],
+        env={"LOADER_LEARNED_RERANKER": str(out), "LOADER_RERANKER_MODEL": str(tmp_path / "no"),
+             "LOADER_SECOND_EMBEDDING_MODEL": "none"},
+    )  # fmt: skip
+    assert one_reader.exit_code != 0
+    assert "second_embedding_model = 'none' gives none" in one_reader.output

@@ -1,8 +1,9 @@
 """The learned reranker's features on a real node: a tiny corpus of a few chunks, searched in
 hybrid-rrf mode through ``search`` itself, every feature of every candidate checked against a
 value worked out here from independent reads of the index (each sub-query's plain ``_search``
-score, each chunk's stored vector) and from the texts written below. Tenant B holds the same
-file names with more of the question's words: none of its chunks or scores may reach A's rows."""
+score, each chunk's stored vectors, both readers') and from the texts written below. Tenant B
+holds the same file names with more of the question's words: none of its chunks or scores may
+reach A's rows."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pytest
 
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
-from loader.models.rerank.features import FEATURE_NAMES
+from loader.models.rerank.features import FEATURE_NAMES, ONE_READER, TWO_READERS
 from loader.query.request import SearchRequest
 from loader.query.rewrite import IdentityRewriter
 from loader.query.search import search
@@ -44,8 +45,8 @@ def corpus(client, base_settings, unique_name, embedder, tmp_path):
     return settings
 
 
-def recorded(settings, client, embedder):
-    recorder = FeatureRecorder()
+def recorded(settings, client, embedder, features=ONE_READER):
+    recorder = FeatureRecorder(None, features)
     request = SearchRequest(
         question=QUESTION, tenant="A", mode="hybrid-rrf", rerank=True, k=50, candidates=50
     )
@@ -63,14 +64,11 @@ def plain_scores(client, settings, clause) -> dict[str, float]:
     return {h["_source"]["chunk_id"]: h["_score"] for h in answer["hits"]["hits"]}
 
 
-def stored_vectors(client, settings) -> dict[str, np.ndarray]:
-    body = {"size": 100, "_source": ["chunk_id", "embedding"],
+def stored_vectors(client, settings, field="embedding") -> dict[str, np.ndarray]:
+    body = {"size": 100, "_source": ["chunk_id", field],
             "query": {"term": {"tenant": "A"}}}  # fmt: skip
     answer = client.search(index=settings.index_name, body=body)
-    return {
-        h["_source"]["chunk_id"]: np.array(h["_source"]["embedding"])
-        for h in answer["hits"]["hits"]
-    }
+    return {h["_source"]["chunk_id"]: np.array(h["_source"][field]) for h in answer["hits"]["hits"]}
 
 
 def forms(values: list[float], matched: list[bool]) -> dict[str, list[float]]:
@@ -140,3 +138,30 @@ def test_every_feature_is_the_value_worked_out_from_the_index(corpus, client, em
     )
     per_doc = [sum(other.doc_id == hit.doc_id for other in hits) for hit in hits]
     assert column["doc_candidates"] == per_doc and sorted(per_doc) == [1, 1, 2, 2]
+
+
+def test_the_second_readers_features_are_its_cosine_with_each_chunks_second_vector(
+    corpus, client, embedder
+):
+    """With two readers (bge-small-en-v1.5 in ``second_embedding``), the two-reader set's last
+    four columns are the second reader's cosine in the four forms, worked out from its stored
+    vectors, and its first columns are the one-reader set's."""
+    from loader.models.readers import SECOND_FIELD, second_embedder_for
+
+    second = second_embedder_for(corpus)
+    assert second is not None, "the default settings' second reader (bge-small's jar) is here"
+    one_matrix, _, one_hits = recorded(corpus, client, embedder)
+    matrix, _, hits = recorded(corpus, client, embedder, TWO_READERS)
+    assert [hit.chunk_id for hit in hits] == [hit.chunk_id for hit in one_hits]
+    assert matrix.shape == (4, len(TWO_READERS.names))
+    assert np.array_equal(matrix[:, : len(FEATURE_NAMES)], one_matrix)
+    ids = [hit.chunk_id for hit in hits]
+    question = second.embed_queries([QUESTION])[0]
+    vectors = stored_vectors(client, corpus, SECOND_FIELD)
+    cosines = [
+        float(question @ vectors[i] / np.linalg.norm(question) / np.linalg.norm(vectors[i]))
+        for i in ids
+    ]
+    column = {name: matrix[:, i].tolist() for i, name in enumerate(TWO_READERS.names)}
+    for form, expected in forms([(1 + c) / 2 for c in cosines], [True] * 4).items():
+        assert column[f"second_vector_{form}"] == pytest.approx(expected, rel=1e-3, abs=1e-4)
