@@ -173,6 +173,7 @@ class Traffic:
         self.local = threading.local()
         self.query_ids: collections.deque[str] = collections.deque(maxlen=200)
         self.statuses: collections.Counter[str] = collections.Counter()
+        self.rerankers: collections.Counter[str] = collections.Counter()
         self.server_errors: list[str] = []
         self.cookies: dict[str, str] = {}
         kinds = dict(KINDS)
@@ -302,10 +303,12 @@ class Traffic:
         except (http.client.HTTPException, OSError) as exc:
             status, answer = 0, str(exc).encode()
         if kind in ("search", "follow-up") and status == 200:
-            query_id = json.loads(answer).get("query_id")
-            if query_id:
-                with self.lock:
-                    self.query_ids.append(query_id)
+            found = json.loads(answer)
+            ran = (found.get("reranker") or {}).get("kind") or "none"
+            with self.lock:
+                self.rerankers[ran] += 1  # what was measured: the answers name it
+                if found.get("query_id"):
+                    self.query_ids.append(found["query_id"])
         with self.lock:
             self.statuses[f"{kind} {status}"] += 1
             if status == 0 or status >= 500:
@@ -346,15 +349,19 @@ def prepare_index(settings: Settings, client: Any) -> dict[str, str]:
     return set_ids
 
 
-def train_learned(folder: Path) -> None:
+def train_learned(root: Path) -> None:
     """A LambdaMART model of this version's features, trained on synthetic examples in
-    seconds (as tests/unit/models/rerank/test_learned.py does)."""
+    seconds (as tests/unit/models/rerank/test_learned.py does), written as ``loader learn``
+    writes one (``write_model``) into each tenant's folder of ``root``: every tenant reranks
+    with its own."""
     import numpy as np
 
     from loader.models.rerank.features import FEATURE_NAMES, FEATURE_VERSION, feature_fingerprint
+    from loader.models.rerank.tenants import tenant_model_folder
     from loader.train.booster import PRIOR_SCALE, train_booster
     from loader.train.examples import Example
-    from loader.train.learn import LearnRequest, _write
+    from loader.train.learn import LearnRequest
+    from loader.train.model_store import write_model
 
     rng = np.random.default_rng(1)
     examples = []
@@ -370,14 +377,16 @@ def train_learned(folder: Path) -> None:
                 relevant={keys[int(labels.argmax())]: 2}, implicit=False, chunks=[],
             )
         )  # fmt: skip
-    booster = train_booster(examples, LearnRequest(sources=("synthetic",), out=folder))
-    facts = {
-        "feature_fingerprint": feature_fingerprint(),
-        "feature_version": FEATURE_VERSION,
-        "prior_scale": PRIOR_SCALE,
-        "residual_weight": 0.5,
-    }
-    _write(folder, booster, {"model": facts})
+    booster = train_booster(examples, LearnRequest(sources=("synthetic",), out=root))
+    for tenant in TENANTS:
+        facts = {
+            "feature_fingerprint": feature_fingerprint(),
+            "feature_version": FEATURE_VERSION,
+            "prior_scale": PRIOR_SCALE,
+            "residual_weight": 0.5,
+            "tenant": tenant,
+        }
+        write_model(tenant_model_folder(root, tenant), booster, {"model": facts})
 
 
 def start_serve(args: argparse.Namespace, settings: Settings, work: Path) -> subprocess.Popen:
@@ -476,7 +485,11 @@ def verdict(
 ) -> int:
     """The statuses, the second half's growth and the pass/fail line; the exit code."""
     print("\nanswers: " + ", ".join(f"{k} x{v}" for k, v in sorted(traffic.statuses.items())))
+    print("reranked by: " + ", ".join(f"{k} x{v}" for k, v in sorted(traffic.rerankers.items())))
     failed = False
+    if args.reranker != "none" and not traffic.rerankers.get(args.reranker):
+        failed = True
+        print(f"FAIL: no search answer was reranked by the {args.reranker} reranker")
     if traffic.server_errors:
         failed = True
         print(f"FAIL: {len(traffic.server_errors)} answers were 5xx or no answer; first:")

@@ -83,8 +83,9 @@ CLUSTER_CASES: dict[str, list[Run]] = {
          "--candidates", "10"),
     ],
     "bench_serve_memory.py": [
+        # The default reranker, learned: one model per tenant, written as `loader learn` does.
         ("--url", "{url}", "--requests", "40", "--concurrency", "4", "--every", "20",
-         "--reranker", "keyword", "--max-growth", "1000", "--max-seconds", "120"),
+         "--max-growth", "1000", "--max-seconds", "120"),
     ],
     "bench_startup.py": [("OPENSEARCH_URL={url}", "LOADER_INDEX_NAME={eval_index}", "--runs", "1")],
     "bench_text_templates.py": [(*_HARNESS, "--docs", "6", "--queries", "2")],

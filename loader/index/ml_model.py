@@ -33,6 +33,7 @@ import dataclasses
 import json
 import logging
 import math
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -396,7 +397,8 @@ def check_push_embedding(client: OpenSearch, settings: Settings) -> None:
 # place of the ids of models not yet registered; execute_plan puts the real ids in once the "ml
 # model" steps have run (``with_model_ids``).
 PENDING_ML_MODEL_ID = "ML-MODEL-ID-ASSIGNED-ON-APPLY"
-PENDING_SECOND_ML_MODEL_ID = "SECOND-ML-MODEL-ID-ASSIGNED-ON-APPLY"
+# Neither placeholder holds the other: each is replaced on its own (``with_model_ids``).
+PENDING_SECOND_ML_MODEL_ID = "SECOND-READER-MODEL-ID-ASSIGNED-ON-APPLY"
 # The placeholder each model's id replaces, by the kind of its plan step.
 PENDING_IDS = {ML_MODEL: PENDING_ML_MODEL_ID, SECOND_ML_MODEL: PENDING_SECOND_ML_MODEL_ID}
 
@@ -436,6 +438,7 @@ def with_model_ids(change: Change, model_ids: Mapping[str, str]) -> Change:
     """The template or pipeline change with the just-registered models' ids in place of their
     placeholders (anywhere in its body: a template's mustache source, a processor's model_id)."""
     body = json.dumps(change.payload)
-    for placeholder, model_id in model_ids.items():
-        body = body.replace(placeholder, model_id)
+    if model_ids:  # all at once: an id put in is never read as another's placeholder
+        pattern = re.compile("|".join(map(re.escape, sorted(model_ids, key=len, reverse=True))))
+        body = pattern.sub(lambda match: model_ids[match.group()], body)
     return dataclasses.replace(change, payload=json.loads(body))

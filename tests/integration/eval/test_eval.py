@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from loader.cli import cli
 from loader.errors import RegressionError
 from loader.eval.datasets import read_trec_run
+from loader.models.readers import reader_settings
 from loader.modes import SEARCH_MODES
 from tests.paths import FIXTURES as ALL_FIXTURES
 
@@ -229,8 +230,12 @@ def test_eval_questions_file_with_sections_and_a_query_side_sweep(
     )[f"{unique_name}-docs-structure-minmax"]
     processor = pipeline["phase_results_processors"][0]["normalization-processor"]
     shared = 1 - base_settings.exact_weight  # BM25 and vector share it; the exact sub-query last
+    vector = [0.7 * shared]
+    if reader_settings(base_settings) is not None:  # the readers share the vector side
+        share = base_settings.second_reader_share
+        vector = [0.7 * shared * (1 - share), 0.7 * shared * share]
     assert processor["combination"]["parameters"]["weights"] == pytest.approx(
-        [0.3 * shared, 0.7 * shared, base_settings.exact_weight]
+        [0.3 * shared, *vector, base_settings.exact_weight]
     )
 
 

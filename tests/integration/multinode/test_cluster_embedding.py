@@ -1,6 +1,8 @@
 """`embedding_location = cluster` on the 3-node cluster: the model deployed on every node embeds
 what push sends as text, giving the chunk ids, hashes and search results of a client-side push;
-a node killed mid-push still converges on the rerun, with every chunk carrying its vector.
+a node killed mid-push still converges on the rerun, with every chunk carrying its vector. A
+second reader runs in fp32 here: its int8 copy run by ml-commons and by this process gives vectors
+at a cosine of only 0.996 to each other (tests/integration/ingest/test_cluster_embedding.py).
 
 The first apply registers the model and deploys it on the three nodes (about a minute on two busy
 cores); both tests share that deployment.
@@ -39,6 +41,7 @@ def cluster_settings(three_nodes, index_name: str, **changes) -> Settings:
         number_of_shards=3,
         number_of_replicas=1,
         embedding_location="cluster",
+        second_embedding_backend="onnx",  # see the docstring
         request_timeout=TIMEOUT,
         **changes,
     )

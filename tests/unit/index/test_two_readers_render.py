@@ -103,3 +103,22 @@ def test_another_second_reader_copies_the_chunks_without_its_vectors(tmp_path):
     first = TWO.replace(embedding_model="bge-small-en-v1.5", second_embedding_model="none")
     plan = plan_changes(render_config(first, 384, tmp_path), state)
     assert not [change for change in plan.pending if change.kind == "reindex"]
+
+
+def test_the_text_templates_get_each_readers_model_id_once_both_are_registered(tmp_path):
+    """apply renders the text-only templates with placeholders for models it registers in the
+    same run, then puts each model's id in place of its own placeholder (``with_model_ids``)."""
+    from loader.index.ml_model import PENDING_IDS, with_model_ids
+    from loader.index.plan import ML_MODEL, SECOND_ML_MODEL, Change
+
+    config = render_config(
+        TWO.replace(server_side_embedding=True), 384, tmp_path,
+        ml_model_id=PENDING_IDS[ML_MODEL], second_ml_model_id=PENDING_IDS[SECOND_ML_MODEL],
+    )  # fmt: skip
+    template = config.search_templates["kb-hybrid_text"]
+    change = Change(2, "search template", "kb-hybrid_text", "create", "", payload=template)
+    ids = {PENDING_IDS[ML_MODEL]: "first-model-id", PENDING_IDS[SECOND_ML_MODEL]: "bge-model-id"}
+    source = with_model_ids(change, ids).payload["script"]["source"]
+    assert source.count('"model_id": "first-model-id"') == 1
+    assert source.count('"model_id": "bge-model-id"') == 1
+    assert not any(placeholder in source for placeholder in ids)
