@@ -99,11 +99,13 @@ def ranking_difference(
     (0.0, 1.0)
     """
     ranks = [{doc: r for r, doc in enumerate(order[:k], 1)} for order in (first, second)]
-    total = sum(_discount(r, k) for ranked in ranks for r in ranked.values())
+    # fsum: the same figure whatever order the set yields the documents in, so two questions
+    # that move alike tie exactly (and keep their order) in every process.
+    total = math.fsum(_discount(r, k) for ranked in ranks for r in ranked.values())
     if not total:
         return None
     documents = set(ranks[0]) | set(ranks[1])
-    moved = sum(
+    moved = math.fsum(
         abs(_discount(ranks[0].get(d), k) - _discount(ranks[1].get(d), k)) for d in documents
     )
     return moved / total
