@@ -68,6 +68,7 @@ from loader.train.booster import (  # noqa: E402
     GUARD_FOLDS,
     PRIOR_SCALE,
     cross_validated_guard,
+    guard_keeps,
     held_out_ndcgs,
     residual_weight,
     train_booster,
@@ -108,7 +109,7 @@ def modes_measure(example: Example) -> float | None:
 
 def learned_measure(example: Example, model: tuple[Any, float]) -> float | None:
     """``ranking_difference`` of fusion's top 10 documents and the model's."""
-    booster, weight = model
+    booster, weight = model[:2]
     scores = model_scores(booster, PRIOR_SCALE, example, weight)
     return ranking_difference(
         top_documents(example, fused_scores(example)), top_documents(example, scores)
@@ -128,29 +129,35 @@ def next_batch(
 
 
 def guard(
-    subset: list[Example], served: tuple[Any, float] | None, seed: int, args: argparse.Namespace
+    subset: list[Example], served: tuple[Any, ...] | None, seed: int, args: argparse.Namespace
 ) -> tuple[bool, dict[str, float]]:
     """The guard ``loader learn`` runs on ``subset`` against what is served (``served``: the
-    model kept before, retrained in place; else fusion). Too few relevant claims for a fold is
-    a refusal (``loader learn`` says "judge more questions")."""
+    model kept before, retrained in place, and the claims it learnt from; else fusion). With
+    ``--served-judged-on all`` the served model is judged over every claim, the questions it
+    learnt from too (the rule before ``model.learnt_from``). Too few relevant claims for a fold
+    is a refusal (``loader learn`` says "judge more questions")."""
     request = LearnRequest(
         sources=(), out=Path("unused"), folds=args.folds, seed=seed, rounds=args.rounds
     )
-    current = None
+    current = unseen = None
     if served is not None:
         _, current = held_out_ndcgs(served[0], subset, PRIOR_SCALE, served[1])
+        if args.served_judged_on == "unseen":
+            unseen = np.array([example.question_id not in served[2] for example in subset])
     try:
-        figures = cross_validated_guard(subset, request, args.folds, current)
+        figures = cross_validated_guard(subset, request, args.folds, current, unseen=unseen)
     except ConfigError:
         return False, {}
-    return figures["gain"] > 0 and figures["gain_lower_bound"] > 0, figures
+    return guard_keeps(figures), figures
 
 
-def trained(subset: list[Example], seed: int, rounds: int) -> tuple[Any, float]:
-    """The model ``loader learn`` writes for ``subset``, and its residual weight."""
+def trained(subset: list[Example], seed: int, rounds: int) -> tuple[Any, float, frozenset[str]]:
+    """The model ``loader learn`` writes for ``subset``, its residual weight and the claims it
+    learnt from (what its provenance records)."""
     request = LearnRequest(sources=(), out=Path("unused"), seed=seed, rounds=rounds)
     useful = sum(bool(example.labels.max() > 0) for example in subset)
-    return train_booster(subset, request), residual_weight(useful)
+    learnt = frozenset(example.question_id for example in subset)
+    return train_booster(subset, request), residual_weight(useful), learnt
 
 
 def simulate(
@@ -231,6 +238,10 @@ def summary(runs: list[dict[str, Any]], base: Mapping[int, float]) -> dict[str, 
             "first_keep_median": statistics.median(firsts) if firsts else None,
             "first_keep_range": [min(firsts), max(firsts)] if firsts else None,
             "never_kept": len(mine) - len(firsts),
+            # Kept models after each run's first: how often a retraining replaced the served one.
+            "later_replacements": sum(
+                max(0, sum(step["kept"] for step in run["steps"]) - 1) for run in mine
+            ),
             "kept_significantly_below": sum(
                 step.get("kept_gain", [0, 0, 1])[2] < 0 for run in mine for step in run["steps"]
             ),
@@ -299,6 +310,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "train_claims": len(ids),
         "held_out": args.held_out,
         "pool": len(ids) - args.held_out,
+        "served_judged_on": args.served_judged_on,
         "batch": args.batch,
         "max_claims": args.max_claims,
         "folds": args.folds,
@@ -327,6 +339,13 @@ def main(argv: list[str] | None = None) -> int:
         type=lambda text: [part for part in text.split(",") if part],
         default=list(ORDERS),
         help=f"comma-separated, of {','.join(ORDERS)}",
+    )
+    parser.add_argument(
+        "--served-judged-on",
+        choices=("unseen", "all"),
+        default="unseen",
+        help="a retraining against the served model on the claims it never learnt from "
+        "(loader learn's rule), or on all of them (the rule before)",
     )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
