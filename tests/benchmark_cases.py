@@ -100,6 +100,12 @@ CLUSTER_CASES: dict[str, list[Run]] = {
         ("OPENSEARCH_URL={url}", "{dataset}", "--index", "{eval_index}", "--depth", "10",
          "--output", "{tmp}/grid.json"),
     ],
+    # The cached candidates of the tiny folder's 12 train claims: 4 set apart, 2 batches of 4.
+    "judge_next_scifact.py": [
+        (*_HARNESS, "--index-prefix", "{eval_prefix}", "--cache-dir", "{candidates}",
+         "--rounds", "20", "--seeds", "1", "--batch", "4", "--max-claims", "8",
+         "--held-out", "4", "--folds", "2", "--out", "{tmp}/judge_next.json"),
+    ],
     "learned_guard_scifact.py": [
         ("choose", *_LEARNED, "--sizes", "8", "--seeds", "1", "--fold-choices", "2,3",
          "--out", "{tmp}/choose.json"),

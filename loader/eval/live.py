@@ -6,9 +6,12 @@ A question none of whose results is graded above 0 has no score (``None``): ``lo
 leaves it out of the export, and out of the mean. A question's **spread** is its best mode's
 score minus its worst: where the modes disagree most, a grade says most about which to serve.
 
-Before any grade, **what to judge next**: ``mode_disagreement``, how little the modes' top 10
-documents overlap; a question the modes rank alike gains little from grades, one they rank
-apart says which to serve.
+Before any grade, **what to judge next**: where grades would most change what is served. With
+a learned model served, ``ranking_difference`` of the model's top 10 documents and fusion's:
+the share of DCG@10 weight that moves between the two orders, so a question the model leaves
+as it is (nothing its grades could decide) comes last. Without one, ``mode_disagreement``, how
+little the modes' top 10 documents overlap; a question the modes rank alike gains little from
+grades, one they rank apart says which to serve.
 
 Example::
 
@@ -18,6 +21,7 @@ Example::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -72,3 +76,36 @@ def mode_disagreement(rankings: Mapping[str, Sequence[str]]) -> float | None:
         len(a & b) / max(len(a), len(b)) for i, a in enumerate(found) for b in found[i + 1 :]
     ]
     return 1 - sum(overlaps) / len(overlaps) if overlaps else None
+
+
+def _discount(rank: int | None, k: int) -> float:
+    """DCG's weight of a document at ``rank`` (1 first), 0 below the first ``k`` or absent."""
+    return 1 / math.log2(1 + rank) if rank is not None and rank <= k else 0.0
+
+
+def ranking_difference(
+    first: Sequence[str], second: Sequence[str], k: int = LIVE_K
+) -> float | None:
+    """How far two orders of documents differ in their first ``k``, rank-aware: the DCG weight
+    that moves, ``sum |w(rank in first) - w(rank in second)|`` over the documents (``w(r) = 1 /
+    log2(1 + r)``, 0 below ``k`` or absent), as a share of both orders' weight. 0 when the top
+    ``k`` are the same documents in the same order, 1 when they share none; a swap at the top
+    weighs more than one at the bottom. The moved weight bounds how far the two orders' DCG@k
+    can differ under any binary grades, so a question with a small difference is one whose
+    grades can barely change which order serves better. ``None`` when neither found anything.
+    Pure.
+
+    >>> ranking_difference(["a", "b"], ["a", "b"]), ranking_difference(["a"], ["b"])
+    (0.0, 1.0)
+    """
+    ranks = [{doc: r for r, doc in enumerate(order[:k], 1)} for order in (first, second)]
+    # fsum: the same figure whatever order the set yields the documents in, so two questions
+    # that move alike tie exactly (and keep their order) in every process.
+    total = math.fsum(_discount(r, k) for ranked in ranks for r in ranked.values())
+    if not total:
+        return None
+    documents = set(ranks[0]) | set(ranks[1])
+    moved = math.fsum(
+        abs(_discount(ranks[0].get(d), k) - _discount(ranks[1].get(d), k)) for d in documents
+    )
+    return moved / total

@@ -1,14 +1,17 @@
 """The judging page's live scores: a set's question list (``GET /judge/sets/<id>/questions``,
-each question's judged count, nDCG@10 per search mode and how far the modes' top 10 documents
-disagree, sortable by each; and what to judge next: the question the modes disagree on most that
-this rater has not judged) and one question's scores (``GET /judge/sets/<id>/<n>/scores``, JSON,
-which the question page reads on load and after each save); and the set's raters
+each question's judged count, nDCG@10 per search mode, how far the modes' top 10 documents
+disagree and, when the tenant's learned model is served, how far its top 10 moves from fusion's,
+sortable by each; and what to judge next, ``judge_next``) and one question's scores
+(``GET /judge/sets/<id>/<n>/scores``, JSON, which the question page reads on load and after
+each save); and the set's raters
 (``GET /judge/sets/<id>/agreement``) and a question's information need (``POST .../<n>/need``).
 
 Computed from the grades stored so far, with ``loader eval``'s own search (one hit per document,
 its candidate counts) and metric code (``loader.eval.live``): the figures equal what ``loader
 eval`` reports on the exported questions file over the same documents. The page's searches are
-not logged (``JudgePages.quiet_settings``) and run for the session's tenant only.
+not logged (``JudgePages.quiet_settings``) and run for the session's tenant only; the learned
+model that reranks them is the session tenant's own (or the one ``learned_reranker_tenants``
+lends it by name), never another tenant's.
 """
 
 from __future__ import annotations
@@ -26,9 +29,11 @@ from loader.eval.live import (
     mean_scores,
     mode_disagreement,
     question_score,
+    ranking_difference,
     spread,
     top_documents,
 )
+from loader.models.rerank.check import LEARNED, choose_reranker
 from loader.modes import search_mode
 from loader.query import judgments
 from loader.query.notes import save_need
@@ -36,7 +41,12 @@ from loader.query.request import MAX_CANDIDATES, MAX_QUESTION_CHARS, SearchReque
 from loader.query.search import search
 from loader.settings import SEARCH_MODES
 
-SORTS = ("number", "spread", "disagree", *SEARCH_MODES)
+SORTS = ("number", "spread", "disagree", "moves", *SEARCH_MODES)
+# What ordered "judge next", as the page says it.
+NEXT_BY = {
+    "moves": "the learned model's top 10 moves furthest from fusion's",
+    "disagree": "the modes' top 10 disagree most",
+}
 
 
 class ScorePages:
@@ -45,8 +55,26 @@ class ScorePages:
     def __init__(self, pages: Any) -> None:
         self.pages = pages
 
-    def hits(self, tenant: str, question: str, mode: str) -> list[tuple[str, str, float]]:
-        """``mode``'s ``(chunk_id, source, score)`` hits, searched as ``loader eval`` searches."""
+    def served_model(self, tenant: str) -> tuple[Any, str]:
+        """The learned model that reranks ``tenant``'s searches, and the mode it reranks (the
+        base it learnt from, else the ``search_mode`` setting); ``None`` when rerank is off or
+        the tenant has none (``choose_reranker``: its own, or one lent it by name), or its
+        files fail their checks."""
+        service = self.pages.service
+        settings = service.settings
+        if settings.rerank == "off" or choose_reranker(settings, tenant).kind != LEARNED:
+            return None, ""
+        model, _failure = service.reranker_for(tenant)
+        if getattr(model, "kind", "") != LEARNED:
+            return None, ""
+        base = getattr(model, "base_mode", "") or ""
+        return model, base if base in SEARCH_MODES else settings.search_mode
+
+    def hits(
+        self, tenant: str, question: str, mode: str, reranker: Any = None
+    ) -> list[tuple[str, str, float]]:
+        """``mode``'s ``(chunk_id, source, score)`` hits, searched as ``loader eval`` searches
+        (reranked by ``reranker`` when given, at the depth it learnt at)."""
         from loader.eval.runner import CHUNKS_PER_DOCUMENT, DEFAULT_CANDIDATES
 
         service = self.pages.service
@@ -57,11 +85,17 @@ class ScorePages:
             mode=mode,
             k=DEFAULT_CANDIDATES,
             candidates=min(DEFAULT_CANDIDATES * CHUNKS_PER_DOCUMENT, MAX_CANDIDATES),
-            rerank=False,
+            rerank=reranker is not None,
             one_per_document=True,
         )
         embedder = service.embedder if search_mode(mode).embeds else None
-        found = search(request, self.pages.quiet_settings, client=service.client, embedder=embedder)
+        found = search(
+            request,
+            self.pages.quiet_settings,
+            client=service.client,
+            embedder=embedder,
+            reranker=reranker,
+        )
         return [(h.chunk_id, h.source, h.final_score) for h in found.hits]
 
     def scores(self, tenant: str, question: str, graded: dict[str, Any]) -> dict[str, Any]:
@@ -110,6 +144,7 @@ class ScorePages:
                 query_set, state = self.read(tenant, set_id)
                 rows = []
                 mine = state.mine(pages.rater(request))
+                model, base = self.served_model(tenant)
                 for number, question in enumerate(query_set.questions):
                     graded = state.grades.get(number, {})
                     judged = [{"source": g.source, "grade": g.grade} for g in graded.values()]
@@ -127,15 +162,22 @@ class ScorePages:
                             "disagree": mode_disagreement(
                                 {mode: top_documents(found) for mode, found in hits.items()}
                             ),
+                            "moves": None
+                            if model is None
+                            else ranking_difference(
+                                top_documents(hits[base]),
+                                top_documents(self.hits(tenant, question, base, model)),
+                            ),
                         }
                     )
         except LoaderError as exc:
             return pages.error_page(exc, "scoring a query set")
-        by_disagreement = sorted_rows(rows, "disagree")
-        after = next((row for row in by_disagreement if not row["mine"]), None)
+        after, measure = judge_next(rows, by_model=model is not None)
         return pages.page(
             "questions.html",
             next_row=after,
+            next_by=NEXT_BY[measure],
+            model_base=base if model is not None else "",
             tenant=tenant,
             rater=pages.rater(request),
             csrf=pages.sessions.csrf(cookie),
@@ -188,13 +230,25 @@ class ScorePages:
         return JSONResponse({"need": need}, headers=pages.security_headers)
 
 
+def judge_next(rows: list[dict[str, Any]], by_model: bool) -> tuple[dict[str, Any] | None, str]:
+    """The question to judge next among ``rows`` this rater has not judged (nor skipped), and
+    the measure that chose it: with the tenant's learned model served (``by_model``), the one
+    whose model top 10 moves furthest from fusion's (``moves``: its grades say most about
+    whether the model serves better); without one, the one the modes disagree on most
+    (``disagree``). Pure."""
+    measure = "moves" if by_model else "disagree"
+    return next((row for row in sorted_rows(rows, measure) if not row["mine"]), None), measure
+
+
 def sorted_rows(rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
     """``rows`` by ``sort``: ``number`` in order; ``spread`` (of the scores) or ``disagree``
-    (of the top documents, ``mode_disagreement``) the modes' widest disagreement first; a mode,
-    its worst-scored question first (what most needs a look). Unscored last. Pure."""
+    (of the top documents, ``mode_disagreement``) the modes' widest disagreement first;
+    ``moves`` (``ranking_difference`` of the learned model's top 10 and fusion's) the widest
+    first; a mode, its worst-scored question first (what most needs a look). Unscored last.
+    Pure."""
     if sort == "number":
         return sorted(rows, key=lambda row: row["number"])
-    if sort in ("spread", "disagree"):  # widest first
+    if sort in ("spread", "disagree", "moves"):  # widest first
         value = [(row[sort] is None, -(row[sort] or 0.0), row["number"]) for row in rows]
     else:
         value = [

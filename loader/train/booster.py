@@ -206,23 +206,69 @@ def cross_validated_guard(
     folds: int,
     current: np.ndarray | None = None,
     confidence: float = GUARD_CONFIDENCE,
+    unseen: np.ndarray | None = None,
 ) -> dict[str, float]:
     """The guard's figures over every question, each scored by a model that never saw it
-    (``out_of_fold_ndcgs``), against the current search: ``current`` (each question's nDCG@10
-    under the model being served, when there is one) or the fused order. All the questions
-    judge, none is spent only on judging, and the model that is kept is trained on all of
-    them. Pure.
+    (``out_of_fold_ndcgs``; ``guard_figures``): all the questions judge, none is spent only on
+    judging, and the model that is kept is trained on all of them. ``current``: each
+    question's nDCG@10 under the model being served, when there is one; ``unseen``: which
+    questions that model did not learn from. Pure.
 
     Raises:
         ConfigError: a fold leaves too few relevant questions to train on.
     """
     fused, learned = out_of_fold_ndcgs(examples, options, folds)
-    figures = verdict_figures(
-        fused if current is None else current, learned, options.seed, confidence
-    )
+    figures = guard_figures(fused, learned, current, unseen, options.seed, confidence)
     figures["folds"] = float(folds)
     figures["ndcg@10_fused"] = float(fused.mean())
     return figures
+
+
+def guard_figures(
+    fused: np.ndarray,
+    learned: np.ndarray,
+    current: np.ndarray | None,
+    unseen: np.ndarray | None,
+    seed: int,
+    confidence: float = GUARD_CONFIDENCE,
+) -> dict[str, float]:
+    """What the guard decides on (``guard_keeps``), from each question's out-of-fold nDCG@10
+    of the new model (``learned``), of fusion (``fused``) and of the model served now
+    (``current``, ``None`` for none). Pure.
+
+    A served model scores itself in-sample on the questions it learnt from, so judged there a
+    retraining could hardly replace it: the first small model it kept would be served for good
+    (measured: benchmarks/judge_next_scifact.py). When the served model records what it learnt
+    from (``unseen``: the questions it did not), the new model is judged as a first one is,
+    against fusion over every question, and against the served model on the unseen questions
+    alone (``served_unseen``, ``gain_over_served``). Without that record, against the served
+    model over every question, as before."""
+    if current is None or unseen is None:
+        return verdict_figures(fused if current is None else current, learned, seed, confidence)
+    figures = verdict_figures(fused, learned, seed, confidence)
+    figures["served_unseen"] = float(unseen.sum())
+    figures["gain_over_served"] = (
+        float((learned[unseen] - current[unseen]).mean()) if unseen.any() else 0.0
+    )
+    return figures
+
+
+def guard_keeps(figures: dict[str, float]) -> bool:
+    """Whether the guard keeps the new model: its out-of-fold gain and the gain's one-sided
+    lower bound above zero; and, retraining a model that records what it learnt from, at least
+    one question that model never saw, where the new one is not worse on average. Pure.
+
+    >>> guard_keeps({"gain": 0.02, "gain_lower_bound": 0.01})
+    True
+    >>> guard_keeps({"gain": 0.02, "gain_lower_bound": 0.01, "served_unseen": 0.0,
+    ...              "gain_over_served": 0.0})
+    False
+    """
+    if not (figures["gain"] > 0 and figures["gain_lower_bound"] > 0):
+        return False
+    if "served_unseen" in figures:
+        return figures["served_unseen"] > 0 and figures["gain_over_served"] >= 0
+    return True
 
 
 # The fusions `loader learn` chooses the model's base among (without --mode).

@@ -100,12 +100,31 @@ def served_model(out: Path, second_reader: str | None, search_mode: str) -> tupl
     return served, f"the model in {out}"
 
 
+def learnt_from(examples: Sequence[Example]) -> list[str]:
+    """The digests a model's provenance records of the questions it learnt from (by text)."""
+    from loader.models.rerank.learned_files import question_digest
+
+    return sorted({question_digest(example.question) for example in examples})
+
+
+def unseen_questions(served: Any, examples: Sequence[Example]) -> np.ndarray | None:
+    """Which of ``examples``' questions the served model did not learn from; ``None`` without
+    a served model or a record of what it learnt from (a model trained before it was kept)."""
+    recorded = getattr(served, "learnt_from", None)
+    if recorded is None:
+        return None
+    from loader.models.rerank.learned_files import question_digest
+
+    return np.array([question_digest(e.question) not in recorded for e in examples], dtype=bool)
+
+
 def served_ndcgs(served: Any, examples: Sequence[Example]) -> np.ndarray:
     """Each question's nDCG@10 under what is served: the model ``served`` over ``examples``
     (the candidates of the base it learnt from), or the fused order (``None``).
 
-    The served model may have learnt from these very questions, which favours it: a new model
-    replaces it only by beating it there, so a retraining never serves a worse one."""
+    The served model may have learnt from some of these questions, which favours it there:
+    the guard compares it only on the others when it records them (``unseen_questions``,
+    ``booster.guard_figures``)."""
     if served is None:
         return fused_ndcgs(examples)
     _, current = held_out_ndcgs(

@@ -57,6 +57,7 @@ class Example:
         relevant: the question's grades above 0, by key (for nDCG).
         implicit: derived from clicks.
         chunks: each candidate's (tenant, chunk id), to check isolation.
+        question: its text (``""`` in examples cached before it was kept).
     """
 
     question_id: str
@@ -68,6 +69,7 @@ class Example:
     relevant: dict[str, int]
     implicit: bool
     chunks: list[tuple[str, str]]
+    question: str = ""
 
 
 class FeatureRecorder:
@@ -114,6 +116,7 @@ def _example(source: Source, question: JudgedQuestion, recorder: FeatureRecorder
         relevant=question.relevant(),
         implicit=question.implicit,
         chunks=[(hit.tenant, hit.chunk_id) for hit in hits],
+        question=question.text,
     )
 
 

@@ -60,11 +60,21 @@ from loader.train.booster import (
     PRIOR_SCALE,
     ROUNDS,
     choose_base,
+    fused_ndcgs,
+    guard_figures,
+    guard_keeps,
     residual_weight,
     train_booster,
-    verdict_figures,
 )
-from loader.train.cross_fit import aligned, base_scores, question_keys, served_model, served_ndcgs
+from loader.train.cross_fit import (
+    aligned,
+    base_scores,
+    learnt_from,
+    question_keys,
+    served_model,
+    served_ndcgs,
+    unseen_questions,
+)
 from loader.train.examples import Example, SearchProgress, collect_examples, searched_features
 from loader.train.model_store import check_out, model_folder, model_tenant, write_model
 from loader.train.sources import Source, check_indices, read_source
@@ -288,10 +298,16 @@ def learn(
         }
     )
     fused, learned = scores[base]
-    metrics = verdict_figures(served_ndcgs(served, examples[served_mode]), learned, request.seed)
-    metrics.update(folds=float(request.folds), against=against)
+    # Against what is served: a model that records what it learnt from, only where it did not.
+    unseen = unseen_questions(served, examples[served_mode])
+    current = served_ndcgs(served, examples[served_mode]) if served is not None else None
+    fusion = fused_ndcgs(examples[served_mode])  # fusion in the mode served now
+    metrics = guard_figures(fusion, learned, current, unseen, request.seed)
+    against_fusion = served is None or unseen is not None
+    metrics.update(folds=float(request.folds), against="fusion" if against_fusion else against)
+    metrics["served"] = against
     metrics["ndcg@10_fused"] = float(fused.mean())
-    adopted = metrics["gain"] > 0 and metrics["gain_lower_bound"] > 0
+    adopted = guard_keeps(metrics)
     notify(f"training: {request.rounds} rounds on {found} questions ({base})")
     booster = train_booster(examples[base], request)
     weight = residual_weight(sum(bool(example.labels.max() > 0) for example in examples[base]))
@@ -310,6 +326,7 @@ def learn(
     result.provenance["model"].update(
         residual_weight=weight, tenant=tenant, candidate_depth=request.candidates,
         base_mode=base, readers=features.readers, second_reader=learnt_with,
+        learnt_from=learnt_from(examples[base]),
     )  # fmt: skip
     result.provenance["base"] = {
         "chosen": base,
@@ -347,6 +364,19 @@ def _verdict(metrics: dict[str, float], adopted: bool) -> str:
         f"{int(metrics['questions'])} questions (gain {metrics['gain']:+.4f}, one-sided "
         f"{metrics['confidence']:.0%} lower bound {metrics['gain_lower_bound']:+.4f})"
     )
+    if "served_unseen" in metrics:  # a retraining in place, judged where the served one is fair
+        unseen = int(metrics["served_unseen"])
+        figures += (
+            f"; against {metrics['served']} on the {unseen} questions it did not learn from: "
+            f"gain {metrics['gain_over_served']:+.4f}"
+        )
+        if not adopted and metrics["gain"] > 0 and metrics["gain_lower_bound"] > 0:
+            why = (
+                "it learnt from every question judged: judge new ones to retrain it"
+                if unseen == 0
+                else "the new model is worse than it there"
+            )
+            return f"{figures}: {why}; nothing written, {metrics['served']} keeps serving"
     if adopted:
         return f"{figures}: the learned reranker beats the current search; kept"
     return (

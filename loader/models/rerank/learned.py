@@ -105,6 +105,7 @@ class LearnedReranker:
         self.base_mode, self.tenant = checked.base_mode, checked.tenant
         # The columns it learnt on: one reader's, or both readers' (``second_reader``'s too).
         self.feature_set, self.second_reader = checked.features, checked.second_reader
+        self.learnt_from = checked.learnt_from  # the questions it learnt from, as digests
         self.booster = _booster(checked)
         if tuple(self.booster.feature_name()) != self.feature_set.names:
             raise ModelError(

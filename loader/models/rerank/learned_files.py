@@ -86,6 +86,8 @@ class CheckedModel:
             and the tenant (``""``: not recorded).
         features: the feature set it learnt on (``ONE_READER`` for every model before two).
         second_reader: the second reader whose cosine it learnt from (``""``: one reader).
+        learnt_from: digests of the questions it learnt from (``question_digest``), which the
+            guard of a retraining in place judges it on no longer (``None``: not recorded).
     """
 
     folder: Path
@@ -99,6 +101,7 @@ class CheckedModel:
     tenant: str = ""
     features: FeatureSet = ONE_READER
     second_reader: str = ""
+    learnt_from: frozenset[str] | None = None
 
     @property
     def model_file(self) -> Path:
@@ -153,6 +156,7 @@ def read_checked(folder: Path) -> CheckedModel:
         facts["tenant"],
         facts["features"],
         facts["second_reader"],
+        facts["learnt_from"],
     )
 
 
@@ -210,7 +214,35 @@ def provenance_facts(folder: Path) -> dict[str, Any]:
         "tenant": _text(facts, "tenant", path),
         "features": features,
         "second_reader": second if features.readers > 1 else "",
+        "learnt_from": _digests(facts, path),
     }
+
+
+def question_digest(question: str) -> str:
+    """How a model's provenance names a question it learnt from (``model.learnt_from``): 16 hex
+    digits of its text, spaces and case aside, so a questions file exported again, or moved,
+    names the same questions."""
+    return hashlib.sha256(" ".join(question.split()).casefold().encode()).hexdigest()[:16]
+
+
+_DIGEST = re.compile(r"[0-9a-f]{16}")
+MAX_LEARNT_FROM = 20_000  # `loader learn` searches at most 10,000 questions (MAX_QUESTIONS)
+
+
+def _digests(facts: dict[str, Any], path: Path) -> frozenset[str] | None:
+    value = facts.get("learnt_from")
+    if value is None:  # a model trained before they were recorded
+        return None
+    if (
+        not isinstance(value, list)
+        or len(value) > MAX_LEARNT_FROM
+        or not all(isinstance(item, str) and _DIGEST.fullmatch(item) for item in value)
+    ):
+        raise ModelError(
+            f"learned reranker provenance {path}: model.learnt_from is not a list of at most "
+            f"{MAX_LEARNT_FROM:,} question digests (16 hex digits each); {_RETRAIN}"
+        )
+    return frozenset(value)
 
 
 def _depth(facts: dict[str, Any], path: Path) -> int | None:

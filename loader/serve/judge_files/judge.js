@@ -27,6 +27,11 @@
   let selected = 0;
   let sending = false;
   let failure = null; // why the head's save failed
+  // The live scores' state: "current" once the newest answer to /scores shows every grade
+  // saved; "updating" while a grade waits or an answer is due. Only the newest answer is shown:
+  // answers overtaking each other never leave an older one on the page.
+  const liveScores = document.getElementById("live-scores");
+  let scoresAsked = 0;
 
   function select(index) {
     const all = rows();
@@ -42,6 +47,7 @@
         " grade" + (queue.length === 1 ? "" : "s") + " kept; press r to retry)";
     } else if (queue.length) {
       status.textContent = "saving " + queue.length + "…";
+      if (liveScores) liveScores.dataset.state = "updating";
     } else {
       status.textContent = "saved";
     }
@@ -86,6 +92,8 @@
   // The question's nDCG@10 per mode from the grades stored so far (judge_scores), shown on load
   // and each time every grade pressed is stored.
   async function refreshScores() {
+    const asked = ++scoresAsked;
+    if (liveScores) liveScores.dataset.state = "updating";
     let answer;
     try {
       const response = await fetch(base + "/scores", { credentials: "same-origin" });
@@ -94,6 +102,8 @@
     } catch (error) {
       return;
     }
+    if (asked !== scoresAsked || queue.length) return; // a newer answer is due
+    if (liveScores) liveScores.dataset.state = "current";
     document.querySelectorAll("#live-scores .score").forEach((span) => {
       const score = answer.scores[span.dataset.mode];
       span.querySelector("b").textContent = score === null || score === undefined ? "–" : score.toFixed(3);

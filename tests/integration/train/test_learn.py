@@ -85,12 +85,15 @@ def chunk_ids(client, settings, tenant: str) -> dict[tuple[str, int], str]:
     }
 
 
-def questions_file(path: Path, ids: dict[tuple[str, int], str], shuffled: bool) -> Path:
+def questions_file(
+    path: Path, ids: dict[tuple[str, int], str], shuffled: bool, topics: int = TOPICS
+) -> Path:
     """A questions file (``loader judgments export``'s format) grading the planted chunks 2,
-    or, ``shuffled``, a random section of a random document of the topic instead."""
+    or, ``shuffled``, a random section of a random document of the topic instead; the first
+    ``topics`` topics."""
     rng = random.Random(7)
     lines = []
-    for topic in range(TOPICS):
+    for topic in range(topics):
         first, second = topic_words(topic)
         judged = []
         for doc in range(DOCS_PER_TOPIC):
@@ -248,15 +251,43 @@ def test_retraining_in_place_is_judged_against_the_model_served_and_never_replac
     out = tmp_path / "model"
     assert learn(corpus, out, source).exit_code == 0
     served = (out / "A" / LEARNED_MODEL_FILE).read_bytes()
-    # Against fusion the same questions keep a model (above); against the model trained on all
-    # of them, a model that never saw each question cannot be surely better: it is refused and
-    # the served model stays, byte for byte.
+    # The served model learnt from every one of these questions: it scores itself in-sample
+    # there, so nothing judges a new model against it. Refused, and it stays, byte for byte.
     again = learn(corpus, out, source, "--rounds", "20")
     assert again.exit_code == ModelRejectedError.exit_code, again.output
     metrics = json.loads(again.stdout)["metrics"]
-    assert metrics["against"] == f"the model in {out / 'A'}"
-    assert metrics["ndcg@10_current"] > metrics["ndcg@10_fused"]
+    assert metrics["served"] == f"the model in {out / 'A'}" and metrics["served_unseen"] == 0
+    assert metrics["against"] == "fusion" and metrics["gain_lower_bound"] > 0
+    assert "judge new ones to retrain it" in again.stderr
     assert (out / "A" / LEARNED_MODEL_FILE).read_bytes() == served
+
+
+def test_retraining_with_new_questions_is_judged_on_those_the_served_model_never_saw(
+    corpus, client, tmp_path
+):
+    """What a model learnt from is recorded by the questions' text: a second file, elsewhere,
+    holding those questions and new ones is judged against the served model on the new ones."""
+    ids = chunk_ids(client, corpus, "A")
+    out = tmp_path / "model"
+    first = learn(corpus, out, questions_file(tmp_path / "first.jsonl", ids, False, topics=16))
+    assert first.exit_code == 0, first.output  # kept: the planted chunks, 16 questions
+    provenance = json.loads((out / "A" / PROVENANCE_FILE).read_text(encoding="utf-8"))
+    assert len(provenance["model"]["learnt_from"]) == 16
+    served = (out / "A" / LEARNED_MODEL_FILE).read_bytes()
+    export = tmp_path / "exported-again" / "all.jsonl"
+    export.parent.mkdir()
+    done = learn(corpus, out, questions_file(export, ids, shuffled=False))
+    result = json.loads(done.stdout)
+    metrics = result["metrics"]
+    assert metrics["served_unseen"] == TOPICS - 16, metrics  # the 8 new questions alone
+    kept = metrics["gain_lower_bound"] > 0 and metrics["gain_over_served"] >= 0
+    rejected = ModelRejectedError.exit_code
+    assert result["adopted"] is kept and done.exit_code == (0 if kept else rejected), done.output
+    now = (out / "A" / LEARNED_MODEL_FILE).read_bytes()
+    assert (now != served) is kept
+    if kept:
+        provenance = json.loads((out / "A" / PROVENANCE_FILE).read_text(encoding="utf-8"))
+        assert len(provenance["model"]["learnt_from"]) == TOPICS
 
 
 def test_shuffled_labels_are_refused_and_nothing_is_written(corpus, client, tmp_path):

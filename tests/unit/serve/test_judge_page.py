@@ -101,6 +101,25 @@ def test_question_rows_sort_by_a_modes_worst_or_the_widest_spread_unscored_last(
     assert [r["number"] for r in sorted_rows(rows[::-1], "number")] == [0, 1, 2, 3]
 
 
+def test_judge_next_follows_the_served_model_else_the_modes_and_skips_what_is_mine():
+    from loader.serve.judge_scores import judge_next, sorted_rows
+
+    rows = [
+        {"number": 0, "mine": False, "disagree": 0.9, "moves": 0.1},
+        {"number": 1, "mine": False, "disagree": 0.2, "moves": None},
+        {"number": 2, "mine": True, "disagree": 1.0, "moves": 0.8},
+        {"number": 3, "mine": False, "disagree": 0.4, "moves": 0.5},
+    ]
+    assert [r["number"] for r in sorted_rows(rows, "moves")] == [2, 3, 0, 1]
+    # With a learned model: where its top 10 moves furthest from fusion's, unjudged.
+    row, measure = judge_next(rows, by_model=True)
+    assert (row["number"], measure) == (3, "moves")
+    # Without one: where the modes disagree most, as before.
+    row, measure = judge_next(rows, by_model=False)
+    assert (row["number"], measure) == (0, "disagree")
+    assert judge_next([{**r, "mine": True} for r in rows], by_model=True) == (None, "moves")
+
+
 def test_found_chunks_join_the_pool_once_marked_with_their_rank():
     from loader.serve.judge_view import with_found
 

@@ -324,3 +324,27 @@ def test_a_damaged_model_read_first_is_an_error_until_it_is_replaced(trained, tm
             load_learned(str(folder))
     (folder / LEARNED_MODEL_FILE).write_bytes(data)
     assert load_learned(str(folder)).booster.num_trees() == 20
+
+
+@pytest.mark.parametrize(
+    "learnt_from",
+    ["0123456789abcdef", ["0123456789ABCDEF"], ["0123"], [1], ["0123456789abcdef"] * 20_001],
+)
+def test_a_damaged_record_of_what_the_model_learnt_from_is_refused(trained, tmp_path, learnt_from):
+    folder = tmp_path / "model"
+    shutil.copytree(trained, folder)
+    provenance = json.loads((folder / PROVENANCE_FILE).read_text(encoding="utf-8"))
+    provenance["model"]["learnt_from"] = learnt_from
+    (folder / PROVENANCE_FILE).write_text(json.dumps(provenance), encoding="utf-8")
+    with pytest.raises(ModelError, match="model.learnt_from is not a list"):
+        read_checked(folder)
+
+
+def test_what_the_model_learnt_from_is_read(trained, tmp_path):
+    folder = tmp_path / "model"
+    shutil.copytree(trained, folder)
+    assert read_checked(folder).learnt_from is None  # before it was recorded
+    provenance = json.loads((folder / PROVENANCE_FILE).read_text(encoding="utf-8"))
+    provenance["model"]["learnt_from"] = ["0123456789abcdef"]
+    (folder / PROVENANCE_FILE).write_text(json.dumps(provenance), encoding="utf-8")
+    assert read_checked(folder).learnt_from == frozenset({"0123456789abcdef"})
