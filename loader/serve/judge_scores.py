@@ -1,5 +1,6 @@
 """The judging page's live scores: a set's question list (``GET /judge/sets/<id>/questions``,
-each question's judged count, nDCG@10 per search mode, how far the modes' top 10 documents
+each question's judged count, nDCG@10 per search mode and of the tenant's learned model when
+one is served, how far the modes' top 10 documents
 disagree and, when the tenant's learned model is served, how far its top 10 moves from fusion's,
 sortable by each; and what to judge next, ``judge_next``) and one question's scores
 (``GET /judge/sets/<id>/<n>/scores``, JSON, which the question page reads on load and after
@@ -41,7 +42,10 @@ from loader.query.request import MAX_CANDIDATES, MAX_QUESTION_CHARS, SearchReque
 from loader.query.search import search
 from loader.settings import SEARCH_MODES
 
-SORTS = ("number", "spread", "disagree", "moves", *SEARCH_MODES)
+# The learned model's own column beside the modes' when the tenant has one served: its nDCG@10
+# over the candidates of the base it learnt from, reranked as the tenant's searches are.
+LEARNED_SCORE = "learned"
+SORTS = ("number", "spread", "disagree", "moves", *SEARCH_MODES, LEARNED_SCORE)
 # What ordered "judge next", as the page says it.
 NEXT_BY = {
     "moves": "the learned model's top 10 moves furthest from fusion's",
@@ -99,14 +103,21 @@ class ScorePages:
         return [(h.chunk_id, h.source, h.final_score) for h in found.hits]
 
     def scores(self, tenant: str, question: str, graded: dict[str, Any]) -> dict[str, Any]:
-        """Each mode's nDCG@10 of ``question`` from its ``graded`` results (chunk -> Grade);
-        no search at all when nothing is graded above 0 (then every score is ``None``)."""
+        """Each mode's nDCG@10 of ``question`` from its ``graded`` results (chunk -> Grade),
+        and the tenant's learned model's (``learned``) when one is served; no search at all when
+        nothing is graded above 0 (then every score is ``None``)."""
+        model, base = self.served_model(tenant)
+        columns = (*SEARCH_MODES, LEARNED_SCORE) if model is not None else SEARCH_MODES
         judged = [{"source": g.source, "grade": g.grade} for g in graded.values()]
         if not graded_qrels(judged):
-            return dict.fromkeys(SEARCH_MODES)
-        return {
+            return dict.fromkeys(columns)
+        scores = {
             mode: question_score(self.hits(tenant, question, mode), judged) for mode in SEARCH_MODES
         }
+        if model is not None:
+            learned = self.hits(tenant, question, base, model)
+            scores[LEARNED_SCORE] = question_score(learned, judged)
+        return scores
 
     def read(self, tenant: str, set_id: str) -> tuple[Any, Any]:
         pages = self.pages
@@ -150,6 +161,9 @@ class ScorePages:
                     judged = [{"source": g.source, "grade": g.grade} for g in graded.values()]
                     hits = {mode: self.hits(tenant, question, mode) for mode in SEARCH_MODES}
                     scores = {mode: question_score(hits[mode], judged) for mode in SEARCH_MODES}
+                    learned = None if model is None else self.hits(tenant, question, base, model)
+                    if learned is not None:
+                        scores[LEARNED_SCORE] = question_score(learned, judged)
                     rows.append(
                         {
                             "number": number,
@@ -158,15 +172,14 @@ class ScorePages:
                             "mine": number in mine or number in state.skipped,
                             "skipped": number in state.skipped,
                             "scores": scores,
-                            "spread": spread(scores),
+                            "spread": spread({m: scores[m] for m in SEARCH_MODES}),
                             "disagree": mode_disagreement(
                                 {mode: top_documents(found) for mode, found in hits.items()}
                             ),
                             "moves": None
-                            if model is None
+                            if learned is None
                             else ranking_difference(
-                                top_documents(hits[base]),
-                                top_documents(self.hits(tenant, question, base, model)),
+                                top_documents(hits[base]), top_documents(learned)
                             ),
                         }
                     )
@@ -184,7 +197,7 @@ class ScorePages:
             query_set=query_set,
             rows=sorted_rows(rows, sort),
             means=mean_scores(row["scores"] for row in rows),
-            modes=SEARCH_MODES,
+            modes=(*SEARCH_MODES, LEARNED_SCORE) if model is not None else SEARCH_MODES,
             sort=sort,
         )
 

@@ -104,6 +104,15 @@
     }
     if (asked !== scoresAsked || queue.length) return; // a newer answer is due
     if (liveScores) liveScores.dataset.state = "current";
+    // A column the page was not rendered with (the learned model's, once one is served).
+    Object.keys(answer.scores).forEach((mode) => {
+      if (!liveScores || liveScores.querySelector('.score[data-mode="' + CSS.escape(mode) + '"]')) return;
+      const span = document.createElement("span");
+      span.className = "score";
+      span.dataset.mode = mode;
+      span.append(mode + " ", document.createElement("b"));
+      liveScores.append(span, " ");
+    });
     document.querySelectorAll("#live-scores .score").forEach((span) => {
       const score = answer.scores[span.dataset.mode];
       span.querySelector("b").textContent = score === null || score === undefined ? "–" : score.toFixed(3);

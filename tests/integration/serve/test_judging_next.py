@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import http.client
 import json
+import math
 import re
 from collections.abc import Iterator
 
@@ -159,6 +160,9 @@ def test_judge_next_follows_the_tenants_own_model_else_the_modes(
             ranked[reranker] = top_documents(
                 [(h.chunk_id, h.source, h.final_score) for h in found.hits]
             )
+            chunks = {h.source: h.chunk_id for h in found.hits}
+        if number == 0:
+            first = (ranked, chunks)
         assert moves[number] == pytest.approx(
             ranking_difference(ranked[None], ranked[model]), abs=0.006
         )
@@ -167,9 +171,29 @@ def test_judge_next_follows_the_tenants_own_model_else_the_modes(
     shown = [int(n) for n in re.findall(r'<tr data-number="(\d+)">', by_moves)]
     assert shown == sorted(moves, key=lambda n: (moves[n] is None, -(moves[n] or 0.0), n))
 
+    # The model's live score beside the modes': a document graded 2, the model's nDCG@10 is
+    # the one its own ranking gives (with one relevant document, 1 / log2(1 + its rank)).
+    ranked, chunks = first
+    document = next(d for d in ranked[model] if d in ranked[None] and d in chunks)
+    cookie, token = _session(running, KEY_A)
+    status, body = running.raw(
+        "POST", f"/judge/sets/{set_a}/0/grade", {"chunk_id": chunks[document], "grade": 2},
+        {"Cookie": cookie, "X-CSRF-Token": token},
+    )  # fmt: skip
+    assert status == 200, body
+    status, body = running.raw("GET", f"/judge/sets/{set_a}/0/scores", headers={"Cookie": cookie})
+    assert status == 200, body
+    scores = json.loads(body)["scores"]
+    for key, order in (("learned", ranked[model]), (served.search_mode, ranked[None])):
+        assert scores[key] == pytest.approx(1 / math.log2(2 + order.index(document)), abs=1e-6)
+    listed = _page(running, KEY_A, f"/judge/sets/{set_a}/questions")
+    assert 'data-sort="learned"' in listed
+    assert f'<td class="score" data-mode="learned">{scores["learned"]:.3f}</td>' in listed
+
     # Tenant B has no model of its own: no model column, the modes' disagreement chooses.
     page_b = _page(running, KEY_B, f"/judge/sets/{set_b}/questions")
     assert 'class="moves"' not in page_b and "model moves" not in page_b
+    assert 'data-sort="learned"' not in page_b
     assert _next(page_b) == (_widest(_column(page_b, "disagree")), NEXT_BY["disagree"])
     # Neither page's searches, fused or reranked, were logged.
     assert _count(client, queries_index(alias), {"match_all": {}}) == logged
