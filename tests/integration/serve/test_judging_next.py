@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterator
 
 import pytest
+from selenium.webdriver.common.by import By
 
 from loader.eval.live import ranking_difference, top_documents
 from loader.eval.runner import CHUNKS_PER_DOCUMENT, DEFAULT_CANDIDATES
@@ -38,6 +39,9 @@ from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtur
     _cli,
     _count,
     _session,
+    _sign_in,
+    _wait,
+    browser,
     judged,
 )
 from tests.unit.models.rerank.test_learned_files import train
@@ -130,6 +134,7 @@ def test_judge_next_follows_the_tenants_own_model_else_the_modes(
     judged,  # noqa: F811
     model_server,
     client,
+    browser,  # noqa: F811
     tmp_path,
 ):
     settings, _, _ = judged
@@ -189,6 +194,13 @@ def test_judge_next_follows_the_tenants_own_model_else_the_modes(
     listed = _page(running, KEY_A, f"/judge/sets/{set_a}/questions")
     assert 'data-sort="learned"' in listed
     assert f'<td class="score" data-mode="learned">{scores["learned"]:.3f}</td>' in listed
+    # In a browser, the question page's live scores gain the model's column from /scores.
+    _sign_in(browser, running, KEY_A)
+    browser.get(f"http://127.0.0.1:{running.port}/judge/sets/{set_a}/0")
+    live = browser.find_element(By.ID, "live-scores")
+    _wait(browser, lambda d: live.get_attribute("data-state") == "current")
+    learned_cell = live.find_element(By.CSS_SELECTOR, '.score[data-mode="learned"] b')
+    assert learned_cell.text == f"{scores['learned']:.3f}"
 
     # Tenant B has no model of its own: no model column, the modes' disagreement chooses.
     page_b = _page(running, KEY_B, f"/judge/sets/{set_b}/questions")
