@@ -265,7 +265,9 @@ def sorted_rows(rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
         value = [(row[sort] is None, -(row[sort] or 0.0), row["number"]) for row in rows]
     else:
         value = [
-            (row["scores"][sort] is None, row["scores"][sort] or 0.0, row["number"]) for row in rows
+            # .get: the learned model's column exists only while a model is served.
+            (row["scores"].get(sort) is None, row["scores"].get(sort) or 0.0, row["number"])
+            for row in rows
         ]
     order = sorted(range(len(rows)), key=lambda i: value[i])
     return [rows[i] for i in order]

@@ -99,6 +99,8 @@ def test_question_rows_sort_by_a_modes_worst_or_the_widest_spread_unscored_last(
     assert [r["number"] for r in sorted_rows(rows, "bm25")] == [2, 3, 0, 1]
     assert [r["number"] for r in sorted_rows(rows, "spread")] == [2, 3, 0, 1]
     assert [r["number"] for r in sorted_rows(rows[::-1], "number")] == [0, 1, 2, 3]
+    # The learned model's column, asked for where no model is served: in order, not a 500.
+    assert [r["number"] for r in sorted_rows(rows, "learned")] == [0, 1, 2, 3]
 
 
 def test_judge_next_follows_the_served_model_else_the_modes_and_skips_what_is_mine():
