@@ -179,7 +179,11 @@ class LearnResult:
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The result for ``--json``: the provenance without the digests of the questions the
+        model learnt from (up to 10,000 lines of hex; ``counts`` says how many there were)."""
+        result = asdict(self)
+        result.get("provenance", {}).get("model", {}).pop("learnt_from", None)
+        return result
 
 
 def _read_sources(

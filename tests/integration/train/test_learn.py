@@ -278,6 +278,7 @@ def test_retraining_with_new_questions_is_judged_on_those_the_served_model_never
     export.parent.mkdir()
     done = learn(corpus, out, questions_file(export, ids, shuffled=False))
     result = json.loads(done.stdout)
+    assert "learnt_from" not in result["provenance"]["model"]  # in the file, not on stdout
     metrics = result["metrics"]
     assert metrics["served_unseen"] == TOPICS - 16, metrics  # the 8 new questions alone
     kept = metrics["gain_lower_bound"] > 0 and metrics["gain_over_served"] >= 0
