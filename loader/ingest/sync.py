@@ -64,7 +64,7 @@ from loader.ingest.plan import (
 from loader.ingest.readers import SUPPORTED_SUFFIXES, Skipped, iter_documents, require_folder
 from loader.ingest.report import PushReport
 from loader.ingest.workers import embed_passages
-from loader.models.readers import SECOND_FIELD, reader_settings, second_reader
+from loader.models.readers import FIRST_FIELD, SECOND_FIELD, reader_settings, second_reader
 from loader.settings import Settings
 from loader.text import require_unicode
 
@@ -277,18 +277,7 @@ def _vectors(
     """Every planned chunk's vector, by content hash: those the index holds are read back, only
     the others are embedded. With ``embedding_location = cluster`` the others are left out: their
     chunks go without a vector and the index's ingest pipeline embeds them."""
-    needed = {h for doc in plan.to_write for h in doc.hashes}
-    with cluster_errors(settings, "reading stored vectors"):
-        vectors = fetch_vectors(
-            client,
-            settings.index_name,
-            {h: cid for h, cid in plan.known_vectors.items() if h in needed},
-        )
-    texts_by_hash: dict[str, str] = {}
-    for doc in plan.to_write:
-        for chunk, content_hash in zip(doc.chunks, doc.hashes, strict=True):
-            if content_hash not in vectors:
-                texts_by_hash.setdefault(content_hash, chunk.text)
+    vectors, texts_by_hash = _stored_and_missing(plan, settings, client)
     report.reused_vectors = sum(1 for doc in plan.to_write for h in doc.hashes if h in vectors)
     report.embedding_location = settings.embedding_location
     if settings.embedding_location == "cluster":
@@ -308,6 +297,24 @@ def _vectors(
     return vectors
 
 
+def _stored_and_missing(
+    plan: PushPlan, settings: Settings, client: OpenSearch, field: str = FIRST_FIELD
+) -> tuple[dict[str, Vector], dict[str, str]]:
+    """The planned chunks' vectors in ``field`` (a reader's; the first's by default) that the
+    index holds, read back by content hash, and the texts of those it lacks, by content hash
+    (a text repeated in several chunks once)."""
+    needed = {h for doc in plan.to_write for h in doc.hashes}
+    known = {h: cid for h, cid in plan.known_vectors.items() if h in needed}
+    with cluster_errors(settings, f"reading stored vectors of {field}"):
+        vectors = fetch_vectors(client, settings.index_name, known, field)
+    missing: dict[str, str] = {}
+    for doc in plan.to_write:
+        for chunk, content_hash in zip(doc.chunks, doc.hashes, strict=True):
+            if content_hash not in vectors:
+                missing.setdefault(content_hash, chunk.text)
+    return vectors, missing
+
+
 def _second_vectors(
     plan: PushPlan,
     settings: Settings,
@@ -322,19 +329,7 @@ def _second_vectors(
     second = reader_settings(settings)
     if second is None:
         return None
-    needed = {h for doc in plan.to_write for h in doc.hashes}
-    with cluster_errors(settings, "reading stored vectors of the second reader"):
-        vectors = fetch_vectors(
-            client,
-            settings.index_name,
-            {h: cid for h, cid in plan.known_vectors.items() if h in needed},
-            SECOND_FIELD,
-        )
-    texts_by_hash: dict[str, str] = {}
-    for doc in plan.to_write:
-        for chunk, content_hash in zip(doc.chunks, doc.hashes, strict=True):
-            if content_hash not in vectors:
-                texts_by_hash.setdefault(content_hash, chunk.text)
+    vectors, texts_by_hash = _stored_and_missing(plan, settings, client, SECOND_FIELD)
     if settings.embedding_location == "cluster":
         # The ingest pipeline's second processor embeds what comes without it; the chunks of
         # unchanged documents go through it again (``_fill_on_cluster``).
