@@ -19,6 +19,7 @@ from opensearchpy import NotFoundError
 
 from loader.settings import Settings
 from tests.models import make_cross_encoder
+from tests.node_settings import DISK_WATERMARKS
 
 # These machines have /.dockerenv, so testcontainers would otherwise talk to the bridge gateway;
 # tests may only talk to loopback.
@@ -51,6 +52,8 @@ def opensearch_url() -> Iterator[str]:
     image = os.environ.get("OPENSEARCH_IMAGE") or Settings().opensearch_image
     container = OpenSearchContainer(image=image, security_enabled=False)
     container.with_env("OPENSEARCH_JAVA_OPTS", "-Xms1g -Xmx1g")
+    for name, value in DISK_WATERMARKS.items():
+        container.with_env(name, value)
     with container:
         port = container.get_exposed_port(9200)
         yield f"http://127.0.0.1:{port}"

@@ -41,6 +41,7 @@ from loader.models.embedding import get_embedder
 from loader.query.request import SearchRequest
 from loader.query.search import search
 from loader.settings import Settings
+from tests.node_settings import DISK_WATERMARKS
 
 IMAGE = os.environ.get("OPENSEARCH_SECURE_IMAGE", "loader-opensearch-secure:2.19.1")
 CA_PATH = "/usr/share/opensearch/config/root-ca.pem"
@@ -114,6 +115,8 @@ def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureNode]:
     passwords = {user: f"Pw-{secrets.token_urlsafe(18)}" for user in USERS}
     container = DockerContainer(IMAGE).with_exposed_ports(9200)
     container.with_env("OPENSEARCH_JAVA_OPTS", "-Xms1g -Xmx1g")
+    for name, value in DISK_WATERMARKS.items():
+        container.with_env(name, value)
     for user, password in passwords.items():
         container.with_env(f"OPENSEARCH_PASSWORD_{user}", password)
     with container:

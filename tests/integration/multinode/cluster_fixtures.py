@@ -40,6 +40,7 @@ from loader.ingest.readers import iter_documents
 from loader.ingest.report import PushReport
 from loader.ingest.sync import push
 from loader.settings import Settings
+from tests.node_settings import DISK_WATERMARKS
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +197,7 @@ def start_cluster(
             "http.host": "0.0.0.0",
             "http.port": str(9200 + i),
             "transport.port": str(9300 + i),
+            **DISK_WATERMARKS,
         }
         if size == 1:
             environment["discovery.type"] = "single-node"
