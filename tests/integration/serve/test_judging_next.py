@@ -16,6 +16,7 @@ import html
 import http.client
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 
@@ -38,6 +39,7 @@ from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtur
     KEY_B,
     _cli,
     _count,
+    _screenshot,
     _session,
     _sign_in,
     _wait,
@@ -201,6 +203,9 @@ def test_judge_next_follows_the_tenants_own_model_else_the_modes(
     _wait(browser, lambda d: live.get_attribute("data-state") == "current")
     learned_cell = live.find_element(By.CSS_SELECTOR, '.score[data-mode="learned"] b')
     assert learned_cell.text == f"{scores['learned']:.3f}"
+    if "JUDGE_SCREENSHOTS" in os.environ:
+        browser.get(f"http://127.0.0.1:{running.port}/judge/sets/{set_a}/questions?sort=moves")
+        _screenshot(browser, "judging-model-moves.png")
 
     # Tenant B has no model of its own: no model column, the modes' disagreement chooses.
     page_b = _page(running, KEY_B, f"/judge/sets/{set_b}/questions")
