@@ -7,7 +7,8 @@ query log.
 Reuses the index and keys of ``test_judging_browser`` (tenants A and B, the query log on), with
 ``HARBOUR_DOCS`` pushed beside its three documents for both tenants, so a top 10 has documents
 to move: the test's model (trained on synthetic questions whose answer alone has its words in
-its heading) lifts a section whose heading holds the question's words.
+its heading) lifts a section whose heading holds the question's words. With
+``JUDGE_SCREENSHOTS=<folder>`` it saves the list sorted by model moves for guide/judging.md.
 """
 
 from __future__ import annotations
