@@ -65,11 +65,6 @@ from urllib.parse import urlsplit
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-# As tests/conftest.py: testcontainers talks to loopback only.
-os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
-os.environ.setdefault("TC_HOST", "127.0.0.1")
-os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-os.environ.setdefault("TC_MAX_TRIES", "400")
 REPOSITORY = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPOSITORY))
 
@@ -317,11 +312,9 @@ class Traffic:
 
 
 def start_cluster(stack: list[Any]) -> str:
-    from testcontainers.community.opensearch import OpenSearchContainer
+    from tests.single_node import single_node  # the tests' node, over loopback only
 
-    image = os.environ.get("OPENSEARCH_IMAGE") or Settings().opensearch_image
-    container = OpenSearchContainer(image=image, security_enabled=False)
-    container.with_env("OPENSEARCH_JAVA_OPTS", "-Xms1g -Xmx1g")
+    container = single_node()
     container.start()
     stack.append(container.stop)
     return f"http://127.0.0.1:{container.get_exposed_port(9200)}"

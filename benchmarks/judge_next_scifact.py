@@ -50,15 +50,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from learned_rerank_scifact import (  # noqa: E402
-    DEFAULT_DATASET,
     _cache,
     _settings,
     examples,
     fused_scores,
     gain_interval,
+    harness_arguments,
     judged,
     model_scores,
     per_claim,
+    print_figures,
 )
 
 from loader.errors import ConfigError  # noqa: E402
@@ -324,12 +325,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
-    parser.add_argument("--index-prefix", default="sfa")
-    parser.add_argument("--url", default="http://127.0.0.1:9200")
-    parser.add_argument("--cache-dir", default="/tmp/learned-rerank")
+    harness_arguments(parser)
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--folds", type=int, default=GUARD_FOLDS)
     parser.add_argument("--batch", type=int, default=25, help="claims judged between guards")
     parser.add_argument("--max-claims", type=int, default=400, help="claims judged at most")
@@ -347,16 +344,12 @@ def main(argv: list[str] | None = None) -> int:
         help="a retraining against the served model on the claims it never learnt from "
         "(loader learn's rule), or on all of them (the rule before)",
     )
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     unknown = set(args.orders) - set(ORDERS)
     if unknown:
         parser.error(f"--orders: unknown {sorted(unknown)}; choose among {', '.join(ORDERS)}")
     figures = run(args)
-    text = json.dumps(figures, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    print_figures(figures, args.out)
     return 0
 
 

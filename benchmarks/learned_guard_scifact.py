@@ -41,15 +41,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from learned_rerank_scifact import (  # noqa: E402
-    DEFAULT_DATASET,
     _cache,
     _settings,
     examples,
     fused_scores,
     gain_interval,
+    harness_arguments,
     judged,
     model_scores,
     per_claim,
+    print_figures,
 )
 
 from loader.train.booster import (  # noqa: E402
@@ -247,12 +248,8 @@ def summary(runs: list[dict[str, Any]], base: np.ndarray) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("choose", "score", "curve"))
-    parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
-    parser.add_argument("--index-prefix", default="sfa")
-    parser.add_argument("--url", default="http://127.0.0.1:9200")
-    parser.add_argument("--cache-dir", default="/tmp/learned-rerank")
+    harness_arguments(parser)
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=300)
     parser.add_argument("--folds", type=int, default=5, help="curve: the guard's folds")
     parser.add_argument(
         "--sizes",
@@ -274,15 +271,11 @@ def main(argv: list[str] | None = None) -> int:
         help="choose: the folds tried (comma-separated)",
     )
     parser.add_argument("--confidence", type=float, default=0.95)
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     Path(args.cache_dir).mkdir(parents=True, exist_ok=True)
     commands = {"choose": choose, "score": score, "curve": curve}
     figures = commands[args.command](args)
-    text = json.dumps(figures, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    print_figures(figures, args.out)
     return 0
 
 

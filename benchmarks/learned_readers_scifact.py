@@ -42,17 +42,18 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from learned_rerank_scifact import (  # noqa: E402
-    DEFAULT_DATASET,
     _cache,
     _settings,
     closed_share,
     examples,
     fused_scores,
     gain_interval,
+    harness_arguments,
     judged,
     model_scores,
     oracle_scores,
     per_claim,
+    print_figures,
 )
 
 from loader.models.rerank.features import ONE_READER, feature_set_of_width  # noqa: E402
@@ -179,23 +180,15 @@ def test_command(args: argparse.Namespace) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("command", choices=("choose", "learn", "test"))
-    parser.add_argument("--dataset", default=str(DEFAULT_DATASET))
-    parser.add_argument("--index-prefix", default="eval")
-    parser.add_argument("--url", default="http://127.0.0.1:9200")
-    parser.add_argument("--cache-dir", default="/tmp/learned-rerank")
+    harness_arguments(parser, index_prefix="eval")
     parser.add_argument("--model-dir", default="/tmp/learned-rerank/two-readers")
     parser.add_argument("--mode", default=None, help="learn: the base (default: CV's choice)")
     parser.add_argument("--learn-result", default=None, help="test: learn's JSON")
     parser.add_argument("--folds", type=int, default=5)
-    parser.add_argument("--rounds", type=int, default=300)
-    parser.add_argument("--out", type=Path)
     args = parser.parse_args(argv)
     commands = {"choose": choose, "learn": learn_command, "test": test_command}
     figures = commands[args.command](args)
-    text = json.dumps(figures, indent=2)
-    if args.out:
-        args.out.write_text(text + "\n", encoding="utf-8")
-    print(text)
+    print_figures(figures, args.out)
     return 0
 
 

@@ -179,6 +179,25 @@ def closed_share(baseline: float, model: float, best: float) -> float:
     return (model - baseline) / (best - baseline) if best > baseline else 0.0
 
 
+def harness_arguments(parser: argparse.ArgumentParser, index_prefix: str = "sfa") -> None:
+    """The options every script over these cached candidates takes: where the split and the
+    index are, where the candidates are cached, the boosting rounds and the JSON output."""
+    parser.add_argument("--dataset", default=str(DEFAULT_DATASET), help="SciFact BEIR folder.")
+    parser.add_argument("--index-prefix", default=index_prefix, help="The eval indices' prefix.")
+    parser.add_argument("--url", default="http://127.0.0.1:9200", help="OpenSearch (loopback).")
+    parser.add_argument("--cache-dir", default="/tmp/learned-rerank", help="Cached candidates.")
+    parser.add_argument("--rounds", type=int, default=ROUNDS, help="Boosting rounds per model.")
+    parser.add_argument("--out", type=Path, help="Write the figures as JSON here too.")
+
+
+def print_figures(figures: Any, out: Path | None) -> None:
+    """Print the figures as JSON, and write them to ``out`` too when given."""
+    text = json.dumps(figures, indent=2)
+    if out:
+        Path(out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
 def _settings(args: argparse.Namespace) -> Settings:
     settings, _ = resolve_settings(overrides={"opensearch_url": getattr(args, "url", None)})
     return settings.replace(query_log="off")
@@ -514,11 +533,7 @@ def main() -> int:
         "final": final,
         "carry-over": carry_over,
     }
-    figures = commands[args.command](args)
-    text = json.dumps(figures, indent=2)
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print_figures(commands[args.command](args), args.out)
     return 0
 
 

@@ -19,16 +19,9 @@ from opensearchpy import NotFoundError
 
 from loader.settings import Settings
 from tests.models import make_cross_encoder
-from tests.node_settings import DISK_WATERMARKS
+from tests.single_node import single_node, use_loopback_testcontainers
 
-# These machines have /.dockerenv, so testcontainers would otherwise talk to the bridge gateway;
-# tests may only talk to loopback.
-os.environ.setdefault("TESTCONTAINERS_CONNECTION_MODE", "docker_host")
-os.environ.setdefault("TC_HOST", "127.0.0.1")
-os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-# A node with ml-commons takes one to three minutes to turn green on two busy cores; testcontainers
-# waits TC_MAX_TRIES seconds.
-os.environ.setdefault("TC_MAX_TRIES", "400")
+use_loopback_testcontainers()
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Haystack sends usage events on every pipeline run unless told not to (read when it is imported).
@@ -47,14 +40,7 @@ def opensearch_url() -> Iterator[str]:
     if os.environ.get("OPENSEARCH_URL"):
         yield os.environ["OPENSEARCH_URL"].rstrip("/")
         return
-    from testcontainers.community.opensearch import OpenSearchContainer
-
-    image = os.environ.get("OPENSEARCH_IMAGE") or Settings().opensearch_image
-    container = OpenSearchContainer(image=image, security_enabled=False)
-    container.with_env("OPENSEARCH_JAVA_OPTS", "-Xms1g -Xmx1g")
-    for name, value in DISK_WATERMARKS.items():
-        container.with_env(name, value)
-    with container:
+    with single_node() as container:
         port = container.get_exposed_port(9200)
         yield f"http://127.0.0.1:{port}"
 

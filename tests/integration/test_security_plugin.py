@@ -41,7 +41,7 @@ from loader.models.embedding import get_embedder
 from loader.query.request import SearchRequest
 from loader.query.search import search
 from loader.settings import Settings
-from tests.node_settings import DISK_WATERMARKS
+from tests.single_node import DISK_WATERMARKS
 
 IMAGE = os.environ.get("OPENSEARCH_SECURE_IMAGE", "loader-opensearch-secure:2.19.1")
 CA_PATH = "/usr/share/opensearch/config/root-ca.pem"

@@ -40,7 +40,7 @@ from loader.ingest.readers import iter_documents
 from loader.ingest.report import PushReport
 from loader.ingest.sync import push
 from loader.settings import Settings
-from tests.node_settings import DISK_WATERMARKS
+from tests.single_node import DISK_WATERMARKS
 
 log = logging.getLogger(__name__)
 

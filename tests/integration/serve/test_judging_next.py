@@ -7,7 +7,8 @@ query log.
 Reuses the index and keys of ``test_judging_browser`` (tenants A and B, the query log on), with
 ``HARBOUR_DOCS`` pushed beside its three documents for both tenants, so a top 10 has documents
 to move: the test's model (trained on synthetic questions whose answer alone has its words in
-its heading) lifts a section whose heading holds the question's words.
+its heading) lifts a section whose heading holds the question's words. With
+``JUDGE_SCREENSHOTS=<folder>`` it saves the list sorted by model moves for guide/judging.md.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import html
 import http.client
 import json
 import math
+import os
 import re
 from collections.abc import Iterator
 
@@ -38,6 +40,7 @@ from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtur
     KEY_B,
     _cli,
     _count,
+    _screenshot,
     _session,
     _sign_in,
     _wait,
@@ -201,6 +204,9 @@ def test_judge_next_follows_the_tenants_own_model_else_the_modes(
     _wait(browser, lambda d: live.get_attribute("data-state") == "current")
     learned_cell = live.find_element(By.CSS_SELECTOR, '.score[data-mode="learned"] b')
     assert learned_cell.text == f"{scores['learned']:.3f}"
+    if "JUDGE_SCREENSHOTS" in os.environ:
+        browser.get(f"http://127.0.0.1:{running.port}/judge/sets/{set_a}/questions?sort=moves")
+        _screenshot(browser, "judging-model-moves.png")
 
     # Tenant B has no model of its own: no model column, the modes' disagreement chooses.
     page_b = _page(running, KEY_B, f"/judge/sets/{set_b}/questions")
