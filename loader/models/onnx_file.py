@@ -6,6 +6,7 @@ run and ``embedding_export`` zips for ml-commons.
   ``bert_onnx`` (numpy and onnx, no torch; it outputs the token states, pooling is the
   backend's), cached under ``~/.cache/loader/models/<name>-<fingerprint>``. A jar-shipped model
   (bge) brings its own ONNX file. Other architectures run with ``embedding_backend = "torch"``.
+- ``drop_local_onnx_exports``: those exports of a scratch folder, deleted with it.
 
 Apart from ``embedding`` (which runs the file) and ``embedding_export`` (which packages it), so
 that both import it and neither imports the other for it.
@@ -18,6 +19,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import glob
 import hashlib
 import logging
 import os
@@ -38,6 +40,27 @@ TOKENIZER_FILE = "tokenizer.json"
 EXPORT_FORMAT = 4
 # Model files whose bytes define the model: the fingerprint hashes these.
 FINGERPRINT_FILES = ("config.json", "model.safetensors", "pytorch_model.bin", TOKENIZER_FILE)
+
+
+def drop_local_onnx_exports(folder: Path, cache_root: Path | None = None) -> list[Path]:
+    """Delete the cached ONNX exports (and their int8 copies) of a scratch model folder, one
+    whose model was only measured and whose files go away: nothing can read them again, and
+    each is the size of the model (87 MB for MiniLM; ``loader adapt`` left one a run).
+
+    Only for folders with a name of their own (not a package's ``model/``): the exports are
+    found by it, ``<name>-<fingerprint>``, as ``local_onnx_export`` names them.
+
+    Returns:
+        The folders deleted.
+    """
+    root = cache_root or models_cache_root()
+    dropped = []
+    for export in root.glob(f"{glob.escape(folder.name)}-*"):
+        suffix = export.name[len(folder.name) + 1 :]
+        if len(suffix) == 16 and all(c in "0123456789abcdef" for c in suffix):
+            shutil.rmtree(export, ignore_errors=True)
+            dropped.append(export)
+    return dropped
 
 
 def model_fingerprint(model_path: str | Path) -> str:

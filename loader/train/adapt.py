@@ -146,6 +146,7 @@ def adapt_embedder(
     """
     from loader.cluster.client import connect, require_cluster
     from loader.models.embedding import embedder_for
+    from loader.models.onnx_file import drop_local_onnx_exports
     from loader.models.torch_extra import require_torch_extra
 
     notify = on_event or (lambda line: None)
@@ -185,6 +186,9 @@ def adapt_embedder(
             keep(request, result, staging, trained.instructions, base_model=base, index_name=index)
         return result
     finally:
+        # The staging model was embedded through its own ONNX export: unreadable once staging
+        # is gone (an adopted model is exported again under its own name when used).
+        drop_local_onnx_exports(staging)
         shutil.rmtree(staging, ignore_errors=True)
 
 

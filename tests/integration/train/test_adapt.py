@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from loader.cli import cli
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
+from loader.models.artifacts import models_cache_root
 from loader.train.adapt import PROVENANCE_FILE, read_chunks
 from tests.paths import REPO
 
@@ -63,13 +64,20 @@ def adapt(settings, out: Path, *args: str):
     )  # fmt: skip
 
 
+def staging_exports() -> set[str]:
+    """The ONNX exports of adapt's staging folders in the model cache (87 MB each)."""
+    return {path.name for path in models_cache_root().glob(".adapt-*")}
+
+
 def test_an_adopted_model_is_a_new_version_that_pushes_and_searches(corpus, client, tmp_path):
     chunks = read_chunks(client, corpus, "A")
     assert chunks and {chunk.tenant for chunk in chunks} == {"A"}
     out = tmp_path / "adapted"
+    before = staging_exports()
     # --min-gain -1: keep whatever it measures, so that the adopted path runs.
     done = adapt(corpus, out, "--tenant", "A", "--min-gain", "-1")
     assert done.exit_code == 0, done.output
+    assert staging_exports() == before  # the staging model's export went with it
     result = json.loads(done.stdout)
     assert result["adopted"] is True and result["out"] == str(out)
     assert set(result["pairs"]) == {"heading", "title", "cloze"} and all(result["pairs"].values())
@@ -160,6 +168,7 @@ def test_adapt_reads_no_questions_and_writes_no_model_that_is_not_better(
         if watching[0] and event == "open" and isinstance(args[0], (str, bytes, Path)):
             opened.append(str(args[0]))
 
+    before = staging_exports()
     sys.addaudithook(record)  # an audit hook cannot be removed: it stops recording below
     try:
         done = CliRunner().invoke(
@@ -179,5 +188,6 @@ def test_adapt_reads_no_questions_and_writes_no_model_that_is_not_better(
     assert "not surely better than the stock model by more than 0.0" in result["reason"]
     assert not (tmp_path / "adapted").exists()
     assert [path.name for path in tmp_path.iterdir() if path.name.startswith(".adapt-")] == []
+    assert staging_exports() == before  # nor its ONNX export in the model cache
     assert any("safetensors" in path for path in opened), "the hook saw the model load"
     assert [path for path in opened if str(dataset) in path] == []
