@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from loader.errors import ModelError
-from loader.models.onnx_file import local_onnx_export
+from loader.models.onnx_file import discard_derived_copy, local_onnx_export
 from loader.models.registry import instructions, known_spec, model_spec
 from loader.models.token_count import token_counter
 from loader.settings import EMBEDDING_BACKENDS, Settings
@@ -239,6 +239,13 @@ def _load_onnx_encoder(name: str, path: str, backend: str, threads: int):
         raise ModelError(
             f"embedding model {name!r} has no {tokenizer}; set embedding_backend=torch"
         )
+    onnx_path = onnx_model_file(name, path, backend)
+    try:
+        return OnnxEncoder(onnx_path, tokenizer, spec, threads)
+    except ModelError as exc:
+        if not discard_derived_copy(onnx_path):
+            raise
+        log.warning("%s; made here from the model's files, so made again", exc)
     return OnnxEncoder(onnx_model_file(name, path, backend), tokenizer, spec, threads)
 
 

@@ -6,7 +6,8 @@ run and ``embedding_export`` zips for ml-commons.
   ``bert_onnx`` (numpy and onnx, no torch; it outputs the token states, pooling is the
   backend's), cached under ``~/.cache/loader/models/<name>-<fingerprint>``. A jar-shipped model
   (bge) brings its own ONNX file. Other architectures run with ``embedding_backend = "torch"``.
-- ``drop_local_onnx_exports``: those exports of a scratch folder, deleted with it.
+- ``drop_local_onnx_exports``: those exports of a scratch folder, deleted with it;
+- ``discard_derived_copy``: an export or int8 copy that cannot be loaded, deleted to be made again.
 
 Apart from ``embedding`` (which runs the file) and ``embedding_export`` (which packages it), so
 that both import it and neither imports the other for it.
@@ -29,6 +30,7 @@ from pathlib import Path
 
 from loader.errors import ModelError
 from loader.models.artifacts import models_cache_root
+from loader.models.registry import INT8_RECIPE
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +58,43 @@ def drop_local_onnx_exports(folder: Path, cache_root: Path | None = None) -> lis
     root = cache_root or models_cache_root()
     dropped = []
     for export in root.glob(f"{glob.escape(folder.name)}-*"):
-        suffix = export.name[len(folder.name) + 1 :]
-        if len(suffix) == 16 and all(c in "0123456789abcdef" for c in suffix):
+        if _is_export_name(export.name, folder.name):
             shutil.rmtree(export, ignore_errors=True)
             dropped.append(export)
     return dropped
+
+
+def discard_derived_copy(onnx_path: Path, cache_root: Path | None = None) -> bool:
+    """Delete ``onnx_path`` if it is a file made here from another, which can be made again: an
+    int8 copy (with what was measured of it on this CPU) or a local export (its whole folder,
+    int8 copy included). A file killed mid-write or damaged on disk then heals on the next load
+    instead of failing every one. Any other file (a jar's, the user's own) is left as it is.
+
+    Returns:
+        Whether it was deleted.
+    """
+    root = (cache_root or models_cache_root()).resolve()
+    path = onnx_path.resolve()
+    if root not in path.parents:
+        return False
+    if path.name.endswith(f"_int8-{INT8_RECIPE}.onnx"):
+        path.unlink(missing_ok=True)
+        path.with_name(path.name + ".cpu-agreement.json").unlink(missing_ok=True)
+        return True
+    if path.name == ONNX_FILE and path.parent.parent == root and _is_export_name(path.parent.name):
+        shutil.rmtree(path.parent, ignore_errors=True)
+        return True
+    return False
+
+
+def _is_export_name(name: str, base: str | None = None) -> bool:
+    """``<base>-<16 hex>``, as ``local_onnx_export`` names its folders (any base when None)."""
+    stem, _, suffix = name.rpartition("-")
+    return (
+        (base is None or stem == base)
+        and len(suffix) == 16
+        and all(c in "0123456789abcdef" for c in suffix)
+    )
 
 
 def model_fingerprint(model_path: str | Path) -> str:
