@@ -119,6 +119,16 @@ def learn(settings, out: Path, source: Path, *args: str):
     )  # fmt: skip
 
 
+def learn_hybrid(settings, out: Path, source: Path, *args: str):
+    """`loader learn --json` in the default settings (a hybrid mode served), 160 rounds, 3 folds."""
+    return CliRunner().invoke(
+        cli,
+        ["learn", str(source), "--out", str(out), "--url", settings.opensearch_url,
+         "--index", settings.index_name, "--tenant", "A", "--rounds", "160", "--folds", "3",
+         "--json", *args],
+    )  # fmt: skip
+
+
 def test_a_model_that_finds_the_planted_chunks_is_kept(corpus, client, tmp_path):
     ids = chunk_ids(client, corpus, "A")
     source = questions_file(tmp_path / "planted.jsonl", ids, shuffled=False)
@@ -225,12 +235,7 @@ def test_without_a_mode_the_base_is_the_hybrid_fusion_served_best(corpus, client
     ids = chunk_ids(client, corpus, "A")
     source = questions_file(tmp_path / "planted.jsonl", ids, shuffled=False)
     out = tmp_path / "models"
-    done = CliRunner().invoke(
-        cli,
-        ["learn", str(source), "--out", str(out), "--url", corpus.opensearch_url,
-         "--index", corpus.index_name, "--tenant", "A", "--rounds", "160", "--folds", "3",
-         "--json"],
-    )  # fmt: skip
+    done = learn_hybrid(corpus, out, source)
     assert done.exit_code in (0, ModelRejectedError.exit_code), done.output
     base = json.loads(done.stdout)["provenance"]["base"]
     modes = base["modes"]
@@ -381,12 +386,7 @@ def test_a_model_over_two_readers_records_them_and_needs_its_second_reader(
     ids = chunk_ids(client, corpus, "A")
     source = questions_file(tmp_path / "planted.jsonl", ids, shuffled=False)
     out = tmp_path / "models"
-    done = CliRunner().invoke(
-        cli,
-        ["learn", str(source), "--out", str(out), "--url", corpus.opensearch_url,
-         "--index", corpus.index_name, "--tenant", "A", "--mode", "hybrid-rrf",
-         "--rounds", "160", "--folds", "3", "--json"],
-    )  # fmt: skip
+    done = learn_hybrid(corpus, out, source, "--mode", "hybrid-rrf")
     assert done.exit_code == 0, done.output
     model = json.loads((out / "A" / PROVENANCE_FILE).read_text(encoding="utf-8"))["model"]
     assert (model["readers"], model["second_reader"]) == (2, "bge-small-en-v1.5")

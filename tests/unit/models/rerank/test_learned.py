@@ -33,16 +33,23 @@ CANDIDATES = 10
 SIGNAL = FEATURE_NAMES.index("heading_overlap")
 
 
-def synthetic(questions: int, seed: int) -> list[Example]:
-    """Questions whose relevant candidate sits at a random fused rank and alone has
-    heading_overlap 1; every other feature is noise."""
+def synthetic(
+    questions: int,
+    seed: int,
+    width: int = len(FEATURE_NAMES),
+    signal_at: int = SIGNAL,
+    others_below: float = 0.0,
+) -> list[Example]:
+    """Questions whose relevant candidate sits at a random fused rank and alone has the feature
+    at ``signal_at`` 1 (the others 0, or random below ``others_below``); every other feature of
+    the ``width`` is noise."""
     rng = np.random.default_rng(seed)
     examples = []
     for number in range(questions):
-        features = rng.random((CANDIDATES, len(FEATURE_NAMES)))
-        features[:, SIGNAL] = 0.0
+        features = rng.random((CANDIDATES, width))
         relevant = int(rng.integers(CANDIDATES))
-        features[relevant, SIGNAL] = 1.0
+        features[:, signal_at] = others_below * rng.random(CANDIDATES) if others_below else 0.0
+        features[relevant, signal_at] = 1.0
         labels = np.zeros(CANDIDATES)
         labels[relevant] = 2
         keys = [f"q{number}-c{i}" for i in range(CANDIDATES)]

@@ -30,10 +30,11 @@ from loader.models.rerank.features import (
 from loader.models.rerank.learned import PRIOR, PROVENANCE_FILE, LearnedReranker
 from loader.settings import Settings
 from loader.train.booster import train_booster
-from loader.train.examples import Example, searched_features
+from loader.train.examples import searched_features
 from loader.train.learn import LearnRequest
 from loader.train.model_store import write_model
 from tests.unit.models.rerank.test_features import ANSWERS, HITS, QUERY, answer
+from tests.unit.models.rerank.test_learned import synthetic
 
 SECOND = "bge-small-en-v1.5"
 TWO = RerankQuery(**{**QUERY.__dict__, "second_query_vector": [0.3, 0.4]})
@@ -87,32 +88,10 @@ def test_the_search_gives_both_readers_features_only_in_a_hybrid_mode_with_two()
     assert searched_features("hybrid-rrf", None) is ONE_READER
 
 
-def synthetic(questions: int, seed: int, width: int, signal: str) -> list[Example]:
-    """Questions whose relevant candidate alone has ``signal`` 1 (the others below 0.6); the
-    rest is noise."""
-    rng, at, candidates = np.random.default_rng(seed), TWO_READERS.names.index(signal), 10
-    examples = []
-    for number in range(questions):
-        features = rng.random((candidates, width))
-        relevant = int(rng.integers(candidates))
-        features[:, at] = 0.6 * rng.random(candidates)  # below the relevant one's 1
-        features[relevant, at] = 1.0
-        labels = np.zeros(candidates)
-        labels[relevant] = 2
-        keys = [f"q{number}-c{i}" for i in range(candidates)]
-        examples.append(
-            Example(
-                question_id=f"q{number}", source="synthetic", features=features,
-                prior=1 / np.log2(2 + np.arange(candidates)), labels=labels, keys=keys,
-                relevant={keys[relevant]: 2}, implicit=False, chunks=[],
-            )
-        )  # fmt: skip
-    return examples
-
-
 def write(folder: Path, width: int, signal: str, **model) -> Path:
     request = LearnRequest(sources=("synthetic",), out=Path("unused"), rounds=30)
-    booster = train_booster(synthetic(80, 1, width, signal), request)
+    at = TWO_READERS.names.index(signal)
+    booster = train_booster(synthetic(80, 1, width, at, others_below=0.6), request)
     features = TWO_READERS if width > len(FEATURE_NAMES) else ONE_READER
     provenance = {
         "model": {"feature_fingerprint": features.fingerprint(), "feature_version": 1,
