@@ -430,7 +430,9 @@ def _record(
         notify(line)
     failed_ids = {item_id for _, item_id, _ in result.errors}
     report.chunks_written = sum(1 for a in actions if a.op == "index" and a.id not in failed_ids)
-    report.chunks_filled = sum(1 for a in actions if a.op == "update" and a.id not in failed_ids)
+    # += : with embedding_location = cluster the fills went through the pipeline before
+    # (_fill_on_cluster), and these writes hold no update.
+    report.chunks_filled += sum(1 for a in actions if a.op == "update" and a.id not in failed_ids)
     report.chunks_deleted = sum(1 for a in actions if a.op == "delete" and a.id not in failed_ids)
     report.failed = len(report.skipped) + len(failed_sources)
 

@@ -212,3 +212,41 @@ def test_push_refuses_cluster_location_without_apply(client, pushed, embedder):
     settings = pushed["local"].replace(embedding_location="cluster")
     with pytest.raises(ConfigError, match="embedding_location = cluster.*loader apply"):
         push(pushed["folder"], settings, client=client, embedder=embedder)
+
+
+def test_a_cluster_index_that_gains_the_second_reader_is_filled_by_its_pipeline(
+    client, pushed, embedder, unique_name
+):
+    """An index pushed with one reader, then given the second (apply in place): the next push
+    embeds nothing with the first reader and sends the unchanged chunks through the ingest
+    pipeline again, whose second processor adds bge's vector; the report counts them."""
+    remote = pushed["remote"]
+    if reader_settings(remote) is None:
+        pytest.fail("the module's settings have no second reader (bge's jar is fetched by setup)")
+    one = remote.replace(index_name=unique_name, second_embedding_model="none")
+    apply_config(one, dimension=embedder.dimension, client=client)
+    first = push(pushed["folder"], one, client=client, embedder=embedder)
+    assert (first.failed, first.chunks_written) == (0, 43)
+    two = one.replace(second_embedding_model=remote.second_embedding_model)
+    apply_config(two, dimension=embedder.dimension, client=client)
+    filled = push(pushed["folder"], two, client=client, embedder=embedder)
+    assert (filled.failed, filled.errors, filled.embedded) == (0, [], 0)
+    assert (filled.chunks_written, filled.chunks_filled) == (0, 43)
+    client.indices.refresh(index=unique_name)
+    fields = ["second_embedding"]
+    stored = {
+        hit["_id"]: hit["_source"].get("second_embedding")
+        for hit in helpers.scan(client, index=unique_name, query={"_source": fields}, size=500)
+    }
+    local = {
+        hit["_id"]: hit["_source"]["second_embedding"]
+        for hit in helpers.scan(
+            client, index=pushed["local"].index_name, query={"_source": fields}, size=500
+        )
+    }
+    assert set(stored) == set(local) and all(vector for vector in stored.values())
+    similarity = cosines(
+        {i: {"embedding": v} for i, v in stored.items()},
+        {i: {"embedding": v} for i, v in local.items()},
+    )
+    assert similarity.min() >= 0.999, similarity.min()
