@@ -249,34 +249,11 @@ cli(["adapt", "--out", sys.argv[1], "--json", "--url", "http://127.0.0.1:9"])
 
 def _adapt_stderr(tmp_path, on_terminal: bool) -> tuple[str, str]:
     """stdout and stderr of the script above, its stderr a terminal (a pty) or a pipe."""
-    import os
-    import pty
-    import subprocess
-    import sys
+    from tests.terminal_run import script_output
 
-    from tests.paths import REPO
-
-    master, slave = pty.openpty() if on_terminal else (None, subprocess.PIPE)
-    done = subprocess.run(
-        [sys.executable, "-c", _PROGRESS_SCRIPT, str(tmp_path / "out")],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=slave, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 2, done
-    if not on_terminal:
-        return done.stdout.decode(), done.stderr.decode()
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # the terminal's other end is closed: all read
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    return done.stdout.decode(), b"".join(chunks).decode()
+    return script_output(
+        _PROGRESS_SCRIPT, [str(tmp_path / "out")], tmp_path, on_terminal=on_terminal, exit_code=2
+    )
 
 
 def test_adapt_json_shows_progress_on_a_terminal_and_keeps_stdout_for_the_document(tmp_path):

@@ -264,31 +264,11 @@ cli(["learn", sys.argv[1], "--out", sys.argv[2], "--json", "--url", "http://127.
 
 def _learn_stderr(tmp_path: Path, source: Path, on_terminal: bool) -> tuple[str, str]:
     """stdout and stderr of `loader learn --json`, its stderr a terminal (a pty) or a pipe."""
-    import pty
-    import subprocess
-    import sys
+    from tests.terminal_run import script_output
 
-    master, slave = pty.openpty() if on_terminal else (None, subprocess.PIPE)
-    done = subprocess.run(
-        [sys.executable, "-c", _LEARN_ON_A_TERMINAL, str(source), str(tmp_path / "model")],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)}, stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=slave, timeout=120, check=False,
-    )  # fmt: skip
-    assert done.returncode == 3, done  # read, then the cluster that is not there
-    if not on_terminal:
-        return done.stdout.decode(), done.stderr.decode()
-    os.close(slave)
-    chunks = []
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # the terminal's other end is closed: all read
-            break
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(master)
-    return done.stdout.decode(), b"".join(chunks).decode()
+    args = [str(source), str(tmp_path / "model")]
+    # exit 3: the file is read, then the cluster that is not there
+    return script_output(_LEARN_ON_A_TERMINAL, args, tmp_path, on_terminal=on_terminal, exit_code=3)
 
 
 def test_json_shows_progress_on_a_terminal_and_keeps_stdout_for_the_document(tmp_path):
