@@ -37,10 +37,15 @@ def question_score(
     """nDCG@10 of one mode's ``(chunk_id, source, score)`` hits (best first, one per document,
     as ``loader eval`` searches) against a question's ``judgments`` (``source``, ``grade``);
     ``None`` without a grade above 0. Pure."""
+    return ranking_score([document for document, _score in document_ranking(hits)], judgments)
+
+
+def ranking_score(ranking: Sequence[str], judgments: Iterable[dict[str, Any]]) -> float | None:
+    """nDCG@10 of documents ranked best first (``top_documents``: what a snapshot stores)
+    against a question's ``judgments``; ``None`` without a grade above 0. Pure."""
     qrels = graded_qrels(judgments)
     if not qrels:
         return None
-    ranking = [document for document, _score in document_ranking(hits)]
     return ndcg_at_k(ranking, qrels, LIVE_K)
 
 

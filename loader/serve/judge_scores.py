@@ -40,6 +40,8 @@ from loader.query import judgments
 from loader.query.notes import save_need
 from loader.query.request import MAX_CANDIDATES, MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
+from loader.query.snapshots import get_snapshot, list_snapshots
+from loader.serve.judge_snapshots import comparison_of
 from loader.settings import SEARCH_MODES
 
 # The learned model's own column beside the modes' when the tenant has one served: its nDCG@10
@@ -102,6 +104,14 @@ class ScorePages:
         )
         return [(h.chunk_id, h.source, h.final_score) for h in found.hits]
 
+    def column_hits(self, tenant: str, question: str, model: Any, base: str) -> dict[str, Any]:
+        """Each column's hits of ``question``: every mode's, and with ``model`` (served over
+        ``base``) the learned column's. What the live scores and snapshots rank alike."""
+        hits = {mode: self.hits(tenant, question, mode) for mode in SEARCH_MODES}
+        if model is not None:
+            hits[LEARNED_SCORE] = self.hits(tenant, question, base, model)
+        return hits
+
     def scores(self, tenant: str, question: str, graded: dict[str, Any]) -> dict[str, Any]:
         """Each mode's nDCG@10 of ``question`` from its ``graded`` results (chunk -> Grade),
         and the tenant's learned model's (``learned``) when one is served; no search at all when
@@ -144,26 +154,30 @@ class ScorePages:
             {"scores": scores, "judged": len(graded)}, headers=self.pages.security_headers
         )
 
-    def questions_page(self, set_id: str, request: Request, sort: str = "number") -> Response:
+    def questions_page(
+        self, set_id: str, request: Request, sort: str = "number", against: str = ""
+    ) -> Response:
+        """The question list; with ``against`` (a snapshot's id), each score's delta from it
+        (``judge_snapshots.comparison_of``), sortable by a column's delta (``delta-<column>``)."""
         pages = self.pages
         tenant, cookie = pages.session(request)
         if tenant is None:
             return RedirectResponse("/judge/login", status_code=303)
-        sort = sort if sort in SORTS else "number"
         try:
             with pages.cluster("scoring a query set"):
                 query_set, state = self.read(tenant, set_id)
+                where = (pages.service.client, pages.service.settings.index_name, tenant)
+                snapshots = list_snapshots(*where, set_id)
+                snapshot = get_snapshot(*where, set_id, against) if against else None
                 rows = []
                 mine = state.mine(pages.rater(request))
                 model, base = self.served_model(tenant)
                 for number, question in enumerate(query_set.questions):
                     graded = state.grades.get(number, {})
                     judged = [{"source": g.source, "grade": g.grade} for g in graded.values()]
-                    hits = {mode: self.hits(tenant, question, mode) for mode in SEARCH_MODES}
-                    scores = {mode: question_score(hits[mode], judged) for mode in SEARCH_MODES}
-                    learned = None if model is None else self.hits(tenant, question, base, model)
-                    if learned is not None:
-                        scores[LEARNED_SCORE] = question_score(learned, judged)
+                    hits = self.column_hits(tenant, question, model, base)
+                    scores = {column: question_score(h, judged) for column, h in hits.items()}
+                    ranked = {column: top_documents(h) for column, h in hits.items()}
                     rows.append(
                         {
                             "number": number,
@@ -172,22 +186,32 @@ class ScorePages:
                             "mine": number in mine or number in state.skipped,
                             "skipped": number in state.skipped,
                             "scores": scores,
+                            "rankings": ranked,
                             "spread": spread({m: scores[m] for m in SEARCH_MODES}),
-                            "disagree": mode_disagreement(
-                                {mode: top_documents(found) for mode, found in hits.items()}
-                            ),
+                            "disagree": mode_disagreement({m: ranked[m] for m in SEARCH_MODES}),
                             "moves": None
-                            if learned is None
-                            else ranking_difference(
-                                top_documents(hits[base]), top_documents(learned)
-                            ),
+                            if model is None
+                            else ranking_difference(ranked[base], ranked[LEARNED_SCORE]),
                         }
                     )
         except LoaderError as exc:
             return pages.error_page(exc, "scoring a query set")
+        comparison = None
+        if snapshot is not None:
+            rankings = [row["rankings"] for row in rows]
+            comparison = comparison_of(snapshot, query_set.questions, state, rankings)
+            for row, compared in zip(rows, comparison["questions"], strict=True):
+                row["delta"] = {c: v["delta"] for c, v in compared["scores"].items()}
+                row["change"] = compared["scores"]
+        sorts = (*SORTS, *(f"delta-{c}" for c in comparison["columns"])) if comparison else SORTS
+        sort = sort if sort in sorts else "number"
         after, measure = judge_next(rows, by_model=model is not None)
         return pages.page(
             "questions.html",
+            snapshots=snapshots,
+            snapshot=snapshot,
+            comparison=comparison,
+            against=snapshot.snapshot_id if snapshot else "",
             next_row=after,
             next_by=NEXT_BY[measure],
             model_base=base if model is not None else "",
@@ -257,12 +281,17 @@ def sorted_rows(rows: list[dict[str, Any]], sort: str) -> list[dict[str, Any]]:
     """``rows`` by ``sort``: ``number`` in order; ``spread`` (of the scores) or ``disagree``
     (of the top documents, ``mode_disagreement``) the modes' widest disagreement first;
     ``moves`` (``ranking_difference`` of the learned model's top 10 and fusion's) the widest
-    first; a mode, its worst-scored question first (what most needs a look). Unscored last.
+    first; a mode, its worst-scored question first (what most needs a look); ``delta-<column>``
+    (against a snapshot) the question that lost most in that column first. Unscored last.
     Pure."""
     if sort == "number":
         return sorted(rows, key=lambda row: row["number"])
     if sort in ("spread", "disagree", "moves"):  # widest first
         value = [(row[sort] is None, -(row[sort] or 0.0), row["number"]) for row in rows]
+    elif sort.startswith("delta-"):  # against a snapshot: the worst change first
+        column = sort.removeprefix("delta-")
+        deltas = [row.get("delta", {}).get(column) for row in rows]
+        value = [(d is None, d or 0.0, row["number"]) for d, row in zip(deltas, rows, strict=True)]
     else:
         value = [
             # .get: the learned model's column exists only while a model is served.

@@ -106,6 +106,7 @@ class LearnedReranker:
         # The columns it learnt on: one reader's, or both readers' (``second_reader``'s too).
         self.feature_set, self.second_reader = checked.features, checked.second_reader
         self.learnt_from = checked.learnt_from  # the questions it learnt from, as digests
+        self.created = checked.created  # when `loader learn` wrote it ("" when not recorded)
         self.booster = _booster(checked)
         if tuple(self.booster.feature_name()) != self.feature_set.names:
             raise ModelError(

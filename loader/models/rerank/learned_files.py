@@ -88,6 +88,8 @@ class CheckedModel:
         second_reader: the second reader whose cosine it learnt from (``""``: one reader).
         learnt_from: digests of the questions it learnt from (``question_digest``), which the
             guard of a retraining in place judges it on no longer (``None``: not recorded).
+        created: when ``loader learn`` wrote it (provenance's ``created``; ``""`` when not
+            recorded as a short text: it names the model to a person, it is checked by nothing).
     """
 
     folder: Path
@@ -102,6 +104,7 @@ class CheckedModel:
     features: FeatureSet = ONE_READER
     second_reader: str = ""
     learnt_from: frozenset[str] | None = None
+    created: str = ""
 
     @property
     def model_file(self) -> Path:
@@ -157,6 +160,7 @@ def read_checked(folder: Path) -> CheckedModel:
         facts["features"],
         facts["second_reader"],
         facts["learnt_from"],
+        facts["created"],
     )
 
 
@@ -215,7 +219,14 @@ def provenance_facts(folder: Path) -> dict[str, Any]:
         "features": features,
         "second_reader": second if features.readers > 1 else "",
         "learnt_from": _digests(facts, path),
+        "created": _created(document),
     }
+
+
+def _created(document: dict[str, Any]) -> str:
+    """The provenance's ``created`` time when it is a short text, else ``""``."""
+    created = document.get("created")
+    return created if isinstance(created, str) and len(created) <= 40 else ""
 
 
 def question_digest(question: str) -> str:

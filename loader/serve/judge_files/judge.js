@@ -267,3 +267,33 @@
     event.preventDefault();
   });
 })();
+
+// The question list's "take snapshot" form: POSTs the label with the page's token (a plain form
+// cannot send the token's header), then shows the list against the new snapshot.
+(function () {
+  "use strict";
+  const form = document.getElementById("take-snapshot");
+  if (!form) return;
+  const token = document.querySelector('meta[name="csrf-token"]').content;
+  const status = document.getElementById("snapshot-status");
+  const button = document.getElementById("snapshot-take");
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    button.disabled = true;
+    status.textContent = "taking the snapshot (every question is searched)…";
+    try {
+      const response = await fetch("/judge/sets/" + form.dataset.set + "/snapshots", {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/json", "X-CSRF-Token": token },
+        body: JSON.stringify({ label: document.getElementById("snapshot-label").value }),
+      });
+      const answer = await response.json().catch(() => ({}));
+      if (!response.ok) throw new Error(answer.error || "HTTP " + response.status);
+      window.location.href = answer.page;
+    } catch (error) {
+      status.textContent = "not taken: " + error.message;
+      button.disabled = false;
+    }
+  });
+})();

@@ -47,6 +47,9 @@ ROUTES = (
     ("GET", f"/judge/sets/{SET}/0/compare?a=bm25&b=vector", None),
     ("POST", f"/judge/sets/{SET}/0/grade", {"chunk_id": "c-1", "grade": 2}),
     ("POST", f"/judge/sets/{SET}/0/skip", {}),
+    ("POST", f"/judge/sets/{SET}/snapshots", {"label": "before"}),
+    ("GET", f"/judge/sets/{SET}/snapshots", None),
+    ("GET", f"/judge/sets/{SET}/snapshots/{SET}/compare", None),
 )
 NOT_JSON = (
     "OpenSearch's address answered something that is not OpenSearch's JSON (a proxy's or web "

@@ -1,0 +1,189 @@
+"""Snapshots on the judging page: ``POST /judge/sets/<id>/snapshots`` (``{"label": ...}``, with
+the page's token) keeps each column's top 10 documents of every question of the set
+(``loader.query.snapshots``), ``GET /judge/sets/<id>/snapshots`` lists the set's (JSON), and
+``GET /judge/sets/<id>/snapshots/<sid>/compare`` scores the snapshot's rankings and today's with
+today's grades (``loader.eval.snapshot_scores``, JSON for scripts); the question list's
+``?against=<sid>`` shows the same comparison (``comparison_of``, used by ``judge_scores``).
+
+The rankings are searched exactly as the live scores search (``ScorePages.column_hits``: one hit
+per document, as ``loader eval`` searches; the tenant's own learned model, when served, as the
+``learned`` column), for the session's tenant only and never logged. Another tenant's snapshot is
+a 404, as one that does not exist; a bad label a 422 naming ``label``; the cluster down a 503.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
+
+from loader.errors import LoaderError
+from loader.eval.live import top_documents
+from loader.eval.snapshot_scores import aligned, compare
+from loader.models.readers import canonical_name
+from loader.query.request import MAX_QUESTION_CHARS
+from loader.query.snapshots import (
+    Snapshot,
+    check_label,
+    check_question_count,
+    get_snapshot,
+    list_snapshots,
+    save_snapshot,
+)
+
+SNAPSHOT = "/judge/sets/{set_id}/snapshots/{snapshot_id}"  # a snapshot's routes
+
+
+def reader_name(name: str) -> str:
+    """A reader as a snapshot records it: the registry's name, or a local folder's last part
+    (never the server's paths)."""
+    if name.startswith(("/", "~", ".")):
+        return Path(name).name
+    return canonical_name(name)
+
+
+def served_now(settings: Any, model: Any, base: str) -> dict[str, Any]:
+    """What the set's searches are served with: the settings that shape them and, when the
+    tenant's learned model reranks them, its identity as it records it."""
+    learned = None
+    if model is not None:
+        learnt_from = getattr(model, "learnt_from", None)
+        learned = {
+            "sha256": model.sha256,
+            "created": getattr(model, "created", ""),
+            "tenant": model.tenant,
+            "base_mode": base,
+            "questions_learnt_from": None if learnt_from is None else len(learnt_from),
+            "candidate_depth": model.candidate_depth,
+        }
+    second = settings.second_embedding_model or "none"
+    return {
+        "search_mode": settings.search_mode,
+        "rerank": settings.rerank,
+        "readers": {
+            "embedding_model": reader_name(settings.embedding_model),
+            "second_embedding_model": second if second == "none" else reader_name(second),
+        },
+        "learned": learned,
+    }
+
+
+def comparison_of(
+    snapshot: Snapshot,
+    questions: list[str],
+    state: Any,
+    rankings: list[dict[str, list[str]]],
+) -> dict[str, Any]:
+    """``snapshot`` against today's ``rankings`` of the set's ``questions`` (column -> top
+    documents), both scored with today's grades (``state``); the columns both sides hold, and
+    those only one side does. Pure."""
+    now_columns = list(rankings[0]) if rankings else []
+    columns = [c for c in now_columns if c in snapshot.columns]
+    graded = [
+        [{"source": g.source, "grade": g.grade} for g in state.grades.get(n, {}).values()]
+        for n in range(len(questions))
+    ]
+    then = aligned(snapshot.digests, snapshot.rankings, questions)
+    result = compare(then, rankings, graded, columns)
+    result["only_then"] = [c for c in snapshot.columns if c not in columns]
+    result["only_now"] = [c for c in now_columns if c not in columns]
+    return result
+
+
+class SnapshotPages:
+    """The snapshot handlers, over the live scores' ``ScorePages`` (its searches)."""
+
+    def __init__(self, scores: Any) -> None:
+        self.scores = scores
+        self.pages = scores.pages
+
+    def where(self, tenant: str) -> tuple[Any, str, str]:
+        return self.pages.service.client, self.pages.service.settings.index_name, tenant
+
+    def rankings(self, tenant: str, questions: list[str]) -> tuple[list[dict[str, Any]], Any, str]:
+        """Each question's top documents per column, as the live scores rank them; the model
+        served and its base."""
+        model, base = self.scores.served_model(tenant)
+        rankings = []
+        for question in questions:
+            hits = self.scores.column_hits(tenant, question, model, base)
+            rankings.append({column: top_documents(found) for column, found in hits.items()})
+        return rankings, model, base
+
+    async def take(self, set_id: str, request: Request) -> Response:
+        """``POST .../snapshots`` ``{"label": "<what is about to change>"}``: 201 and the
+        snapshot's summary."""
+        pages = self.pages
+        tenant, refusal = pages.post_check(request)
+        if refusal is not None:
+            return refusal
+        assert tenant is not None
+        try:
+            body = json.loads(await request.body())
+            label = body["label"]
+        except (ValueError, KeyError, TypeError):
+            return pages.refused(422, 'label: send {"label": "<what is about to change>"}')
+        try:
+            label = check_label(label)  # before any search: a bad label costs nothing
+            with pages.cluster("taking a snapshot"):
+                query_set = pages.query_set(tenant, set_id)
+                check_question_count(query_set.name, len(query_set.questions))
+                rankings, model, base = self.rankings(tenant, query_set.questions)
+                snapshot = save_snapshot(
+                    *self.where(tenant),
+                    set_id,
+                    label,
+                    rankings=rankings,
+                    questions=query_set.questions,
+                    served=served_now(pages.service.settings, model, base),
+                    rater=pages.rater(request),
+                )
+        except LoaderError as exc:
+            return pages.error_json(exc, "taking a snapshot")
+        summary = snapshot.summary() | {
+            "compare": f"/judge/sets/{set_id}/snapshots/{snapshot.snapshot_id}/compare",
+            "page": f"/judge/sets/{set_id}/questions?against={snapshot.snapshot_id}",
+        }
+        return JSONResponse(summary, status_code=201, headers=pages.security_headers)
+
+    def listing(self, set_id: str, request: Request) -> Response:
+        """``GET .../snapshots``: the set's snapshots, newest first (``LISTED`` at most)."""
+        pages = self.pages
+        tenant, _ = pages.session(request)
+        if tenant is None:
+            return pages.refused(401, "sign in at /judge/login")
+        try:
+            with pages.cluster("listing snapshots"):
+                pages.query_set(tenant, set_id)  # the id's length check
+                snapshots = list_snapshots(*self.where(tenant), set_id)
+        except LoaderError as exc:
+            return pages.error_json(exc, "listing snapshots")
+        return JSONResponse(
+            {"snapshots": [s.summary() for s in snapshots]}, headers=pages.security_headers
+        )
+
+    def compare_json(self, set_id: str, snapshot_id: str, request: Request) -> Response:
+        """``GET .../snapshots/<sid>/compare``: each question's nDCG@10 then and now per column
+        (both with today's grades), the means, the counts, and both sides' rankings."""
+        pages = self.pages
+        tenant, _ = pages.session(request)
+        if tenant is None:
+            return pages.refused(401, "sign in at /judge/login")
+        try:
+            with pages.cluster("comparing with a snapshot"):
+                query_set, state = self.scores.read(tenant, set_id)
+                snapshot = get_snapshot(*self.where(tenant), set_id, snapshot_id)
+                rankings, model, base = self.rankings(tenant, query_set.questions)
+        except LoaderError as exc:
+            return pages.error_json(exc, "comparing with a snapshot")
+        result = comparison_of(snapshot, query_set.questions, state, rankings)
+        then = aligned(snapshot.digests, snapshot.rankings, query_set.questions)
+        for row, old, new in zip(result["questions"], then, rankings, strict=True):
+            row["question"] = query_set.questions[row["number"]][:MAX_QUESTION_CHARS]
+            row["rankings"] = {"then": old, "now": new}
+        result["snapshot"] = snapshot.summary()
+        result["served_now"] = served_now(pages.service.settings, model, base)
+        return JSONResponse(result, headers=pages.security_headers)
