@@ -231,3 +231,71 @@ def clicks_command(
         f"{summary.varied_pairs} of {summary.pairs} question-chunk pairs were shown at more "
         "than one rank (the evidence that tells position from relevance)"
     )
+
+
+@judgments.command(short_help="Keep what a query set's searches return now, before a change.")
+@name_option
+@click.option("--label", required=True, help="What is about to change (at most 120 characters).")
+@json_option("Print the snapshot's summary as JSON.")
+@settings_options
+@set_tenant_option
+def snapshot(settings: Settings, tenant: str, name: str, label: str, as_json: bool) -> None:
+    """Search every question of query set NAME in every mode (and by the tenant's learned model
+    when one is served) and keep each one's top 10 documents as a snapshot, to compare with
+    after a change (`loader judgments compare`, or the question list of the judging page)."""
+    from loader.eval.set_searches import take_snapshot
+
+    taken = take_snapshot(settings, tenant, name, label, client=_client(settings))
+    if as_json:
+        echo_json(taken.summary())
+        return
+    click.echo(
+        printable(
+            f"snapshot {taken.snapshot_id} of query set {name!r} (tenant {tenant!r}): "
+            f"{taken.count} questions, columns {', '.join(taken.columns)}"
+        )
+    )
+
+
+@judgments.command(short_help="A query set's searches now against a snapshot; a gate.")
+@name_option
+@click.option(
+    "--against",
+    "snapshot_id",
+    default="",
+    help="The snapshot's id (default: the set's newest).",
+)
+@click.option(
+    "--threshold",
+    type=click.FloatRange(0, 1),
+    default=0.01,
+    show_default=True,
+    help="Exit code 10 when the served column's mean nDCG@10 dropped by more.",
+)
+@json_option("Print the comparison as JSON.")
+@settings_options
+@set_tenant_option
+def compare(
+    settings: Settings,
+    tenant: str,
+    name: str,
+    snapshot_id: str,
+    threshold: float,
+    as_json: bool,
+) -> None:
+    """Search query set NAME again and score both the snapshot's rankings and today's with
+    today's grades, so a change is the searches', not grades given since. Exit code 10 when the
+    column served (the learned model's when one reranks the tenant's searches, else
+    search_mode) lost more than --threshold of mean nDCG@10; 7 when no graded question
+    compared it."""
+    from loader.eval.set_searches import check_served_column, compare_with_snapshot
+    from loader.eval.snapshot_scores import comparison_lines
+
+    client = _client(settings)
+    result = compare_with_snapshot(settings, tenant, name, snapshot_id, client=client)
+    if as_json:
+        echo_json(result)
+    else:
+        for line in comparison_lines(result):
+            click.echo(printable(line))
+    check_served_column(result, threshold)

@@ -104,3 +104,28 @@ def compare(
             "questions": len(scored),
         }
     return {"columns": list(columns), "questions": questions, "means": means, "counts": counts}
+
+
+def comparison_lines(result: Mapping[str, Any]) -> list[str]:
+    """A comparison (``set_searches.compare_with_snapshot``) as ``loader judgments compare``
+    prints it: the snapshot, then a line per column. Pure."""
+    taken = result["snapshot"]
+    lines = [f"against snapshot {taken['snapshot']} {taken['label']!r} of {taken['timestamp']}"]
+    for column in result["columns"]:
+        mean, counts = result["means"][column], result["counts"][column]
+        served = "  (served)" if column == result["served_column"] else ""
+        if mean["delta"] is None:
+            lines.append(f"{column:>14}  no graded question{served}")
+            continue
+        lines.append(
+            f"{column:>14}  {mean['then']:.4f} -> {mean['now']:.4f} ({mean['delta']:+.4f}) "
+            f"over {mean['questions']}: {counts['better']} better, {counts['worse']} worse, "
+            f"{counts['unchanged']} unchanged{served}"
+        )
+    for side, columns in (
+        ("only in the snapshot", result["only_then"]),
+        ("not in the snapshot", result["only_now"]),
+    ):
+        if columns:
+            lines.append(f"{side}: {', '.join(columns)}")
+    return lines

@@ -34,19 +34,20 @@ from loader.eval.live import (
     spread,
     top_documents,
 )
+from loader.eval.set_searches import (
+    LEARNED_SCORE,
+    Hits,
+    column_hits,
+    comparison_of,
+    judged_hits,
+    learned_base,
+)
 from loader.models.rerank.check import LEARNED, choose_reranker
-from loader.modes import search_mode
 from loader.query import judgments
 from loader.query.notes import save_need
-from loader.query.request import MAX_CANDIDATES, MAX_QUESTION_CHARS, SearchRequest
-from loader.query.search import search
 from loader.query.snapshots import get_snapshot, list_snapshots
-from loader.serve.judge_snapshots import comparison_of
 from loader.settings import SEARCH_MODES
 
-# The learned model's own column beside the modes' when the tenant has one served: its nDCG@10
-# over the candidates of the base it learnt from, reranked as the tenant's searches are.
-LEARNED_SCORE = "learned"
 SORTS = ("number", "spread", "disagree", "moves", *SEARCH_MODES, LEARNED_SCORE)
 # What ordered "judge next", as the page says it.
 NEXT_BY = {
@@ -73,44 +74,23 @@ class ScorePages:
         model, _failure = service.reranker_for(tenant)
         if getattr(model, "kind", "") != LEARNED:
             return None, ""
-        base = getattr(model, "base_mode", "") or ""
-        return model, base if base in SEARCH_MODES else settings.search_mode
+        return model, learned_base(model, settings)
 
-    def hits(
-        self, tenant: str, question: str, mode: str, reranker: Any = None
-    ) -> list[tuple[str, str, float]]:
-        """``mode``'s ``(chunk_id, source, score)`` hits, searched as ``loader eval`` searches
-        (reranked by ``reranker`` when given, at the depth it learnt at)."""
-        from loader.eval.runner import CHUNKS_PER_DOCUMENT, DEFAULT_CANDIDATES
-
+    def hits(self, tenant: str, question: str, mode: str, reranker: Any = None) -> Hits:
+        """``mode``'s hits, searched as ``loader eval`` searches (``set_searches.judged_hits``),
+        with the query log off."""
         service = self.pages.service
-        request = SearchRequest.from_settings(
-            self.pages.quiet_settings,
-            question[:MAX_QUESTION_CHARS],
-            tenant=tenant,
-            mode=mode,
-            k=DEFAULT_CANDIDATES,
-            candidates=min(DEFAULT_CANDIDATES * CHUNKS_PER_DOCUMENT, MAX_CANDIDATES),
-            rerank=reranker is not None,
-            one_per_document=True,
-        )
-        embedder = service.embedder if search_mode(mode).embeds else None
-        found = search(
-            request,
-            self.pages.quiet_settings,
-            client=service.client,
-            embedder=embedder,
-            reranker=reranker,
-        )
-        return [(h.chunk_id, h.source, h.final_score) for h in found.hits]
+        where = {"client": service.client, "embedder": service.embedder, "reranker": reranker}
+        return judged_hits(self.pages.quiet_settings, question, tenant, mode, **where)
 
-    def column_hits(self, tenant: str, question: str, model: Any, base: str) -> dict[str, Any]:
-        """Each column's hits of ``question``: every mode's, and with ``model`` (served over
-        ``base``) the learned column's. What the live scores and snapshots rank alike."""
-        hits = {mode: self.hits(tenant, question, mode) for mode in SEARCH_MODES}
-        if model is not None:
-            hits[LEARNED_SCORE] = self.hits(tenant, question, base, model)
-        return hits
+    def column_hits(self, tenant: str, question: str, model: Any, base: str) -> dict[str, Hits]:
+        """Each column's hits of ``question`` (``set_searches.column_hits``): what the live
+        scores and snapshots rank alike."""
+        service = self.pages.service
+        where = {"client": service.client, "embedder": service.embedder}
+        return column_hits(
+            self.pages.quiet_settings, question, tenant, model=model, base=base, **where
+        )
 
     def scores(self, tenant: str, question: str, graded: dict[str, Any]) -> dict[str, Any]:
         """Each mode's nDCG@10 of ``question`` from its ``graded`` results (chunk -> Grade),
@@ -121,13 +101,8 @@ class ScorePages:
         judged = [{"source": g.source, "grade": g.grade} for g in graded.values()]
         if not graded_qrels(judged):
             return dict.fromkeys(columns)
-        scores = {
-            mode: question_score(self.hits(tenant, question, mode), judged) for mode in SEARCH_MODES
-        }
-        if model is not None:
-            learned = self.hits(tenant, question, base, model)
-            scores[LEARNED_SCORE] = question_score(learned, judged)
-        return scores
+        hits = self.column_hits(tenant, question, model, base)
+        return {column: question_score(found, judged) for column, found in hits.items()}
 
     def read(self, tenant: str, set_id: str) -> tuple[Any, Any]:
         pages = self.pages
@@ -158,7 +133,7 @@ class ScorePages:
         self, set_id: str, request: Request, sort: str = "number", against: str = ""
     ) -> Response:
         """The question list; with ``against`` (a snapshot's id), each score's delta from it
-        (``judge_snapshots.comparison_of``), sortable by a column's delta (``delta-<column>``)."""
+        (``set_searches.comparison_of``), sortable by a column's delta (``delta-<column>``)."""
         pages = self.pages
         tenant, cookie = pages.session(request)
         if tenant is None:

@@ -3,9 +3,9 @@ the page's token) keeps each column's top 10 documents of every question of the 
 (``loader.query.snapshots``), ``GET /judge/sets/<id>/snapshots`` lists the set's (JSON), and
 ``GET /judge/sets/<id>/snapshots/<sid>/compare`` scores the snapshot's rankings and today's with
 today's grades (``loader.eval.snapshot_scores``, JSON for scripts); the question list's
-``?against=<sid>`` shows the same comparison (``comparison_of``, used by ``judge_scores``).
+``?against=<sid>`` shows the same comparison (``set_searches.comparison_of``).
 
-The rankings are searched exactly as the live scores search (``ScorePages.column_hits``: one hit
+The rankings are searched exactly as the live scores search (``set_searches.column_hits``: one hit
 per document, as ``loader eval`` searches; the tenant's own learned model, when served, as the
 ``learned`` column), for the session's tenant only and never logged. Another tenant's snapshot is
 a 404, as one that does not exist; a bad label a 422 naming ``label``; the cluster down a 503.
@@ -14,19 +14,16 @@ a 404, as one that does not exist; a bad label a 422 naming ``label``; the clust
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 
 from loader.errors import LoaderError
-from loader.eval.live import top_documents
-from loader.eval.snapshot_scores import aligned, compare
-from loader.models.readers import canonical_name
+from loader.eval.set_searches import comparison_of, served_now, set_rankings
+from loader.eval.snapshot_scores import aligned
 from loader.query.request import MAX_QUESTION_CHARS
 from loader.query.snapshots import (
-    Snapshot,
     check_label,
     check_question_count,
     get_snapshot,
@@ -35,62 +32,6 @@ from loader.query.snapshots import (
 )
 
 SNAPSHOT = "/judge/sets/{set_id}/snapshots/{snapshot_id}"  # a snapshot's routes
-
-
-def reader_name(name: str) -> str:
-    """A reader as a snapshot records it: the registry's name, or a local folder's last part
-    (never the server's paths)."""
-    if name.startswith(("/", "~", ".")):
-        return Path(name).name
-    return canonical_name(name)
-
-
-def served_now(settings: Any, model: Any, base: str) -> dict[str, Any]:
-    """What the set's searches are served with: the settings that shape them and, when the
-    tenant's learned model reranks them, its identity as it records it."""
-    learned = None
-    if model is not None:
-        learnt_from = getattr(model, "learnt_from", None)
-        learned = {
-            "sha256": model.sha256,
-            "created": getattr(model, "created", ""),
-            "tenant": model.tenant,
-            "base_mode": base,
-            "questions_learnt_from": None if learnt_from is None else len(learnt_from),
-            "candidate_depth": model.candidate_depth,
-        }
-    second = settings.second_embedding_model or "none"
-    return {
-        "search_mode": settings.search_mode,
-        "rerank": settings.rerank,
-        "readers": {
-            "embedding_model": reader_name(settings.embedding_model),
-            "second_embedding_model": second if second == "none" else reader_name(second),
-        },
-        "learned": learned,
-    }
-
-
-def comparison_of(
-    snapshot: Snapshot,
-    questions: list[str],
-    state: Any,
-    rankings: list[dict[str, list[str]]],
-) -> dict[str, Any]:
-    """``snapshot`` against today's ``rankings`` of the set's ``questions`` (column -> top
-    documents), both scored with today's grades (``state``); the columns both sides hold, and
-    those only one side does. Pure."""
-    now_columns = list(rankings[0]) if rankings else []
-    columns = [c for c in now_columns if c in snapshot.columns]
-    graded = [
-        [{"source": g.source, "grade": g.grade} for g in state.grades.get(n, {}).values()]
-        for n in range(len(questions))
-    ]
-    then = aligned(snapshot.digests, snapshot.rankings, questions)
-    result = compare(then, rankings, graded, columns)
-    result["only_then"] = [c for c in snapshot.columns if c not in columns]
-    result["only_now"] = [c for c in now_columns if c not in columns]
-    return result
 
 
 class SnapshotPages:
@@ -107,10 +48,16 @@ class SnapshotPages:
         """Each question's top documents per column, as the live scores rank them; the model
         served and its base."""
         model, base = self.scores.served_model(tenant)
-        rankings = []
-        for question in questions:
-            hits = self.scores.column_hits(tenant, question, model, base)
-            rankings.append({column: top_documents(found) for column, found in hits.items()})
+        service = self.pages.service
+        rankings = set_rankings(
+            self.pages.quiet_settings,
+            questions,
+            tenant,
+            client=service.client,
+            embedder=service.embedder,
+            model=model,
+            base=base,
+        )
         return rankings, model, base
 
     async def take(self, set_id: str, request: Request) -> Response:

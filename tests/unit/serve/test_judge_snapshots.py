@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from loader.eval.set_searches import comparison_of, reader_name, served_now
 from loader.eval.snapshot_scores import compare
 from loader.query.snapshots import Snapshot, question_digest
 from loader.serve.judge_scores import sorted_rows
-from loader.serve.judge_snapshots import comparison_of, reader_name, served_now
 from loader.serve.judge_view import environment
 
 
