@@ -113,10 +113,11 @@ def set_rankings(
     ]
 
 
-def learned_base(model: Any, settings: Settings) -> str:
-    """The mode ``model`` reranks: the base it learnt from, else the ``search_mode`` setting."""
+def learned_base(model: Any, search_mode: str) -> str:
+    """The mode ``model`` reranks: the base it learnt from, else ``search_mode`` (the
+    setting)."""
     base = getattr(model, "base_mode", "") or ""
-    return base if base in SEARCH_MODES else settings.search_mode
+    return base if base in SEARCH_MODES else search_mode
 
 
 def served_learned_model(settings: Settings, tenant: str) -> tuple[Any, str]:
@@ -134,7 +135,7 @@ def served_learned_model(settings: Settings, tenant: str) -> tuple[Any, str]:
     from loader.models.rerank.learned import load_learned
 
     model = load_learned(choice.model)
-    return model, learned_base(model, settings)
+    return model, learned_base(model, settings.search_mode)
 
 
 def reader_name(name: str) -> str:
@@ -214,10 +215,10 @@ def take_snapshot(
     from loader.query.snapshots import check_label, check_question_count, save_snapshot
 
     label = check_label(label)  # before any search: a bad label costs nothing
+    settings = settings.replace(query_log="off")  # scoring a set is no user's search
     query_set = find_query_set(client, settings.index_name, tenant, name)
     check_question_count(query_set.name, len(query_set.questions))
-    quiet = settings.replace(query_log="off")
-    model, base = served_learned_model(quiet, tenant)
+    model, base = served_learned_model(settings, tenant)
     where = {"client": client, "embedder": embedder, "model": model, "base": base}
     return save_snapshot(
         client,
@@ -225,9 +226,9 @@ def take_snapshot(
         tenant,
         query_set.set_id,
         label,
-        rankings=set_rankings(quiet, query_set.questions, tenant, **where),
+        rankings=set_rankings(settings, query_set.questions, tenant, **where),
         questions=query_set.questions,
-        served=served_now(quiet, model, base),
+        served=served_now(settings, model, base),
         rater=rater,
     )
 
@@ -252,6 +253,7 @@ def compare_with_snapshot(
     from loader.query.judgments import find_query_set, judging_state
     from loader.query.snapshots import get_snapshot, list_snapshots
 
+    settings = settings.replace(query_log="off")  # scoring a set is no user's search
     index = settings.index_name
     query_set = find_query_set(client, index, tenant, name)
     if not snapshot_id:
@@ -264,13 +266,12 @@ def compare_with_snapshot(
         snapshot_id = newest[0].snapshot_id
     snapshot = get_snapshot(client, index, tenant, query_set.set_id, snapshot_id)
     state = judging_state(client, index, tenant, query_set.set_id)
-    quiet = settings.replace(query_log="off")
-    model, base = served_learned_model(quiet, tenant)
+    model, base = served_learned_model(settings, tenant)
     where = {"client": client, "embedder": embedder, "model": model, "base": base}
-    rankings = set_rankings(quiet, query_set.questions, tenant, **where)
+    rankings = set_rankings(settings, query_set.questions, tenant, **where)
     result = comparison_of(snapshot, query_set.questions, state, rankings)
     result["snapshot"] = snapshot.summary()
-    result["served_now"] = served_now(quiet, model, base)
+    result["served_now"] = served_now(settings, model, base)
     result["served_column"] = LEARNED_SCORE if model is not None else settings.search_mode
     return result
 

@@ -74,7 +74,7 @@ class ScorePages:
         model, _failure = service.reranker_for(tenant)
         if getattr(model, "kind", "") != LEARNED:
             return None, ""
-        return model, learned_base(model, settings)
+        return model, learned_base(model, settings.search_mode)
 
     def hits(self, tenant: str, question: str, mode: str, reranker: Any = None) -> Hits:
         """``mode``'s hits, searched as ``loader eval`` searches (``set_searches.judged_hits``),
