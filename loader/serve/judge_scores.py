@@ -22,6 +22,7 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from loader.errors import LoaderError, NotFoundError
 from loader.eval.agreement import agreement
@@ -233,6 +234,11 @@ class ScorePages:
                 raise ValueError
         except (ValueError, KeyError, TypeError):
             return pages.refused(422, 'send {"need": "<what the asker wants to know>"}')
+        # In a worker thread: on the event loop a slow cluster held every request of the server.
+        return await run_in_threadpool(self.save_need, tenant, set_id, number, need)
+
+    def save_need(self, tenant: str, set_id: str, number: int, need: str) -> Response:
+        pages = self.pages
         try:
             with pages.cluster("saving an information need"):
                 pages.query_set(tenant, set_id)  # the id's length check, the tenant's
