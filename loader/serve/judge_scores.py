@@ -24,7 +24,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
-from loader.errors import LoaderError, NotFoundError
+from loader.errors import ConfigError, LoaderError, NotFoundError
 from loader.eval.agreement import agreement
 from loader.eval.judgments import graded_qrels
 from loader.eval.live import (
@@ -38,7 +38,7 @@ from loader.eval.live import (
 from loader.models.rerank.check import LEARNED, choose_reranker
 from loader.modes import search_mode
 from loader.query import judgments
-from loader.query.notes import save_need
+from loader.query.notes import MAX_NEED_CHARS, check_note, save_need
 from loader.query.request import MAX_CANDIDATES, MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
 from loader.settings import SEARCH_MODES
@@ -232,6 +232,9 @@ class ScorePages:
             need = json.loads(await request.body())["need"]
             if not isinstance(need, str):
                 raise ValueError
+            need = check_note(need, "need", MAX_NEED_CHARS)  # before the cluster is asked
+        except ConfigError as exc:
+            return pages.refused(422, str(exc))
         except (ValueError, KeyError, TypeError):
             return pages.refused(422, 'send {"need": "<what the asker wants to know>"}')
         # In a worker thread: on the event loop a slow cluster held every request of the server.
