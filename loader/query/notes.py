@@ -24,6 +24,7 @@ from loader.query.judgments import (
     judgments_index,
 )
 from loader.query.query_log import now_iso
+from loader.text import first_surrogate
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -33,14 +34,17 @@ MAX_NOTE_CHARS = 1000
 
 
 def check_note(note: str, name: str, limit: int = MAX_NOTE_CHARS) -> str:
-    """``note`` stripped, at most ``limit`` characters.
+    """``note`` stripped, at most ``limit`` characters, and UTF-8 (no lone surrogate: stored,
+    it failed every later reading of the question, its page and the export).
 
     Raises:
-        ConfigError: a longer one, naming ``name``.
+        ConfigError: a longer one, or one holding a lone surrogate, naming ``name``.
     """
     note = note.strip()
     if len(note) > limit:
         raise ConfigError(f"{name}: at most {limit} characters")
+    if first_surrogate(note):
+        raise ConfigError(f"{name}: holds a lone surrogate (a broken escape such as \\ud800)")
     return note
 
 

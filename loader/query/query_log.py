@@ -159,7 +159,11 @@ async def record_search_async(client: AsyncOpenSearch, entry: LogEntry) -> str:
 
 
 def _not_logged(exc: Exception) -> str:
-    """A failed log write never fails the search: a warning, and no query id."""
+    """A failed log write never fails the search: a warning, and no query id. `loader apply`
+    is the fix only when the cluster answered: a timeout or no connection is the cluster's."""
+    if isinstance(exc, opensearchpy.exceptions.ConnectionError):  # ConnectionTimeout too
+        log.warning("query log: the search was not logged: the cluster did not answer (%s)", exc)
+        return ""
     log.warning("query log: the search was not logged (%s); run `loader apply`", exc)
     return ""
 

@@ -33,6 +33,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from loader.cluster.client import cluster_errors
 from loader.errors import ConfigError, LoaderError, NotFoundError
@@ -335,11 +336,20 @@ class JudgePages:
             return self.refused(422, f"chunk_id: 1 to {MAX_ID_BYTES} bytes (no chunk has another)")
         if first_surrogate(chunk_id):  # a broken escape: OpenSearch refuses it with a 400
             return self.refused(422, "chunk_id: holds a lone surrogate (no chunk's id does)")
+        # In a worker thread, as every plain route runs: the cluster calls block, and on the
+        # event loop one save waiting on a slow cluster held every request of the server.
+        where = (tenant, set_id, number, self.rater(request))
+        return await run_in_threadpool(self.save_grade, where, chunk_id, value, note)
+
+    def save_grade(
+        self, where: tuple[str, str, int, str], chunk_id: str, value: Any, note: str
+    ) -> Response:
+        """Store (or clear) the grade of ``where``: (tenant, set id, question, rater)."""
+        tenant, set_id, number, rater = where
         try:
             with self.cluster("saving a grade"):
                 _check_set_id(set_id)
                 where = (self.service.client, self.service.settings.index_name, tenant, set_id)
-                rater = self.rater(request)
                 if value is None:  # cleared: the grade is deleted
                     judgments.clear_grade(*where, number, chunk_id, rater=rater)
                 elif value == CANT_TELL:

@@ -22,8 +22,9 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
-from loader.errors import LoaderError, NotFoundError
+from loader.errors import ConfigError, LoaderError, NotFoundError
 from loader.eval.agreement import agreement
 from loader.eval.judgments import graded_qrels
 from loader.eval.live import (
@@ -44,7 +45,7 @@ from loader.eval.set_searches import (
 )
 from loader.models.rerank.check import LEARNED, choose_reranker
 from loader.query import judgments
-from loader.query.notes import save_need
+from loader.query.notes import MAX_NEED_CHARS, check_note, save_need
 from loader.query.snapshots import get_snapshot, list_snapshots
 from loader.settings import SEARCH_MODES
 
@@ -230,8 +231,16 @@ class ScorePages:
             need = json.loads(await request.body())["need"]
             if not isinstance(need, str):
                 raise ValueError
+            need = check_note(need, "need", MAX_NEED_CHARS)  # before the cluster is asked
+        except ConfigError as exc:
+            return pages.refused(422, str(exc))
         except (ValueError, KeyError, TypeError):
             return pages.refused(422, 'send {"need": "<what the asker wants to know>"}')
+        # In a worker thread: on the event loop a slow cluster held every request of the server.
+        return await run_in_threadpool(self.save_need, tenant, set_id, number, need)
+
+    def save_need(self, tenant: str, set_id: str, number: int, need: str) -> Response:
+        pages = self.pages
         try:
             with pages.cluster("saving an information need"):
                 pages.query_set(tenant, set_id)  # the id's length check, the tenant's

@@ -42,17 +42,40 @@ def error_response(
     return JSONResponse(status_code=status, content=body, headers=headers)
 
 
-def _validation_message(errors: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+def _read_as_json(content_type: str | None) -> bool:
+    """Whether FastAPI reads a body of ``content_type`` as JSON (none, ``application/json`` or
+    ``application/*+json``); any other body reaches validation unread."""
+    if not content_type:
+        return True
+    media = content_type.split(";", 1)[0].strip().lower()
+    kind, _, subtype = media.partition("/")
+    return kind == "application" and (subtype == "json" or subtype.endswith("+json"))
+
+
+def _validation_message(
+    errors: list[dict[str, Any]], content_type: str | None = None
+) -> tuple[str, list[dict[str, Any]]]:
     """One readable line (``tenant: Field required; k: Input should be a valid integer``) and the
-    errors without their echoed input (which could be megabytes)."""
+    errors without their echoed input (which could be megabytes). A fault of the whole body
+    says what to send: pydantic's own words for it name no field."""
     parts, details = [], []
     for error in errors:
         location = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
         message = error.get("msg", "invalid")
+        whole_body = tuple(error.get("loc", ())) == ("body",)
         if error.get("type") == "json_invalid":
             # pydantic's location is the offset of the fault in the body, not a field.
             location = ""
             message = f"the body is not valid JSON ({error.get('ctx', {}).get('error', '')})"
+        elif whole_body and not _read_as_json(content_type):  # e.g. curl -d without -H
+            message = (
+                f"the body was not read as JSON (Content-Type: {content_type[:60]!r}); send "
+                "Content-Type: application/json"
+            )
+        elif whole_body and error.get("type") == "missing":
+            message = "the body is empty; send a JSON object"
+        elif whole_body:  # pydantic's words kept: callers may match them
+            message = f"the body must be a JSON object ({{...}}): {message}"
         parts.append(f"{location}: {message}" if location else message)
         details.append({"field": location, "message": message, "type": error.get("type")})
     return "; ".join(parts), details
@@ -113,10 +136,11 @@ def answer_every_error(
     return answer_errors
 
 
-async def invalid_request(_request: Request, exc: Exception) -> JSONResponse:
+async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
     """422 with one line naming every field pydantic refused."""
     assert isinstance(exc, RequestValidationError)
-    message, details = _validation_message(list(exc.errors()))
+    content_type = request.headers.get("content-type")
+    message, details = _validation_message(list(exc.errors()), content_type)
     return error_response(422, message, details)
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,6 +111,18 @@ class TenantModel:
     second_reader: str = ""
 
 
+# Each model folder's facts as last read whole: while its provenance.json cannot be read (half
+# copied, damaged), the model read before keeps serving (``load_learned``), with what it learnt.
+_last_facts: dict[str, dict[str, Any]] = {}
+MAX_FOLDERS_KEPT = 4096
+
+
+def _remember(folder: str, facts: dict[str, Any]) -> None:
+    if folder not in _last_facts and len(_last_facts) >= MAX_FOLDERS_KEPT:
+        _last_facts.pop(next(iter(_last_facts)))
+    _last_facts[folder] = facts
+
+
 @functools.lru_cache(maxsize=256)
 def _provenance(path: str, modified_ns: int) -> dict[str, Any]:
     # Read as ``learned_files`` reads it: a FIFO or a huge file in its place is refused at once,
@@ -159,14 +172,17 @@ def tenant_model(
     if not base.is_dir():
         return f"{setting} {root!r}: there is no folder {base} (train one with `loader learn`)"
     owner = parse_tenant_map(lent).get(tenant, tenant)
-    if (base / MODEL_FILE).is_file():  # one model, the layout before per-tenant models
+    # Whatever stands where the model file was (a folder, a FIFO, a link to a device) is a
+    # damaged model, which the reader refuses as the server's fault (and the model read before
+    # keeps serving), not a tenant without one.
+    if os.path.lexists(base / MODEL_FILE):  # one model, the layout before per-tenant models
         folder = base
     else:
         try:
             folder = tenant_model_folder(base, owner)
         except ConfigError as exc:
             return f"{setting} {root!r}: {exc}"
-        if not (folder / MODEL_FILE).is_file():
+        if not os.path.lexists(folder / MODEL_FILE):
             return (
                 f"{setting} {root!r} holds no model for tenant {owner!r} (no {folder / MODEL_FILE}"
                 f"; `loader learn --tenant {owner} --out {root}` writes one)"
@@ -174,7 +190,13 @@ def tenant_model(
     try:
         facts = recorded_facts(folder)
     except (OSError, ValueError) as exc:
-        return f"{setting} {root!r}: {folder / PROVENANCE} is missing or unreadable ({exc})"
+        facts = _last_facts.get(str(folder))
+        if facts is None and folder == base:  # the old layout: whose model is unknown
+            return f"{setting} {root!r}: {folder / PROVENANCE} is missing or unreadable ({exc})"
+        if facts is None:  # the tenant's own folder: the reader refuses the files (a 503)
+            return TenantModel(str(folder), owner)
+    else:
+        _remember(str(folder), facts)
     if facts["tenant"] != owner:
         learnt = facts["tenant"]
         whose = f"tenant {learnt!r}" if learnt else "no single tenant"

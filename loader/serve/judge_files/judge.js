@@ -9,9 +9,12 @@
 // and the grades wait in a queue that is sent one save at a time, in the order pressed, however
 // slow the server is. "saved" shows only when the server has stored every grade pressed; a save
 // that fails says so and stays at the head of the queue (nothing after it is sent) until r or
-// the retry button sends it again. Leaving the question waits for the queue. The state sits in
+// the retry button sends it again. Leaving the question waits for the queue; from the moment it
+// is left (a key, a link), keys and clicks no longer grade it: the next page may take a while,
+// and a key pressed meanwhile is meant for that page, not for this one. The state sits in
 // a bar fixed to the bottom of the window, in view whatever the scroll position, and a row with
-// grades still waiting shows how many.
+// grades still waiting shows how many. A click selects without scrolling: the page never moves
+// under the pointer between the two clicks of a double-click.
 (function () {
   "use strict";
   const list = document.getElementById("results");
@@ -27,18 +30,19 @@
   let selected = 0;
   let sending = false;
   let failure = null; // why the head's save failed
+  let leaving = false; // this question is being left: nothing more is graded on it
   // The live scores' state: "current" once the newest answer to /scores shows every grade
   // saved; "updating" while a grade waits or an answer is due. Only the newest answer is shown:
   // answers overtaking each other never leave an older one on the page.
   const liveScores = document.getElementById("live-scores");
   let scoresAsked = 0;
 
-  function select(index) {
+  function select(index, scroll = true) {
     const all = rows();
     if (!all.length) return;
     selected = Math.max(0, Math.min(index, all.length - 1));
     all.forEach((row, i) => row.classList.toggle("selected", i === selected));
-    all[selected].scrollIntoView({ block: "nearest" });
+    if (scroll) all[selected].scrollIntoView({ block: "nearest" });
   }
 
   function show() {
@@ -156,7 +160,7 @@
     send();
   }
 
-  function grade(row, value) {
+  function grade(row, value, scroll = true) {
     const note = row.querySelector(".note").value.trim();
     if (value === "?" && !note) {
       status.textContent = "can't tell: write why in the row's note first";
@@ -166,7 +170,7 @@
     history.push({ row: row, previous: current(row), note: row.dataset.note });
     change(row, value, note);
     const next = rows().indexOf(row) + 1;
-    if (next < rows().length) select(next);
+    if (next < rows().length) select(next, scroll);
   }
 
   function clear(row) {
@@ -198,29 +202,47 @@
     return queue.length === 0;
   }
 
-  async function go(offset) {
-    const target = Number(list.dataset.number) + offset;
-    if (target < 0 || target >= Number(list.dataset.count) || !(await settled())) return;
-    window.location.href = "/judge/sets/" + list.dataset.set + "/" + target;
-  }
-
-  async function skip() {
-    if (!(await settled())) return;
-    try {
-      await post("/skip", {});
-    } catch (error) {
-      status.textContent = "not skipped: " + error.message;
+  // Leave for ``path`` once every grade is stored; a failed save keeps the rater here.
+  async function leave(path, before) {
+    if (leaving) return;
+    leaving = true;
+    if (!(await settled())) {
+      leaving = false;
       return;
     }
-    window.location.href = "/judge/sets/" + list.dataset.set;
+    status.textContent = "opening…";
+    try {
+      if (before) await before();
+    } catch (error) {
+      status.textContent = error.message;
+      leaving = false;
+      return;
+    }
+    window.location.href = path;
+  }
+
+  function go(offset) {
+    const target = Number(list.dataset.number) + offset;
+    if (target < 0 || target >= Number(list.dataset.count)) return;
+    leave("/judge/sets/" + list.dataset.set + "/" + target);
+  }
+
+  function skip() {
+    leave("/judge/sets/" + list.dataset.set, async () => {
+      try {
+        await post("/skip", {});
+      } catch (error) {
+        throw new Error("not skipped: " + error.message);
+      }
+    });
   }
 
   list.addEventListener("click", (event) => {
     const row = event.target.closest(".result");
-    if (!row) return;
-    select(rows().indexOf(row));
+    if (!row || leaving) return;
+    select(rows().indexOf(row), false);
     const button = event.target.closest(".grade");
-    if (button) grade(row, button.dataset.grade === "?" ? "?" : Number(button.dataset.grade));
+    if (button) grade(row, button.dataset.grade === "?" ? "?" : Number(button.dataset.grade), false);
   });
   refreshScores();
   list.addEventListener("keydown", (event) => {
@@ -243,10 +265,18 @@
   retryButton.addEventListener("click", retry);
   window.addEventListener("beforeunload", (event) => {
     if (queue.length) event.preventDefault(); // the browser asks before grades are lost
+    else leaving = true; // a link or the search form: the page is going
+  });
+  window.addEventListener("pageshow", (event) => {
+    if (event.persisted) leaving = false; // back to this page from the history
   });
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey) return;
     if (event.target.closest("input, select, textarea")) return; // typing a search, not grading
+    if (leaving) {
+      event.preventDefault(); // meant for the page that is opening, not for this one
+      return;
+    }
     if (event.key === "/") {
       document.getElementById("find-text").focus();
       event.preventDefault();

@@ -43,3 +43,32 @@ def test_a_client_id_is_bounded_visible_ascii(client_id) -> None:
         ).client_id
         == "x" * MAX_CLIENT_ID_CHARS
     )
+
+
+class _TimingOutLog:
+    """A cluster whose query log exists and whose write times out (a paused node)."""
+
+    def __init__(self) -> None:
+        self.indices = self
+
+    def exists(self, index: str) -> bool:
+        return True
+
+    def index(self, **_kwargs):
+        import opensearchpy
+
+        raise opensearchpy.ConnectionTimeout("TIMEOUT", "read timed out", None)
+
+
+def test_a_log_write_that_times_out_says_so_not_to_run_apply(caplog) -> None:
+    """A search whose log write timed out was answered, and the warning told the operator to
+    run `loader apply`, which fixes a missing index, not a cluster that did not answer."""
+    import logging
+
+    from loader.query.query_log import LogEntry, record_search
+
+    entry = LogEntry("docs-timeout-ubi_queries", "q-1", {"user_query": "q"})
+    with caplog.at_level(logging.WARNING, "loader.query.query_log"):
+        assert record_search(_TimingOutLog(), entry) == ""
+    said = " ".join(record.getMessage() for record in caplog.records)
+    assert "did not answer" in said and "loader apply" not in said, said

@@ -394,3 +394,28 @@ def test_a_bad_name_or_table_is_refused_naming_the_key_number(
     with pytest.raises(ConfigError, match=message) as info:
         ApiKeys.from_file(write(tmp_path, f'[keys]\n"{KEY_A}" = {entry}\n'))
     assert KEY_A not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("path", "content_type", "body", "said"),
+    [
+        # curl -d without -H sends a form's type: the JSON in it was never read.
+        ("/search", "application/x-www-form-urlencoded", '{"question": "q", "tenant": "A"}',
+         "Content-Type: application/json"),
+        ("/search", "text/plain", '{"question": "q", "tenant": "A"}', "Content-Type"),
+        ("/events", "multipart/form-data; boundary=x", '{"query_id": "q"}', "Content-Type"),
+        ("/search", "application/json", "", "the body is empty"),
+        ("/search", "application/json", "[]", "the body must be a JSON object"),
+    ],
+)  # fmt: skip
+def test_a_body_that_is_no_json_object_says_what_to_send(path, content_type, body, said) -> None:
+    """The 422 of a body FastAPI never read as JSON (no JSON Content-Type), an empty body or a
+    JSON array said only "Input should be a valid dictionary or object to extract fields from"
+    (or "Field required") naming no field: nothing told the caller what to change."""
+    from fastapi.testclient import TestClient
+
+    app = create_app(Settings(query_log="ubi", rerank="off"), client=object(), load_models=False)
+    with TestClient(app) as http:
+        answer = http.post(path, content=body, headers={"content-type": content_type})
+    assert answer.status_code == 422, answer.text
+    assert said in answer.json()["error"], answer.json()

@@ -188,3 +188,34 @@ def test_a_cookie_or_token_beyond_ascii_is_refused_not_a_500(app_client, cookie,
     if forged:  # signed out: sent to the sign-in page (a session would ask the cluster)
         page = app_client.get("/judge", headers=headers, follow_redirects=False)
         assert (page.status_code, page.headers["location"]) == (303, "/judge/login")
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/judge/sets/abc/0/need", '{"need": "what \\ud800 it asks"}', "need"),
+        ("/judge/sets/abc/0/grade", '{"chunk_id": "c", "grade": 1, "note": "x \\udfff"}', "note"),
+        ("/judge/sets/abc/0/grade", '{"chunk_id": "c", "grade": "?", "note": "\\ud83d"}', "reason"),
+    ],
+)
+def test_a_note_or_need_holding_a_lone_surrogate_is_refused_before_it_is_stored(
+    tmp_path, path, body, field
+):
+    """A need holding a lone surrogate (a broken escape, as a pasted half of an emoji sends)
+    was stored, answered 500, and then every look at the question (its page, for every rater
+    of the tenant) and `loader judgments export` failed on it: refused first, naming the field,
+    before any cluster call."""
+    app_client = _app(tmp_path)
+    login = app_client.post(
+        "/judge/login", content=f"key={KEY_A}", headers=FORM, follow_redirects=False
+    )
+    cookie = login.cookies[COOKIE]
+    token = Sessions(session_key(tmp_path / "keys.toml")).csrf(cookie)
+    answer = app_client.post(
+        path,
+        content=body,
+        headers={"X-CSRF-Token": token, "content-type": "application/json"},
+        cookies={COOKIE: cookie},
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"].startswith(f"{field}: ") and "surrogate" in answer.text
