@@ -18,6 +18,7 @@ from typing import Any
 
 from fastapi import Request
 from fastapi.responses import JSONResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from loader.errors import LoaderError
 from loader.eval.set_searches import comparison_of, served_now, set_rankings
@@ -73,6 +74,13 @@ class SnapshotPages:
             label = body["label"]
         except (ValueError, KeyError, TypeError):
             return pages.refused(422, 'label: send {"label": "<what is about to change>"}')
+        # In a worker thread, as every plain route runs: a snapshot searches every question,
+        # and on the event loop it held every request of the server while it did.
+        return await run_in_threadpool(self.save, tenant, set_id, label, pages.rater(request))
+
+    def save(self, tenant: str, set_id: str, label: Any, rater: str) -> Response:
+        """Search the set, store the snapshot: 201 and its summary."""
+        pages = self.pages
         try:
             label = check_label(label)  # before any search: a bad label costs nothing
             with pages.cluster("taking a snapshot"):
@@ -86,7 +94,7 @@ class SnapshotPages:
                     rankings=rankings,
                     questions=query_set.questions,
                     served=served_now(pages.service.settings, model, base),
-                    rater=pages.rater(request),
+                    rater=rater,
                 )
         except LoaderError as exc:
             return pages.error_json(exc, "taking a snapshot")

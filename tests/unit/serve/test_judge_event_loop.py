@@ -1,8 +1,8 @@
-"""The judging page's POST routes (a grade, an information need) never hold serve's event loop
-while the cluster is slow: their cluster calls run in a worker thread, as every other route's
-do. They once ran on the loop itself, so one grade waiting on a paused cluster held every other
-request of the server (any tenant's search, ``/health``, a static file) for as long as it
-waited.
+"""The judging page's POST routes (a grade, an information need, a snapshot) never hold
+serve's event loop while the cluster is slow: their cluster calls run in a worker thread, as
+every other route's do. They once ran on the loop itself, so one grade waiting on a paused
+cluster held every other request of the server (any tenant's search, ``/health``, a static
+file) for as long as it waited.
 
 The client here is no OpenSearch: it stands for a cluster that takes ``CLUSTER_SECONDS`` to time
 out, which is all these tests need of one (they test the server's concurrency, not a cluster)."""
@@ -56,6 +56,7 @@ def _app(tmp_path: Path):
     [
         ("/judge/sets/abc/0/grade", {"chunk_id": "c", "grade": 2}),
         ("/judge/sets/abc/0/need", {"need": "n"}),
+        ("/judge/sets/abc/snapshots", {"label": "before the new model"}),
     ],
 )
 def test_a_post_waiting_on_the_cluster_holds_no_other_request(tmp_path, path, body):
