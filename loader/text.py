@@ -38,6 +38,13 @@ def first_surrogate(value: Any) -> str | None:
     return None
 
 
+def replace_surrogates(value: str) -> str:
+    """``value`` with each lone surrogate replaced by U+FFFD: for text read back from the
+    cluster that was stored before it was refused where it enters (an information need or a
+    note an older version kept), which would otherwise fail every page and export it is on."""
+    return _SURROGATE.sub("\ufffd", value)
+
+
 def require_unicode(name: str, value: str, fix: str = "") -> str:
     """``value``, refused when it holds a lone surrogate.
 

@@ -34,6 +34,7 @@ from loader.documents import PATH_SEPARATOR, joined_parts
 from loader.errors import ConfigError, InputError, NotFoundError
 from loader.query.grades import RESOLUTION, Grade, JudgingState, resolved_grade
 from loader.query.query_log import normalize_question, now_iso, tenant_events, tenant_queries
+from loader.text import replace_surrogates
 
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
@@ -387,10 +388,11 @@ def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str)
         if s["kind"] == "skip":
             state.skipped.add(number)
         elif s["kind"] == "need":
-            state.needs[number] = str(s.get("need") or "")
+            state.needs[number] = replace_surrogates(str(s.get("need") or ""))
         elif s["kind"] == "cant_tell":
             chunks = state.cant_tell.setdefault(number, {})
-            chunks.setdefault(s["chunk_id"], {})[str(s.get("rater") or "")] = str(s.get("note"))
+            note = replace_surrogates(str(s.get("note")))
+            chunks.setdefault(s["chunk_id"], {})[str(s.get("rater") or "")] = note
         else:
             state.add(
                 Grade(
@@ -400,7 +402,7 @@ def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str)
                     s.get("source", ""),
                     list(s.get("heading_path") or []),
                     str(s.get("rater") or ""),
-                    str(s.get("note") or ""),
+                    replace_surrogates(str(s.get("note") or "")),
                 )
             )
     return state
