@@ -11,7 +11,8 @@ Endpoints:
   never an error. The body models are a thin layer: pydantic checks the JSON types strictly and
   describes the API in OpenAPI, then the body becomes the library's
   ``loader.query.request.SearchRequest``, which does every other check;
-- ``GET /health``: whether the cluster answers (200) or not (503); never needs a key;
+- ``GET /health`` (or ``HEAD``): whether the cluster answers (200) or not (503); never needs a
+  key;
 - with ``query_log = "ubi"``: ``POST /events`` (an event against a logged search's
   ``query_id``) and ``GET /log`` (the tenant's logged searches), ``loader.query.query_log``;
 - ``/judge``: the judging page (``loader.serve.judge_page``), signed in with a key;
@@ -241,7 +242,10 @@ def create_app(
     app.exception_handler(StarletteHTTPException)(http_error)
     # /search/ is not /search: no redirect built from the client's Host header.
     app.router.redirect_slashes = False
-    app.get("/health", summary="Whether the cluster answers.")(service.health)
+    # HEAD too: load balancers and uptime checkers probe with it, and read only the status.
+    app.api_route("/health", methods=["GET", "HEAD"], summary="Whether the cluster answers.")(
+        service.health
+    )
     from loader.serve.judge_page import add_judge_routes  # /judge: its own sessions
 
     add_judge_routes(app, service, api_keys)

@@ -55,7 +55,7 @@ _KEY_CHARACTERS = re.compile(r"^[\x21-\x7e]+$")
 MAX_NAME_CHARS = 64  # of a key's name (a rater's, on the judging page)
 _TOML_LOCATION = re.compile(r"\((at line \d+, column \d+|at end of document)\)")
 # Requests that need no key.
-PUBLIC_ROUTES = frozenset({("GET", "/health")})
+PUBLIC_ROUTES = frozenset({("GET", "/health"), ("HEAD", "/health")})
 # The judging page signs in with a key and checks its own session cookie (loader.serve.judge_page).
 JUDGE_PREFIX = "/judge"
 

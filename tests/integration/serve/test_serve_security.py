@@ -102,6 +102,8 @@ def server(settings, embedder, captured) -> Iterator[Server]:
 def test_health_needs_no_key(server):
     status, body = server.request("GET", "/health")
     assert status == 200 and body["status"] == "ok"
+    # HEAD, as load balancers and uptime checkers probe: the status, no body, no key.
+    assert server.raw("HEAD", "/health") == (200, "")
 
 
 @pytest.mark.parametrize(
