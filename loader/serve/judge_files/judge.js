@@ -167,8 +167,12 @@
       row.querySelector(".note").focus();
       return;
     }
-    history.push({ row: row, previous: current(row), note: row.dataset.note });
-    change(row, value, note);
+    // The grade the row already has, with its note, is no change: nothing to save or undo (a
+    // double-click once queued the grade twice, and the first u seemed to do nothing).
+    if (current(row) !== value || note !== row.dataset.note) {
+      history.push({ row: row, previous: current(row), note: row.dataset.note });
+      change(row, value, note);
+    }
     const next = rows().indexOf(row) + 1;
     if (next < rows().length) select(next, scroll);
   }

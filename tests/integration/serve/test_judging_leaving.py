@@ -2,7 +2,8 @@
 question is still opening grades nothing on the question being left (it once graded the selected
 result there: a grade meant for the next question, stored on this one), and a click on a grade
 button never scrolls the page under the pointer (the selection moved on and scrolled the next
-result into view, so the second click of a double-click could land on another result).
+result into view, so the second click of a double-click could land on another result); and a
+double-click is one grade, which one u undoes.
 
 Reuses the index, keys and browser of ``test_judging_browser`` (its fixtures, imported).
 """
@@ -137,3 +138,26 @@ def test_a_click_grades_without_moving_the_page(
     _wait(driver, lambda d: status.text == "saved")
     chunk = rows[1].get_attribute("data-chunk-id")
     assert _stored(client, settings, set_id) == {chunk: 1}
+
+
+def test_a_double_click_is_one_grade_which_one_undo_takes_back(
+    judged,  # noqa: F811
+    server,  # noqa: F811
+    browser,  # noqa: F811
+    client,
+    tmp_path,
+):
+    settings, _, _ = judged
+    set_id = _import_set(settings, tmp_path, "double", QUESTIONS[:1])
+    _sign_in(browser, server, KEY_A)
+    browser.get(f"http://127.0.0.1:{server.port}/judge/sets/{set_id}/0")
+    rows = _wait(browser, ec.presence_of_all_elements_located((By.CSS_SELECTOR, ".result")))
+    button = rows[0].find_element(By.CSS_SELECTOR, '.grade[data-grade="2"]')
+    ActionChains(browser).double_click(button).perform()
+    status = browser.find_element(By.ID, "status")
+    _wait(browser, lambda d: status.text == "saved")
+    chunk = rows[0].get_attribute("data-chunk-id")
+    assert _stored(client, settings, set_id) == {chunk: 2}
+    browser.find_element(By.TAG_NAME, "body").send_keys("u")  # one undo: ungraded again
+    _wait(browser, lambda d: status.text == "saved" and rows[0].get_attribute("data-grade") == "")
+    assert _stored(client, settings, set_id) == {}
