@@ -17,6 +17,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from typing import Any
 from loader.documents import Block, Document, Section
 from loader.errors import InputError
 from loader.settings import tenant_problem
+from loader.userfile import parse_failure
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +81,14 @@ def _read_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
                     record = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise InputError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+                except ValueError as exc:  # a number past Python's int-string limit
+                    raise InputError(
+                        f"{path}:{number}: not valid JSON ({parse_failure(exc)})"
+                    ) from None
+                except RecursionError:
+                    raise InputError(
+                        f"{path}:{number}: not valid JSON (nested too deeply)"
+                    ) from None
                 if not isinstance(record, dict):
                     raise InputError(f"{path}:{number}: expected a JSON object per line")
                 yield number, record
@@ -259,6 +269,32 @@ def _heading_path(value: Any, path: Path, number: int) -> str | tuple[str, ...]:
     return str(value or "")
 
 
+GRADES = (0, 1, 2)  # as loader.query.judgments.GRADES (not imported: it needs opensearch-py)
+
+
+def grade_value(value: object) -> int | None:
+    """A grade 0, 1 or 2 from a number or a numeric string (the Workbench writes ``"2.000"``),
+    rounded; ``None`` when ``value`` is none of them."""
+    if not isinstance(value, int | float | str) or isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except ValueError:
+        return None
+    return round(number) if math.isfinite(number) and round(number) in GRADES else None
+
+
+def _check_grades(judgments: Any, path: Path, number: int) -> None:
+    """A questions line's ``judgments`` grades (``loader judgments export``), checked when read:
+    a grade eval cannot judge by is refused naming the line, not met half-way through a run."""
+    for position, judged in enumerate(judgments if isinstance(judgments, list) else []):
+        grade = judged.get("grade") if isinstance(judged, dict) else None
+        if grade is not None and grade_value(grade) is None:
+            raise InputError(
+                f"{path}:{number}: judgments[{position}]: grade {repr(grade)[:40]} is not 0, 1 or 2"
+            )
+
+
 _QUESTION_FIELDS = {"id", "question", "source", "heading_path", "answer", "tenant"}
 
 
@@ -295,6 +331,7 @@ def load_questions(path: str | Path) -> list[Question]:
             raise InputError(f"{path}:{number}: question id {qid!r} is used twice")
         seen_ids.add(qid)
         _check_query_id(qid, path, number)
+        _check_grades(record.get("judgments"), path, number)
         questions.append(
             Question(
                 id=qid,

@@ -27,15 +27,14 @@ Example::
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError, InputError
+from loader.eval.datasets import grade_value
 from loader.query.judgments import (
-    GRADES,
     RESOLUTION,
     JudgingState,
     QuerySet,
@@ -347,15 +346,10 @@ def checked_text(record: dict[str, Any], key: str, name: str, where: str) -> str
 
 def _grade(value: object, name: str, where: str) -> int:
     """A grade 0, 1 or 2 from a number or a numeric string (SRW writes ``"2.000"``), rounded."""
-    number = None
-    if isinstance(value, int | float | str) and not isinstance(value, bool):
-        try:
-            number = float(value)
-        except ValueError:
-            number = None
-    if number is None or not math.isfinite(number) or round(number) not in GRADES:
+    grade = grade_value(value)
+    if grade is None:
         raise ConfigError(f"{name}: {where}: rating {_kind(value)} is not 0, 1 or 2")
-    return round(number)
+    return grade
 
 
 def _kind(value: object) -> str:
@@ -399,7 +393,7 @@ def graded_qrels(judgments: Iterable[dict[str, Any]]) -> dict[str, int]:
     """Source -> its best grade, of a questions line's ``judgments`` (grades above 0). Pure."""
     qrels: dict[str, int] = {}
     for judged in judgments:
-        grade = int(judged.get("grade") or 0)
+        grade = grade_value(judged.get("grade")) or 0
         source = str(judged.get("source") or "").replace("\\", "/").removeprefix("./")
         if grade > 0 and source:
             qrels[source] = max(grade, qrels.get(source, 0))

@@ -426,6 +426,7 @@ def explain(
     report = ExplainReport(request.searched, request.tenant, request.mode, request.k, request.depth)
     report.notes.extend(request.warnings)  # rerank = auto without a cross-encoder
     reranker = _load_reranker(request, settings, reranker, report.notes)
+    report.reranker = {"kind": reranker.kind, "model": reranker.name} if reranker else None
 
     def searcher(wanted: SearchRequest) -> _Lists:
         return _search_lists(wanted, settings, client, embedder, reranker)

@@ -21,6 +21,7 @@ from loader.documents import PATH_SEPARATOR
 from loader.errors import ConfigError
 from loader.modes import Fusion, read_fusion
 from loader.query.fusion import NORMALIZERS
+from loader.query.result import reranker_words
 
 # A learned reranker's shares shown in the text report (all of them in --json): the largest.
 LEARNED_SHARES_SHOWN = 6
@@ -332,6 +333,8 @@ class ExplainReport:
     notes: list[str] = field(default_factory=list)
     # The stored pipeline's fusion (hybrid modes), as read back from the cluster.
     fusion: Fusion | None = None
+    # The reranker the rerank stage ran, {"kind", "model"} (as SearchResult.reranker), or None.
+    reranker: dict[str, str] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -402,7 +405,8 @@ def format_report(report: ExplainReport) -> list[str]:
     fused = f" ({_fusion_words(fusion)})" if fusion else ""
     lines.append(
         f"question {report.question!r}, tenant {report.tenant!r}, {report.mode}{fused}, "
-        f"candidates {report.candidates}, k {report.k}"
+        f"candidates {report.candidates}, k {report.k}, "
+        + (f"reranked by {reranker_words(report.reranker)}" if report.reranker else "no rerank")
     )
     return lines
 

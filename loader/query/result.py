@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -159,6 +160,13 @@ def _hit_lines(number: int, hit: SearchHit, snippet_chars: int) -> list[str]:
     return [f"{number}. {hit.heading}  ({hit.source})", "   " + " | ".join(stages), f"   {text}"]
 
 
+def reranker_words(reranker: Mapping[str, str]) -> str:
+    """The reranker that ran (``SearchResult.reranker``) in words: ``learned models/acme``,
+    ``cross-encoder cross-encoder/ms-marco-MiniLM-L-6-v2``, ``keyword``."""
+    kind, model = reranker.get("kind", ""), reranker.get("model", "")
+    return kind if model in ("", kind) else f"{kind} {model}"
+
+
 def _summary_line(result: SearchResult) -> str:
     timings = result.timings
     count = len(result.hits)
@@ -166,6 +174,7 @@ def _summary_line(result: SearchResult) -> str:
     if result.reranked:
         partly = 0 < result.rerank_depth < result.candidates
         reranked = f"reranked the top {result.rerank_depth}" if partly else "reranked"
+        reranked += f" by {reranker_words(result.reranker)}" if result.reranker else ""
     return (
         f"{count} result{'' if count == 1 else 's'} of {result.candidates} "
         f"candidate{'' if result.candidates == 1 else 's'} for tenant "
@@ -190,7 +199,7 @@ def format_result(
            chunk 4090d2d8bd4a34f674d6-0 | retrieval #1 1.9237 | rerank #1 0.5131
            Error E1043 means the paper tray is empty. Refill the tray and press resume.
 
-        1 result of 3 candidates for tenant 'A' (bm25, reranked) in 41.2 ms: embed 0.0 ms, ...
+        1 result of 3 candidates for tenant 'A' (bm25, reranked by keyword) in 41.2 ms: ...
     """
     lines = [f"! {warning}" for warning in result.warnings] if warnings else []
     if result.truncated:

@@ -25,6 +25,7 @@ import io
 import logging
 import re
 import zipfile
+import zlib
 from typing import Any
 
 from loader.documents import Block, Document
@@ -50,7 +51,9 @@ def _open(data: bytes, docx_module: Any) -> Any:
         raise Rejected("not a Word .docx file (not a ZIP package)")
     try:
         return docx_module.Document(io.BytesIO(data))
-    except zipfile.BadZipFile as exc:
+    # zlib.error and EOFError: a part's deflate stream is garbled or cut short (a bad copy);
+    # zipfile itself raises them, not BadZipFile, while python-docx reads that part.
+    except (zipfile.BadZipFile, zlib.error, EOFError) as exc:
         raise Rejected(f"unreadable Word file: truncated or damaged ZIP package ({exc})") from None
     except KeyError as exc:  # a ZIP whose parts python-docx needs are missing
         raise Rejected(f"unreadable Word file: missing part {exc}") from None

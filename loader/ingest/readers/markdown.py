@@ -105,6 +105,8 @@ def _yaml_pairs(block: str) -> tuple[dict[str, Any], dict[str, int]]:
         ) from None
     except yaml.YAMLError as exc:
         raise Rejected(f"malformed front matter: not valid YAML ({exc})") from None
+    except RecursionError:  # PyYAML composes nested collections recursively ("[[[[...")
+        raise Rejected("malformed front matter: not valid YAML (nested too deeply)") from None
     finally:
         loader.dispose()
 

@@ -22,6 +22,7 @@ from loader.documents import Block, Document
 from loader.ingest.readers.code import Unparsable, fence
 from loader.ingest.readers.common import Heading, Rejected, assemble, normalize_space
 from loader.ingest.readers.markdown import markdown_events
+from loader.userfile import parse_failure
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +40,9 @@ def _load(text: str) -> dict[str, Any]:
             f"not a Jupyter notebook: invalid JSON on line {exc.lineno} column {exc.colno}: "
             f"{exc.msg}"
         ) from None
+    except (ValueError, RecursionError) as exc:  # a number past the int-string limit; nesting
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else parse_failure(exc)
+        raise Rejected(f"not a Jupyter notebook: invalid JSON: {reason}") from None
     if not isinstance(notebook, dict) or not isinstance(notebook.get("cells"), list):
         if isinstance(notebook, dict) and "worksheets" in notebook:
             raise Rejected(

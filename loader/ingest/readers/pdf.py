@@ -18,9 +18,11 @@ naming the file and the pages.
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from loader.documents import Block, Document
@@ -250,6 +252,45 @@ def _events(pdf: Any, outline: list[tuple[int, int, str]], source: str) -> tuple
     return layout_title, structure.blocks(marks)
 
 
+class _Collected(logging.Handler):
+    """pdfminer's warnings kept back; its debug records passed on as they were."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.warnings: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.levelno >= logging.WARNING:
+            self.warnings.append(record.getMessage())
+        else:
+            logging.getLogger().handle(record)
+
+
+@contextlib.contextmanager
+def _parser_warnings_named(source: str) -> Iterator[None]:
+    """pdfminer warns about a damaged PDF (an operand that is no number, a font without its box)
+    without naming it: in a push of a thousand PDFs, "WARNING pdfminer.pdfinterp: Cannot set
+    line width ..." could be any of them. Its warnings while ``source`` is read become one
+    warning naming the file."""
+    parser = logging.getLogger("pdfminer")
+    collected, propagate = _Collected(), parser.propagate
+    parser.addHandler(collected)
+    parser.propagate = False
+    try:
+        yield
+    finally:
+        parser.removeHandler(collected)
+        parser.propagate = propagate
+    if collected.warnings:
+        more = len(collected.warnings) - 1
+        log.warning(
+            "%s: the PDF parser warned: %s%s",
+            source,
+            collected.warnings[0][:300],
+            f" (and {more} more)" if more else "",
+        )
+
+
 def read_pdf(data: bytes, source: str, stem: str) -> Document:
     """Read a PDF: headings (outline or layout), paragraphs, lists, code and tables, with their
     1-based page (``Block.page``); title from the metadata, the layout or the file name."""
@@ -265,7 +306,7 @@ def read_pdf(data: bytes, source: str, stem: str) -> Document:
         metadata = reader.metadata
         title = stated_title(metadata.title if metadata else None)
         outline = _outline(reader)
-        with pdfplumber.open(io.BytesIO(data)) as pdf:
+        with _parser_warnings_named(source), pdfplumber.open(io.BytesIO(data)) as pdf:
             layout_title, events = _events(pdf, outline, source)
     except Rejected:
         raise

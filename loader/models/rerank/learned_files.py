@@ -57,6 +57,7 @@ from loader.models.rerank.features import (
     feature_fingerprint,
     feature_set_of,
 )
+from loader.modes import SEARCH_MODES
 from loader.userfile import parse_failure, read_user_bytes
 
 PROVENANCE_FILE = "provenance.json"
@@ -214,7 +215,7 @@ def provenance_facts(folder: Path) -> dict[str, Any]:
         "file_bytes": int(_number(facts, "file_bytes", path, 1, MAX_MODEL_BYTES, integer=True)),
         "file_sha256": _sha256(facts, path),
         "candidate_depth": _depth(facts, path),
-        "base_mode": _text(facts, "base_mode", path),
+        "base_mode": _base_mode(facts, path),
         "tenant": _text(facts, "tenant", path),
         "features": features,
         "second_reader": second if features.readers > 1 else "",
@@ -260,6 +261,18 @@ def _depth(facts: dict[str, Any], path: Path) -> int | None:
     if facts.get("candidate_depth") is None:  # a model trained before it was recorded
         return None
     return int(_number(facts, "candidate_depth", path, 1, 10_000, integer=True))
+
+
+def _base_mode(facts: dict[str, Any], path: Path) -> str:
+    """The search mode it learnt from (``""``: not recorded): searches take it as their mode,
+    and a retraining searches in it, so a mode no search has is a damaged file."""
+    mode = _text(facts, "base_mode", path)
+    if mode and mode not in SEARCH_MODES:
+        raise ModelError(
+            f"learned reranker provenance {path}: model.base_mode is {mode[:40]!r}, not a search "
+            f"mode ({', '.join(SEARCH_MODES)}); {_RETRAIN}"
+        )
+    return mode
 
 
 def _text(facts: dict[str, Any], key: str, path: Path) -> str:

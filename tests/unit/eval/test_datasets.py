@@ -215,6 +215,52 @@ def test_load_questions_errors(tmp_path: Path) -> None:
         load_questions(tmp_path / "none.jsonl")
 
 
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        # `loader eval` ended with "unexpected ValueError: invalid literal for int() with base
+        # 10: 'two'" (exit 1, no file named) for a bad grade, and "unexpected RecursionError"
+        # for a line nested too deeply.
+        (
+            '{"question": "b?", "source": "b.md", '
+            '"judgments": [{"source": "b.md", "grade": "two"}]}',
+            r"questions\.jsonl:2: judgments\[0\]: grade 'two' is not 0, 1 or 2",
+        ),
+        (
+            '{"question": "b?", "source": "b.md", "judgments": [{"source": "b.md", "grade": NaN}]}',
+            r"questions\.jsonl:2: judgments\[0\]: grade nan is not 0, 1 or 2",
+        ),
+        (
+            '{"question": "b?", "x": ' + "[" * 100_000,
+            r"questions\.jsonl:2: not valid JSON \(nested",
+        ),
+        (
+            '{"question": "b?", "x": ' + "9" * 5_000 + "}",
+            r"questions\.jsonl:2: not valid JSON \(a n",
+        ),
+    ],
+)
+def test_load_questions_refuses_bad_judgments_and_json_naming_the_line(
+    tmp_path: Path, line: str, message: str
+) -> None:
+    path = tmp_path / "questions.jsonl"
+    path.write_text('{"question": "a?", "source": "a.md"}\n' + line + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match=message):
+        load_questions(path)
+
+
+def test_load_questions_reads_the_grades_learn_reads(tmp_path: Path) -> None:
+    """A grade as `loader learn` and `judgments import` read it (a number or a numeric string,
+    "2.000" as the Workbench writes it) is the grade eval judges by."""
+    from loader.eval.tasks import _question_qrels
+
+    path = tmp_path / "questions.jsonl"
+    judged = [{"source": "a.md", "grade": "2.000"}, {"source": "b.md", "grade": 1.0}]
+    _write_jsonl(path, [{"question": "a?", "source": "a.md", "judgments": judged}])
+    (question,) = load_questions(path)
+    assert _question_qrels(question) == {"a.md": 2, "b.md": 1}
+
+
 def test_trec_run_round_trip(tmp_path: Path) -> None:
     run = {"q1": [("d1", 2.5), ("d2", 1.25)], "q2": [("d3", 0.5)]}
     path = tmp_path / "runs" / "bm25.trec"

@@ -206,3 +206,18 @@ def test_plain_words_of_the_cuts_before_retrieval():
         "missed by BM25 (rank > 10), missed by the vector side (rank > 10), not in the fused "
         "list (rank > 10), cut by candidates=10: no list ranked it in its top 10"
     )
+
+
+def test_the_report_names_the_reranker_that_ran() -> None:
+    """explain's text and --json named no reranker: "reranked to 2" did not say whether the
+    cross-encoder or which tenant's learned model ran (search --json names it)."""
+    from loader.query.explanation import ExplainReport, format_report
+
+    report = ExplainReport("refund help", "acme", "hybrid-rrf", 5, 50)
+    assert report.to_dict()["reranker"] is None
+    assert format_report(report)[-1].endswith("candidates 50, k 5, no rerank")
+    report.reranker = {"kind": "learned", "model": "models/learned/acme"}
+    assert report.to_dict()["reranker"] == {"kind": "learned", "model": "models/learned/acme"}
+    assert format_report(report)[-1].endswith(
+        "candidates 50, k 5, reranked by learned models/learned/acme"
+    )

@@ -158,9 +158,18 @@ def test_format_result_lines() -> None:
         "2. Guide > Part > Section  (c-0.md)",
         "   chunk c-0 | retrieval #3 8.0000 | rerank #2 1.0000",
         "   charl…",
-        "2 results of 3 candidates for tenant 'A' (hybrid-rrf, reranked) in 1.0 ms: embed 1.0 ms, "
-        "retrieve 1.0 ms, rerank 1.0 ms",
+        "2 results of 3 candidates for tenant 'A' (hybrid-rrf, reranked by fake) in 1.0 ms: "
+        "embed 1.0 ms, retrieve 1.0 ms, rerank 1.0 ms",
     ]
+    # The summary names the reranker that ran, as --json's reranker does: "reranked" alone
+    # did not say whether a cross-encoder or which tenant's learned model reordered the hits.
+    result.reranker = {"kind": "learned", "model": "models/learned/acme"}
+    assert "(hybrid-rrf, reranked by learned models/learned/acme) in" in format_result(result)[-1]
+    result.reranker = {"kind": "cross-encoder", "model": "cross-encoder/ms-marco-MiniLM-L-6-v2"}
+    assert (
+        "reranked by cross-encoder cross-encoder/ms-marco-MiniLM-L-6-v2)"
+        in (format_result(result)[-1])
+    )
     fused = run("latest", rewriter=FakeRewriter(["q", "other"]), rerank=False, k=1)
     lines = format_result(fused)
     assert lines[0] == "queries: q | other"

@@ -99,6 +99,34 @@ def test_bad_word_files_are_input_errors(tmp_path: Path, data: bytes, reason: st
         read_document(path, tmp_path, 1_000_000)
 
 
+def test_a_word_file_whose_compressed_part_is_garbled(tmp_path: Path) -> None:
+    """Bytes garbled inside a part's deflate stream (a bad copy, a failing disk) make zlib fail
+    while python-docx reads it: the file is a damaged package, not an "unexpected error"."""
+    import struct
+    import zipfile
+
+    document = docx.Document()
+    document.add_heading("Late deliveries", level=1)
+    document.add_paragraph("Orders late by 45 minutes are refunded. " * 20)
+    path = tmp_path / "garbled.docx"
+    document.save(str(path))
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as package:
+        part = package.getinfo("word/document.xml")
+    assert part.compress_type == zipfile.ZIP_DEFLATED
+    name_length, extra_length = struct.unpack(
+        "<HH", data[part.header_offset + 26 : part.header_offset + 30]
+    )
+    start = part.header_offset + 30 + name_length + extra_length
+    data[start : start + part.compress_size] = b"\xff" * part.compress_size  # invalid block type
+    path.write_bytes(bytes(data))
+    with pytest.raises(
+        InputError,
+        match=r"^garbled\.docx: unreadable Word file: truncated or damaged ZIP package \(.*invalid",
+    ):
+        read_document(path, tmp_path, 1_000_000)
+
+
 def test_a_zip_that_is_no_word_document(tmp_path: Path) -> None:
     import zipfile
 

@@ -115,6 +115,16 @@ def test_front_matter_that_is_no_valid_yaml_names_file_and_line(tmp_path, front,
         read(tmp_path, f"---\n{front}\n---\nText.\n", name="bad.md")
 
 
+def test_front_matter_nested_too_deeply_is_no_valid_yaml(tmp_path) -> None:
+    # PyYAML composes nested flow collections recursively: this was "unexpected error:
+    # RecursionError: maximum recursion depth exceeded while calling a Python object"
+    with pytest.raises(
+        InputError,
+        match=r"^deep\.md: malformed front matter: not valid YAML \(nested too deeply\)$",
+    ):
+        read(tmp_path, "---\ntitle: " + "[" * 50_000 + "\n---\nText.\n", name="deep.md")
+
+
 def test_a_push_skips_a_file_of_bad_front_matter_and_reads_the_others(tmp_path: Path) -> None:
     from loader.ingest.readers import Skipped, iter_documents
 

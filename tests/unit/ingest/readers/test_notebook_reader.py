@@ -62,6 +62,10 @@ def test_the_kernel_language_names_the_fence():
         ('{"worksheets": []}', "nbformat 3 notebook"),
         ('{"cells": [{"cell_type": "code", "source": 3}]}', "cell 1: 'source' is neither"),
         ('{"cells": [{"cell_type": "code", "source": ""}]}', "no text found"),
+        # json's RecursionError and its plain ValueError past the int-string limit were
+        # "unexpected error: RecursionError: maximum recursion depth exceeded ..."
+        ("[" * 100_000, "not a Jupyter notebook: invalid JSON: nested too deeply"),
+        ('{"cells": [' + "9" * 5000 + "]}", "not a Jupyter notebook: invalid JSON: a number has"),
     ],
 )
 def test_broken_notebooks_are_refused_with_a_clear_reason(text, reason):

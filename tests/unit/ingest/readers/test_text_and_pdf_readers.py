@@ -259,3 +259,36 @@ def test_a_pdf_without_a_metadata_title_is_titled_by_its_first_top_heading(tmp_p
 )
 def test_a_tools_placeholder_title_is_no_title(raw, stated):
     assert stated_title(raw) == stated
+
+
+def test_the_pdf_parsers_warnings_name_the_file(tmp_path: Path, caplog) -> None:
+    """pdfminer warned about a damaged PDF without naming it ("WARNING pdfminer.pdfinterp:
+    Cannot set line width because b'bad' is an invalid float value"): in a push of many PDFs,
+    any of them. Its warnings come out as one warning naming the file."""
+    import logging
+
+    writer = PdfWriter()
+    page = writer.add_blank_page(612, 792)
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    page[NameObject("/Resources")] = DictionaryObject(
+        {NameObject("/Font"): DictionaryObject({NameObject("/F1"): font})}
+    )
+    stream = DecodedStreamObject()
+    stream.set_data(b"(bad) w (worse) w BT /F1 12 Tf 72 720 Td (Late orders are refunded.) Tj ET")
+    page.replace_contents(stream)
+    path = tmp_path / "damaged.pdf"
+    with path.open("wb") as handle:
+        writer.write(handle)
+    with caplog.at_level(logging.WARNING):
+        doc = read_document(path, tmp_path, 1_000_000)
+    assert doc.sections[0].blocks[0].text == "Late orders are refunded."
+    assert not [r for r in caplog.records if r.name.startswith("pdfminer")]
+    (named,) = [r.getMessage() for r in caplog.records if "line width" in r.getMessage()]
+    assert named.startswith("damaged.pdf: the PDF parser warned: Cannot set line width")
+    assert named.endswith("(and 1 more)")

@@ -233,6 +233,9 @@ def test_a_booster_lightgbm_dies_on_kills_only_the_probe(trained, damage, verdic
         ({"file_sha256": ["x"]}, r"model.file_sha256 is \['x'\], not a SHA-256"),
         ({"file_bytes": 10**12}, r"model.file_bytes is 1000000000000, not between"),
         ({"feature_fingerprint": {"a": 1}}, r"was trained on features version 1 \(\{'a': 1\}\)"),
+        # A base no search has: searches ignored it, and `loader learn` retraining in place
+        # failed with "search_mode 'nonsense' is not one of ...; fix the setting", no file named.
+        ({"base_mode": "nonsense"}, r"model.base_mode is 'nonsense', not a search mode \(bm25, "),
     ],
 )
 def test_provenance_values_of_the_wrong_type_or_range_are_named(
