@@ -219,20 +219,7 @@ def get_snapshot(
     s = source.get("_source") or {}
     if (s.get("kind"), s.get("tenant"), s.get("query_set")) != ("snapshot", tenant, set_id):
         raise missing
-    stored = s.get("questions") or []
-    return Snapshot(
-        snapshot_id,
-        set_id,
-        tenant,
-        str(s.get("label") or ""),
-        str(s.get("timestamp") or ""),
-        str(s.get("rater") or ""),
-        dict(s.get("served") or {}),
-        [str(c) for c in s.get("columns") or []],
-        [str(q.get("digest") or "") for q in stored],
-        [{str(c): list(d) for c, d in (q.get("rankings") or {}).items()} for q in stored],
-        len(stored),
-    )
+    return _stored_snapshot(s, snapshot_id, set_id, tenant)
 
 
 def list_snapshots(client: OpenSearch, index_name: str, tenant: str, set_id: str) -> list[Snapshot]:
@@ -262,19 +249,25 @@ def list_snapshots(client: OpenSearch, index_name: str, tenant: str, set_id: str
             "_source": {"excludes": ["questions"]},
         },
     )
-    snapshots = []
-    for hit in answer["hits"]["hits"]:
-        s = hit["_source"]
-        snapshot = Snapshot(
-            str(s["snapshot"]),
-            set_id,
-            tenant,
-            str(s.get("label") or ""),
-            str(s.get("timestamp") or ""),
-            str(s.get("rater") or ""),
-            dict(s.get("served") or {}),
-            [str(c) for c in s.get("columns") or []],
-            count=int(s.get("question_count") or 0),
-        )
-        snapshots.append(snapshot)
-    return snapshots
+    return [
+        _stored_snapshot(hit["_source"], str(hit["_source"]["snapshot"]), set_id, tenant)
+        for hit in answer["hits"]["hits"]
+    ]
+
+
+def _stored_snapshot(s: dict[str, Any], snapshot_id: str, set_id: str, tenant: str) -> Snapshot:
+    """A snapshot as stored (``s``, its ``_source``), with its rankings when they were read."""
+    stored = s.get("questions") or []
+    return Snapshot(
+        snapshot_id,
+        set_id,
+        tenant,
+        str(s.get("label") or ""),
+        str(s.get("timestamp") or ""),
+        str(s.get("rater") or ""),
+        dict(s.get("served") or {}),
+        [str(c) for c in s.get("columns") or []],
+        [str(q.get("digest") or "") for q in stored],
+        [{str(c): list(d) for c, d in (q.get("rankings") or {}).items()} for q in stored],
+        int(s.get("question_count") or len(stored)),
+    )
