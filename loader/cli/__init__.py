@@ -21,6 +21,11 @@ from loader.cli import learn as learn_cli
 # What a shell reports for a command interrupted by Ctrl-C (128 + SIGINT), and so what scripts
 # test; click's own "Aborted!" exits 1, the code of an unexpected error.
 INTERRUPTED_EXIT_CODE = 130
+# What to do next, where an interrupted command leaves something to finish: a push's writes are
+# idempotent and its deletions come last, so running it again ends as an uninterrupted one.
+_INTERRUPTED = {
+    "push": "interrupted: what was written stays; run the same push again to finish it",
+}
 
 
 class _LoaderGroup(click.Group):
@@ -28,7 +33,7 @@ class _LoaderGroup(click.Group):
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
-            click.echo("interrupted", err=True)
+            click.echo(_INTERRUPTED.get(ctx.invoked_subcommand or "", "interrupted"), err=True)
             raise click.exceptions.Exit(INTERRUPTED_EXIT_CODE) from None
 
 

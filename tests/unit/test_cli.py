@@ -158,6 +158,22 @@ def test_ctrl_c_exits_130_as_a_shell_reports_it(monkeypatch, tmp_path):
     assert (result.exit_code, result.stderr) == (130, "interrupted\n")
 
 
+def test_an_interrupted_push_says_to_run_it_again(monkeypatch, tmp_path):
+    """A push stopped half-way is finished by the same push (guide/operating.md): say so."""
+    import loader.cli.common
+
+    def interrupted(*_, **__):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(loader.cli.common, "resolve_settings", interrupted)
+    (tmp_path / "docs").mkdir()
+    result = CliRunner().invoke(cli, ["push", str(tmp_path / "docs")])
+    assert result.exit_code == 130
+    assert result.stderr == (
+        "interrupted: what was written stays; run the same push again to finish it\n"
+    )
+
+
 def _library_defaults(name: str) -> dict[str, object]:
     """What the request object behind a training command defaults to, by option name."""
     from dataclasses import asdict, fields
