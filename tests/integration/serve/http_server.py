@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import socket
 import threading
 import time
@@ -70,3 +71,21 @@ class Server:
         """The status and the body as JSON."""
         status, text = self.raw(method, path, body, headers)
         return status, json.loads(text or "null")
+
+
+def signed_in(server: Server, key: str) -> tuple[str, str]:
+    """A judging-page session of ``key`` over plain HTTP: its cookie and the page's token."""
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:
+        body = f"key={key}"
+        headers = {"Content-Type": "application/x-www-form-urlencoded"}
+        connection.request("POST", "/judge/login", body=body, headers=headers)
+        response = connection.getresponse()
+        response.read()
+        assert response.status == 303
+        cookie = response.getheader("set-cookie").split(";")[0]
+        connection.request("GET", "/judge", headers={"Cookie": cookie})
+        page = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    return cookie, re.search(r'name="csrf-token" content="([^"]+)"', page).group(1)

@@ -17,7 +17,6 @@ side-by-side view as PNG there (guide/images/ holds the ones the guide shows).
 from __future__ import annotations
 
 import asyncio
-import http.client
 import json
 import math
 import os
@@ -39,7 +38,7 @@ from loader.query.judgments import judging_state, judgments_index, set_id_for
 from loader.query.query_log import events_index, queries_index
 from loader.serve.app import create_app
 from tests.conftest import cleanup_owned
-from tests.integration.serve.http_server import Server
+from tests.integration.serve.http_server import Server, signed_in
 
 webdriver = pytest.importorskip("selenium.webdriver")
 CHROMEDRIVER = "/usr/bin/chromedriver"
@@ -234,29 +233,6 @@ def _rows(driver) -> dict[str, str]:
     }
 
 
-def _session(server: Server, key: str) -> tuple[str, str]:
-    """A signed-in cookie of ``key`` and the page's token, over plain HTTP."""
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-    body = f"key={key}"
-    connection.request(
-        "POST",
-        "/judge/login",
-        body=body,
-        headers={
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Content-Length": str(len(body)),
-        },
-    )
-    response = connection.getresponse()
-    response.read()
-    assert response.status == 303
-    cookie = response.getheader("set-cookie").split(";")[0]
-    connection.request("GET", "/judge", headers={"Cookie": cookie})
-    page = connection.getresponse().read().decode()
-    token = re.search(r'name="csrf-token" content="([^"]+)"', page).group(1)
-    return cookie, token
-
-
 def _ndcg(ranked: list[str], qrels: dict[str, int], k: int = 10) -> float:
     gains = [qrels.get(doc, 0) for doc in ranked[:k]]
     ideal = sorted(qrels.values(), reverse=True)[:k]
@@ -388,7 +364,7 @@ def test_log_sample_judge_export_eval(judged, server, browser, client, tmp_path)
         _screenshot(browser, "side-by-side.png")
 
     # A key of B can neither see nor judge A's set; nothing is written.
-    cookie, token = _session(server, KEY_B)
+    cookie, token = signed_in(server, KEY_B)
     grades_before = _count(client, judgments_index(alias), {"term": {"kind": "grade"}})
     # 404, as for a set that does not exist: B learns nothing of A's sets.
     status, body = server.raw("GET", f"/judge/sets/{set_id}/0", headers={"Cookie": cookie})
@@ -400,7 +376,7 @@ def test_log_sample_judge_export_eval(judged, server, browser, client, tmp_path)
         {"Cookie": cookie, "X-CSRF-Token": token},
     )
     assert status == 404, body
-    cookie_a, token_a = _session(server, KEY_A)
+    cookie_a, token_a = signed_in(server, KEY_A)
     status, body = server.raw(  # A's own session without its token
         "POST",
         f"/judge/sets/{set_id}/0/grade",

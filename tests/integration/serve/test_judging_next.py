@@ -34,14 +34,13 @@ from loader.query.request import SearchRequest
 from loader.query.search import search
 from loader.serve.app import create_app
 from loader.serve.judge_scores import NEXT_BY
-from tests.integration.serve.http_server import Server
+from tests.integration.serve.http_server import Server, signed_in
 from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtures)
     KEY_A,
     KEY_B,
     _cli,
     _count,
     _screenshot,
-    _session,
     _sign_in,
     _wait,
     browser,
@@ -100,7 +99,7 @@ def _import(settings, tmp_path, tenant: str) -> str:
 
 
 def _page(server: Server, key: str, path: str) -> str:
-    cookie, _ = _session(server, key)
+    cookie, _ = signed_in(server, key)
     connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=300)
     connection.request("GET", path, headers={"Cookie": cookie})
     response = connection.getresponse()
@@ -183,7 +182,7 @@ def test_judge_next_follows_the_tenants_own_model_else_the_modes(
     # the one its own ranking gives (with one relevant document, 1 / log2(1 + its rank)).
     ranked, chunks = first
     document = next(d for d in ranked[model] if d in ranked[None] and d in chunks)
-    cookie, token = _session(running, KEY_A)
+    cookie, token = signed_in(running, KEY_A)
     status, body = running.raw(
         "POST", f"/judge/sets/{set_a}/0/grade", {"chunk_id": chunks[document], "grade": 2},
         {"Cookie": cookie, "X-CSRF-Token": token},

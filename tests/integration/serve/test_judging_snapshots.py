@@ -10,7 +10,6 @@ No browser: the page's figures are read from its HTML, the scripts' from the JSO
 
 from __future__ import annotations
 
-import http.client
 import json
 import math
 import re
@@ -28,7 +27,7 @@ from loader.query.query_log import queries_index
 from loader.query.snapshots import get_snapshot, judgments_index
 from loader.serve.app import create_app
 from tests.conftest import cleanup_owned
-from tests.integration.serve.http_server import Server, free_port
+from tests.integration.serve.http_server import Server, free_port, signed_in
 from tests.unit.models.rerank.test_learned_files import train
 
 pytestmark = pytest.mark.integration
@@ -79,21 +78,6 @@ def harbour(client, base_settings, embedder, tmp_path_factory) -> Iterator:
         cleanup_owned(client, alias)
 
 
-def _session(server: Server, key: str) -> tuple[str, str]:
-    """A signed-in cookie of ``key`` and the page's token."""
-    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
-    body = f"key={key}"
-    headers = {"Content-Type": "application/x-www-form-urlencoded"}
-    connection.request("POST", "/judge/login", body=body, headers=headers)
-    response = connection.getresponse()
-    response.read()
-    assert response.status == 303
-    cookie = response.getheader("set-cookie").split(";")[0]
-    connection.request("GET", "/judge", headers={"Cookie": cookie})
-    page = connection.getresponse().read().decode()
-    return cookie, re.search(r'name="csrf-token" content="([^"]+)"', page).group(1)
-
-
 def _chunk_of(client, alias: str, tenant: str, source: str) -> str:
     query = {"bool": {"filter": [{"term": {"tenant": tenant}}, {"term": {"source": source}}]}}
     hits = client.search(index=alias, body={"query": query, "size": 1})["hits"]["hits"]
@@ -128,7 +112,7 @@ def test_a_pushed_document_shows_as_the_hand_computed_loss(harbour, client, embe
         save_grade(client, alias, "A", set_a, number, _chunk_of(client, alias, "A", source), 2)
     logged = _logged(client, alias)
     with Server(create_app(settings, embedder=embedder)) as server:
-        cookie, token = _session(server, KEY_A)
+        cookie, token = signed_in(server, KEY_A)
         auth = {"Cookie": cookie}
         status, taken = _take(server, cookie, token, set_a, "  before the FAQ  ")
         assert status == 201, taken
@@ -223,7 +207,7 @@ def test_a_pushed_document_shows_as_the_hand_computed_loss(harbour, client, embe
 
         # Tenant B: A's snapshot through B's own set of the same name is a missing one, with
         # the very answer of an unknown id; B lists none of A's, and its page shows none.
-        cookie_b, token_b = _session(server, KEY_B)
+        cookie_b, token_b = signed_in(server, KEY_B)
         auth_b = {"Cookie": cookie_b}
         status, answer = server.request(
             "GET", f"/judge/sets/{set_b}/snapshots/{sid}/compare", headers=auth_b
@@ -261,14 +245,14 @@ def test_a_new_learned_model_is_compared_with_the_one_the_snapshot_was_taken_und
     train(old / "A", rounds=20, seed=1, tenant="A")
     train(new / "A", rounds=60, seed=2, tenant="A")
     with Server(create_app(served.replace(learned_reranker=str(old)), embedder=embedder)) as one:
-        cookie, token = _session(one, KEY_A)
+        cookie, token = signed_in(one, KEY_A)
         status, taken = _take(one, cookie, token, set_id, "the old model")
         assert status == 201, taken
     assert "learned" in taken["columns"]
     assert taken["served"]["learned"]["sha256"] == LearnedReranker(old / "A").sha256
     assert taken["served"]["learned"]["base_mode"] == "hybrid-rrf"
     with Server(create_app(served.replace(learned_reranker=str(new)), embedder=embedder)) as two:
-        cookie, _ = _session(two, KEY_A)
+        cookie, _ = signed_in(two, KEY_A)
         status, result = two.request(
             "GET", f"/judge/sets/{set_id}/snapshots/{taken['snapshot']}/compare",
             headers={"Cookie": cookie},
@@ -291,7 +275,7 @@ def test_a_cluster_that_is_down_is_a_503(harbour, embedder):
     settings, _ = harbour
     with Server(create_app(settings, embedder=embedder)) as up:
         # The session key is kept beside the keys file: the session is valid on both servers.
-        cookie, token = _session(up, KEY_A)
+        cookie, token = signed_in(up, KEY_A)
     down = settings.replace(opensearch_url=f"http://127.0.0.1:{free_port()}", request_timeout=2.0)
     with Server(create_app(down, load_models=False)) as server:
         status, answer = _take(server, cookie, token, "0" * 20, "before")

@@ -32,6 +32,15 @@ def app_client(tmp_path: Path) -> TestClient:
     return TestClient(create_app(settings, client=object(), load_models=False))
 
 
+def _signed_in(app_client, tmp_path) -> tuple[str, str]:
+    """Key A's session cookie on ``app_client`` and the page's token for it."""
+    login = app_client.post(
+        "/judge/login", content=f"key={KEY_A}", headers=FORM, follow_redirects=False
+    )
+    cookie = login.cookies[COOKIE]
+    return cookie, Sessions(session_key(tmp_path / "keys.toml")).csrf(cookie)
+
+
 def test_the_page_needs_a_session_and_the_api_a_key(app_client):
     answer = app_client.get("/judge", follow_redirects=False)
     assert (answer.status_code, answer.headers["location"]) == (303, "/judge/login")
@@ -82,11 +91,7 @@ def _app(tmp_path: Path) -> TestClient:
 
 def test_a_cookie_signed_before_a_restart_is_accepted_after(tmp_path):
     before = _app(tmp_path)
-    login = before.post(
-        "/judge/login", content=f"key={KEY_A}", headers=FORM, follow_redirects=False
-    )
-    cookie = login.cookies[COOKIE]
-    token = Sessions(session_key(tmp_path / "keys.toml")).csrf(cookie)
+    cookie, token = _signed_in(before, tmp_path)
     after = _app(tmp_path)  # a new app: what a restart of loader serve makes
     # A set id no OpenSearch document can have: refused (404) after the session and its token
     # are accepted, before any cluster call; a session the server does not know would be a 401.
@@ -105,11 +110,7 @@ def test_a_cookie_signed_before_a_restart_is_accepted_after(tmp_path):
 
 def test_an_oversize_chunk_id_is_the_callers_fault(tmp_path):
     app_client = _app(tmp_path)
-    login = app_client.post(
-        "/judge/login", content=f"key={KEY_A}", headers=FORM, follow_redirects=False
-    )
-    cookie = login.cookies[COOKIE]
-    token = Sessions(session_key(tmp_path / "keys.toml")).csrf(cookie)
+    cookie, token = _signed_in(app_client, tmp_path)
     answer = app_client.post(
         "/judge/sets/abc/0/grade",
         json={"chunk_id": "c" * 513, "grade": 2},
@@ -206,11 +207,7 @@ def test_a_note_or_need_holding_a_lone_surrogate_is_refused_before_it_is_stored(
     of the tenant) and `loader judgments export` failed on it: refused first, naming the field,
     before any cluster call."""
     app_client = _app(tmp_path)
-    login = app_client.post(
-        "/judge/login", content=f"key={KEY_A}", headers=FORM, follow_redirects=False
-    )
-    cookie = login.cookies[COOKIE]
-    token = Sessions(session_key(tmp_path / "keys.toml")).csrf(cookie)
+    cookie, token = _signed_in(app_client, tmp_path)
     answer = app_client.post(
         path,
         content=body,
