@@ -26,6 +26,7 @@ from typing import Any
 
 from loader.documents import Block, Document, Section
 from loader.errors import InputError
+from loader.query.grades import GRADES
 from loader.settings import tenant_problem
 from loader.userfile import parse_failure
 
@@ -267,9 +268,6 @@ def _heading_path(value: Any, path: Path, number: int) -> str | tuple[str, ...]:
             raise InputError(f"{path}:{number}: heading_path must be a string or a list of strings")
         return tuple(value)
     return str(value or "")
-
-
-GRADES = (0, 1, 2)  # as loader.query.judgments.GRADES (not imported: it needs opensearch-py)
 
 
 def grade_value(value: object) -> int | None:

@@ -32,7 +32,7 @@ import opensearchpy
 
 from loader.documents import PATH_SEPARATOR, joined_parts
 from loader.errors import ConfigError, InputError, NotFoundError
-from loader.query.grades import RESOLUTION, Grade, JudgingState, resolved_grade
+from loader.query.grades import GRADES, RESOLUTION, Grade, JudgingState, resolved_grade
 from loader.query.query_log import normalize_question, now_iso, tenant_events, tenant_queries
 from loader.text import replace_surrogates
 
@@ -42,7 +42,6 @@ if TYPE_CHECKING:
 __all__ = ["RESOLUTION", "Grade", "JudgingState", "resolved_grade"]  # kept importable from here
 
 STRATEGIES = ("frequent", "random", "worst")
-GRADES = (0, 1, 2)
 FOLLOW_UP_SECONDS = 60
 POSITIVE_ACTIONS = ("click", "answered")
 MAX_SET_NAME_CHARS = 50  # the Search Relevance Workbench's limit on a query set's name
