@@ -20,6 +20,7 @@ import base64
 import contextlib
 import dataclasses
 import math
+import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -146,13 +147,19 @@ def index_name_problem(name: str) -> str | None:
 
 
 def tenant_problem(tenant: str) -> str | None:
-    """What is wrong with a blank or space-padded tenant, or ``None``: push would file chunks
-    under it that no search finds (a search refuses a blank tenant, and a padded one is not the
-    name anyone types)."""
+    """What is wrong with a blank, space-padded or unprintable tenant, or ``None``: push would
+    file chunks under it that no search finds (a search refuses a blank tenant, and a padded one
+    is not the name anyone types), and a control character or lone surrogate is no name anyone
+    types either (a NUL passes a URL or a header as nothing at all)."""
     if not tenant.strip():
         return "must not be empty or blank"
     if tenant != tenant.strip():
         return "must not start or end with whitespace"
+    for char in tenant:
+        category = unicodedata.category(char)
+        if category in ("Cc", "Cs"):
+            what = "lone surrogate" if category == "Cs" else "control character"
+            return f"must not hold the {what} U+{ord(char):04X}"
     return None
 
 

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from loader.cli import cli
 from loader.errors import ConfigError
 from loader.resolve import resolve_settings
-from loader.settings import Settings, setting_help, settings_in_scope
+from loader.settings import Settings, setting_help, settings_in_scope, tenant_problem
 
 
 def refused(tmp_path, **kwargs) -> str:
@@ -198,10 +198,12 @@ def test_cli_index_flag_is_checked_before_any_request(tmp_path, monkeypatch):
         ("\t\n", "must not be empty or blank"),
         (" acme", "must not start or end with whitespace"),
         ("acme ", "must not start or end with whitespace"),
+        ("\x00", "must not hold the control character U+0000"),
+        ("ac\x1fme", "must not hold the control character U+001F"),
     ],
 )
-def test_a_blank_or_padded_tenant_is_refused(tenant, problem, tmp_path):
-    """Push would write chunks under it that no search can find."""
+def test_a_blank_padded_or_unprintable_tenant_is_refused(tenant, problem, tmp_path):
+    """Push would write chunks under it that no search can find (a NUL is no name either)."""
     config = tmp_path / "loader.toml"
     toml = f"tenant = {json.dumps(tenant)}\n"
     expected = f"{problem}, got {tenant!r}"
@@ -213,6 +215,12 @@ def test_a_blank_or_padded_tenant_is_refused(tenant, problem, tmp_path):
         assert refused(tmp_path, env={"LOADER_TENANT": tenant}) == (
             f"setting 'tenant' from $LOADER_TENANT {expected}"
         )
+
+
+def test_a_tenant_holding_a_lone_surrogate_is_refused():
+    """TOML cannot spell one, but a request's JSON or an environment decoded with surrogateescape
+    can: the tenant filter would match nothing anyone can type."""
+    assert tenant_problem("acme\udce9") == "must not hold the lone surrogate U+DCE9"
 
 
 def test_a_tenant_with_inner_spaces_and_the_default_are_fine(tmp_path, monkeypatch):

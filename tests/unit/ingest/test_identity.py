@@ -92,6 +92,7 @@ def test_front_matter_naming_another_tenant_than_the_push_is_refused():
         (datetime.date(2024, 5, 1), "must be a name, got date"),
         ("  ", "'  ' must not be empty or blank"),
         ("acme ", "'acme ' must not start or end with whitespace"),
+        ("ac\x07me", r"'ac\\x07me' must not hold the control character U\+0007"),
     ],
 )
 def test_a_front_matter_tenant_that_is_no_usable_name_is_refused(named, message):

@@ -227,6 +227,7 @@ def test_the_searched_question_is_stripped_and_cut() -> None:
         ("", r"^tenant is required"),
         ("  ", r"^tenant is required"),
         (" acme", r"^tenant ' acme' must not start or end with whitespace"),
+        ("\x00", r"^tenant '\\x00' must not hold the control character U\+0000"),
     ],
 )
 def test_a_blank_or_padded_tenant_is_refused(tenant: str, message: str) -> None:
