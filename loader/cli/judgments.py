@@ -11,13 +11,21 @@ from loader.settings import Settings
 from loader.terminal import printable
 
 STRATEGIES = ("frequent", "random", "worst")
-FORMATS = ("questions", "srw-query-set", "srw-judgments")
+FORMATS = ("questions", "srw-query-set", "srw-judgments", "quepid-csv")
 
 set_tenant_option = tenant_option(
     "Tenant whose log and grades these are (default: the tenant setting)."
 )
 name_option = click.option(
     "--name", required=True, help="Name of the query set (at most 50 characters)."
+)
+rating_scale_option = click.option(
+    "--rating-scale",
+    type=click.IntRange(min=1),
+    default=2,
+    show_default=True,
+    help="quepid-csv: the file's top rating (Quepid's nDCG scorer grades 0-3: 3; AP 0-1: 1), "
+    "mapped to and from the page's 0-2 by the nearest grade.",
 )
 
 
@@ -98,9 +106,10 @@ def sample(
     default="questions",
     show_default=True,
     help="questions: the JSONL `loader eval` reads (grades kept for nDCG); srw-query-set, "
-    "srw-judgments: the Search Relevance Workbench's.",
+    "srw-judgments: the Search Relevance Workbench's; quepid-csv: Quepid's query,docid,rating.",
 )
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True)
+@rating_scale_option
 @json_option("Print what was written as JSON.")
 @settings_options
 @set_tenant_option
@@ -110,12 +119,14 @@ def export_command(
     name: str,
     file_format: str,
     output: str,
+    rating_scale: int,
     as_json: bool,
 ) -> None:
     """Export query set NAME with its grades."""
     from loader.eval.judgments import export
 
-    count = export(_client(settings), settings.index_name, tenant, name, file_format, output)
+    client = _client(settings)
+    count = export(client, settings.index_name, tenant, name, file_format, output, rating_scale)
     if as_json:
         echo_json({"output": output, "format": file_format, "questions": count})
         return
@@ -125,14 +136,18 @@ def export_command(
 @judgments.command(name="import", short_help="Read a query set (and grades) from a file.")
 @click.argument("path", type=click.Path(exists=True, dir_okay=False))
 @name_option
+@rating_scale_option
 @json_option("Print what was imported as JSON.")
 @settings_options
 @set_tenant_option
-def import_command(settings: Settings, path: str, tenant: str, name: str, as_json: bool) -> None:
-    """Import PATH (a questions file, an SRW query set or SRW judgments) as query set NAME."""
+def import_command(
+    settings: Settings, path: str, tenant: str, name: str, rating_scale: int, as_json: bool
+) -> None:
+    """Import PATH (a questions file, an SRW query set, SRW judgments or a Quepid ratings CSV)
+    as query set NAME."""
     from loader.eval.judgments import read_judgment_file, store_imported
 
-    imported = read_judgment_file(path)  # a bad file is refused before any request
+    imported = read_judgment_file(path, rating_scale)  # a bad file is refused before any request
     client = _client(settings)
     query_set, grades = store_imported(client, settings.index_name, tenant, name, imported)
     if as_json:

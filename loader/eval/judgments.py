@@ -16,7 +16,9 @@ Formats:
 - ``srw-query-set``: the Search Relevance Workbench's query set (``name``, ``description``,
   ``sampling: manual``, ``querySetQueries: [{"queryText": ...}]``);
 - ``srw-judgments``: its imported judgments (``type: IMPORT_JUDGMENT``, ``judgmentRatings:
-  [{"query", "ratings": [{"docId": <chunk id>, "rating": "2.000"}]}]``).
+  [{"query", "ratings": [{"docId": <chunk id>, "rating": "2.000"}]}]``);
+- ``quepid-csv``: Quepid's ratings file, ``query,docid,rating`` (``loader.eval.quepid``: its
+  ratings on a scale of the file's own, 0-2 unless told).
 
 Example::
 
@@ -34,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from loader.errors import ConfigError, InputError
 from loader.eval.datasets import grade_value
+from loader.eval.quepid import TOP_GRADE, is_ratings_csv, ratings_csv, read_ratings_csv
 from loader.query.judgments import (
     RESOLUTION,
     JudgingState,
@@ -50,7 +53,7 @@ from loader.userfile import parse_failure, read_user_text
 if TYPE_CHECKING:
     from opensearchpy import OpenSearch
 
-FORMATS = ("questions", "srw-query-set", "srw-judgments")
+FORMATS = ("questions", "srw-query-set", "srw-judgments", "quepid-csv")
 
 
 # --- formats ------------------------------------------------------------------------------------
@@ -160,11 +163,14 @@ def export(
     name: str,
     format: str,
     path: str | Path,
+    rating_scale: int = TOP_GRADE,
 ) -> int:
     """Write query set ``name`` of ``tenant`` (of the index ``index_name`` serves) in ``format``
-    to ``path``; the number of questions (or of judged questions) written."""
+    to ``path``; the number of questions (or of judged questions) written. ``rating_scale`` is
+    the top rating of ``quepid-csv`` (Quepid's nDCG scorer: 3)."""
     if format not in FORMATS:
         raise ConfigError(f"format: {format!r} is not one of {', '.join(FORMATS)}")
+    _scale_applies(format, rating_scale)
     query_set = find_query_set(client, index_name, tenant, name)
     path = Path(path)
     if format == "srw-query-set":
@@ -175,6 +181,14 @@ def export(
         body = srw_judgments(query_set, state)
         path.write_text(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
         return len(body["judgmentRatings"])
+    if format == "quepid-csv":
+        graded = [
+            (question, {chunk_id: g.grade for chunk_id, g in state.grades[number].items()})
+            for number, question in enumerate(query_set.questions)
+            if state.grades.get(number)
+        ]
+        path.write_text(ratings_csv(graded, rating_scale), encoding="utf-8")
+        return len(graded)
     lines = questions_lines(query_set, state)
     if not lines:
         raise InputError(f"query set {name!r} has no question graded 1 or 2: nothing to export")
@@ -202,8 +216,9 @@ class QuestionsLine:
     grades: dict[str, int]
 
 
-def read_judgment_file(path: str | Path) -> Imported:
-    """Read a questions file, an SRW query set or SRW judgments (told apart by their content).
+def read_judgment_file(path: str | Path, rating_scale: int = TOP_GRADE) -> Imported:
+    """Read a questions file, an SRW query set, SRW judgments or a Quepid ratings CSV (told
+    apart by their content; ``rating_scale`` is the CSV's top rating).
 
     The file is read as every file a user names is (``loader.userfile``: a regular file of at
     most ``MAX_USER_FILE_BYTES``, so a FIFO or ``/dev/zero`` is refused, not waited on), and
@@ -217,6 +232,9 @@ def read_judgment_file(path: str | Path) -> Imported:
     text = read_user_text(path, "judgments file")
     name = f"judgments file {path}"
     kind, whole = judgment_format(text)
+    _scale_applies(kind, rating_scale, f" ({name} is {kind})")
+    if kind == "quepid-csv":
+        return Imported(kind, *read_ratings_csv(text, name, rating_scale))
     if kind == "srw-query-set":
         return _srw_query_set(whole, name)
     if kind == "srw-judgments":
@@ -230,9 +248,17 @@ def read_judgment_file(path: str | Path) -> Imported:
     return imported
 
 
+def _scale_applies(format: str, rating_scale: int, what: str = "") -> None:
+    """Refuse a rating scale given for a format with no scale of its own (it would be ignored)."""
+    if rating_scale != TOP_GRADE and format != "quepid-csv":
+        raise ConfigError(f"--rating-scale applies to quepid-csv only{what}")
+
+
 def judgment_format(text: str) -> tuple[str, Any]:
     """Which of ``FORMATS`` the text of a judgments file is, and its JSON when it is one
     document (an SRW file); a questions file is JSON lines. Pure."""
+    if is_ratings_csv(text):
+        return "quepid-csv", None
     try:
         whole = json.loads(text)
     except (ValueError, RecursionError):  # a questions file (JSONL), or no JSON: read by line

@@ -17,6 +17,7 @@ side-by-side view as PNG there (guide/images/ holds the ones the guide shows).
 from __future__ import annotations
 
 import asyncio
+import csv
 import json
 import math
 import os
@@ -459,6 +460,23 @@ def test_log_sample_judge_export_eval(judged, server, browser, client, tmp_path)
     }
     _cli(settings, "judgments", "import", str(srw), "--tenant", "A", "--name", "roundtrip")
     again = judging_state(client, settings.index_name, "A", set_id_for("A", "roundtrip"))
+    assert {
+        n: {c: g.grade for c, g in grades.items()} for n, grades in again.grades.items()
+    } == expected
+
+    # Quepid's ratings CSV on its nDCG scale (0-3) out and back in: the same grades.
+    ratings = tmp_path / "top5-ratings.csv"
+    scale = ("--rating-scale", "3")
+    _cli(settings, "judgments", "export", "--tenant", "A", "--name", "top5",
+         "--format", "quepid-csv", *scale, "-o", str(ratings))  # fmt: skip
+    rows = list(csv.reader(ratings.read_text().splitlines()))
+    assert rows[0] == ["query", "docid", "rating"]
+    assert {(q, d): r for q, d, r in rows[1:] if q == body["judgmentRatings"][0]["query"]} == {
+        (body["judgmentRatings"][0]["query"], chunk_id): str({0: 0, 1: 2, 2: 3}[grade])
+        for chunk_id, grade in expected[0].items()
+    }
+    _cli(settings, "judgments", "import", str(ratings), *scale, "--tenant", "A", "--name", "qp")
+    again = judging_state(client, settings.index_name, "A", set_id_for("A", "qp"))
     assert {
         n: {c: g.grade for c, g in grades.items()} for n, grades in again.grades.items()
     } == expected
