@@ -286,6 +286,15 @@ class Settings:
         "and searches only its key's tenant.",
     )
 
+    serve_body_timeout: float = _setting(
+        "connection",
+        30.0,
+        "`loader serve`: seconds a request's body may stop arriving (no byte of it coming) "
+        "before the answer is 408 Request Timeout and the connection is closed; a body that "
+        "keeps arriving, however slowly, is not cut.",
+        above=0,
+    )
+
     # --- index -------------------------------------------------------------------------------
     index_name: str = _setting(
         "target",

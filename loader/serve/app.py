@@ -31,11 +31,13 @@ missing or empty tenant, a wrong type (strict: ``"k": "5"``, ``"rerank": "false"
 ``question`` are refused, nothing is coerced), unknown fields (``query_vector``, ``size``), a number
 below 1, a malformed date (``2020-13-45``) or decay scale (``0d``), a body that is not UTF-8 answer
 422; a POST without a Content-Length, or any request with a Transfer-Encoding, 411; a body over
-``MAX_BODY_BYTES`` or a question over ``MAX_QUESTION_CHARS`` characters 413; a search OpenSearch
-still refuses as a bad request 400. 503: the cluster cannot be reached or did not answer in time,
-or the request asks for a rerank and the cross-encoder failed to load. 422 names the setting when
-a request asks for a rerank (``"rerank": true``) and ``reranker_model`` is no cross-encoder on
-this server (judged from its files, at once). A request that leaves ``rerank`` out gets the
+``MAX_BODY_BYTES`` or a question over ``MAX_QUESTION_CHARS`` characters 413; a body that stops
+arriving for ``serve_body_timeout`` seconds 408, its connection closed
+(``loader.serve.body_timeout``); a search OpenSearch still refuses as a bad request 400. 503: the
+cluster cannot be reached or did not answer in time, or the request asks for a rerank and the
+cross-encoder failed to load. 422 names the setting when a request asks for a rerank
+(``"rerank": true``) and ``reranker_model`` is no cross-encoder on this server (judged from its
+files, at once). A request that leaves ``rerank`` out gets the
 ``rerank`` setting: ``auto`` reranks when the reranker loads, else answers with a warning
 saying there is none; the reranker loads at startup unless the setting is off, and one that
 cannot load does not stop the server (``rerank = on`` without one does). The cluster must answer
@@ -74,6 +76,7 @@ from loader.errors import ConfigError, LoaderError
 from loader.models.rerank import check as rerank_check
 from loader.serve.auth import ApiKeys, require_api_key
 from loader.serve.body import EventBody, KeyedSearchRequest, SearchRequest
+from loader.serve.body_timeout import BodyReadTimeout
 from loader.serve.redacted_logs import redacted_logs
 from loader.serve.responses import (
     answer_every_error,
@@ -98,6 +101,7 @@ RESPONSES: dict[int | str, dict[str, Any]] = {
         "description": "Invalid request (the message names the field), or a rerank asked for "
         "and no cross-encoder on this server."
     },
+    408: {"description": "The body stopped arriving (serve_body_timeout); the connection closes."},
     413: {"description": "Body or question too large."},
     502: {"description": "OpenSearch answered with an error of its own."},
     503: {"description": "OpenSearch cannot be reached, or the cross-encoder failed to load."},
@@ -258,7 +262,9 @@ def create_app(
         _add_keyed_search_route(app, service)
     app.middleware("http")(
         answer_every_error(service.settings, service.secrets)
-    )  # outermost: around every route
+    )  # around every route
+    # Outermost: every read of a body is timed (uvicorn has no timeout of its own for it).
+    app.add_middleware(BodyReadTimeout, seconds=settings.serve_body_timeout)
     return app
 
 
