@@ -46,10 +46,12 @@ from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, ses
 from loader.serve.judge_scores import ScorePages
 from loader.serve.judge_snapshots import SNAPSHOT, SnapshotPages
 from loader.serve.judge_view import (
+    CANT_TELL,
     GRADE_LABELS,
     environment,
     movements,
     pool,
+    rater_grades,
     shown,
     with_found,
 )
@@ -65,7 +67,6 @@ POOL_DEPTH = 5  # each mode's top results pooled on the page
 COMPARE_DEPTH = 10
 FIND_MODES = ("bm25", "hybrid-rrf")  # the in-page search: words, or words and meaning
 FIND_DEPTH = 10
-CANT_TELL = "?"  # a grade POST's value for "can't tell" (with the reason as its note)
 SECURITY_HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; "
     "connect-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
@@ -285,15 +286,9 @@ class JudgePages:
                     rows = with_found(rows, found)
         except LoaderError as exc:
             return self.error_page(exc, "reading a question to judge")
-        rater = self.rater(request)
-        graded = state.mine(rater).get(number, {})
-        unsure = state.cant_tell.get(number, {})
+        graded = rater_grades(state, self.rater(request), number)
         for row in rows:
-            mine = graded.get(row.hit.chunk_id)
-            row.grade = mine.grade if mine else None
-            row.note = mine.note if mine else ""
-            if rater in unsure.get(row.hit.chunk_id, {}):
-                row.grade, row.note = CANT_TELL, unsure[row.hit.chunk_id][rater]
+            row.grade, row.note = graded.get(row.hit.chunk_id, (None, ""))
         return self.page(
             "question.html",
             tenant=tenant,
@@ -442,6 +437,7 @@ def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> No
     app.post("/judge/sets/{set_id}/{number}/need", include_in_schema=False)(scores.need)
     app.get("/judge/sets/{set_id}/questions", include_in_schema=False)(scores.questions_page)
     app.get("/judge/sets/{set_id}/{number}/scores", include_in_schema=False)(scores.question_scores)
+    app.get("/judge/sets/{set_id}/{number}/grades", include_in_schema=False)(scores.question_grades)
     app.get("/judge/sets/{set_id}/{number}", include_in_schema=False)(pages.question_page)
     app.post("/judge/sets/{set_id}/{number}/grade", include_in_schema=False)(pages.grade)
     app.post("/judge/sets/{set_id}/{number}/skip", include_in_schema=False)(pages.skip)

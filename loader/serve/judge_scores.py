@@ -4,7 +4,8 @@ one is served, how far the modes' top 10 documents
 disagree and, when the tenant's learned model is served, how far its top 10 moves from fusion's,
 sortable by each; and what to judge next, ``judge_next``) and one question's scores
 (``GET /judge/sets/<id>/<n>/scores``, JSON, which the question page reads on load and after
-each save); and the set's raters
+each save); the signed-in rater's grades of one question (``GET .../<n>/grades``, JSON, which
+the question page re-reads when it is looked at again); and the set's raters
 (``GET /judge/sets/<id>/agreement``) and a question's information need (``POST .../<n>/need``).
 
 Computed from the grades stored so far, with ``loader eval``'s own search (one hit per document,
@@ -47,6 +48,7 @@ from loader.models.rerank.check import LEARNED, choose_reranker
 from loader.query import judgments
 from loader.query.notes import MAX_NEED_CHARS, check_note, save_need
 from loader.query.snapshots import get_snapshot, list_snapshots
+from loader.serve.judge_view import rater_grades
 from loader.settings import SEARCH_MODES
 
 SORTS = ("number", "spread", "disagree", "moves", *SEARCH_MODES, LEARNED_SCORE)
@@ -129,6 +131,24 @@ class ScorePages:
         return JSONResponse(
             {"scores": scores, "judged": len(graded)}, headers=self.pages.security_headers
         )
+
+    def question_grades(self, set_id: str, number: int, request: Request) -> Response:
+        """The signed-in rater's grades of question ``number`` (``judge_view.rater_grades``),
+        JSON: what a question page open in another tab or on another device re-reads when it is
+        looked at again, so it never shows a grade replaced since. No search runs."""
+        tenant, _ = self.pages.session(request)
+        if tenant is None:
+            return self.pages.refused(401, "sign in at /judge/login")
+        try:
+            with self.pages.cluster("reading a question's grades"):
+                query_set, state = self.read(tenant, set_id)
+                if not 0 <= number < len(query_set.questions):
+                    raise NotFoundError(f"question {number} is not in this query set")
+        except LoaderError as exc:
+            return self.pages.error_json(exc, "reading a question's grades")
+        graded = rater_grades(state, self.pages.rater(request), number)
+        grades = {chunk: {"grade": grade, "note": note} for chunk, (grade, note) in graded.items()}
+        return JSONResponse({"grades": grades}, headers=self.pages.security_headers)
 
     def questions_page(
         self, set_id: str, request: Request, sort: str = "number", against: str = ""

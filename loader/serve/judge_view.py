@@ -17,6 +17,7 @@ from typing import Any
 
 MAX_SHOWN_CHARS = 20_000  # of one chunk's text on the page
 GRADE_LABELS = ((0, "not relevant"), (1, "partly"), (2, "answers it"))
+CANT_TELL = "?"  # a grade POST's value for "can't tell" (with the reason as its note)
 
 
 def environment() -> Any:
@@ -90,6 +91,21 @@ def with_found(rows: list[PoolRow], found: list[Any]) -> list[PoolRow]:
             extra.append(row)
         row.ranks["found"] = rank
     return [*rows, *extra]
+
+
+def rater_grades(state: Any, rater: str, number: int) -> dict[str, tuple[int | str, str]]:
+    """``rater``'s grade and note of each result of question ``number`` (chunk id -> (grade,
+    note)), from a ``judgments.JudgingState``: a "can't tell" (``CANT_TELL``, its reason as the
+    note) takes the place of the rater's grade of its result; an ungraded result is absent.
+    What the question page is rendered with and what ``GET .../<n>/grades`` answers. Pure."""
+    graded = {
+        chunk_id: (grade.grade, grade.note)
+        for chunk_id, grade in state.mine(rater).get(number, {}).items()
+    }
+    for chunk_id, by_rater in state.cant_tell.get(number, {}).items():
+        if rater in by_rater:
+            graded[chunk_id] = (CANT_TELL, by_rater[rater])
+    return graded
 
 
 def movements(a: list[Any], b: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

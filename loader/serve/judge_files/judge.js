@@ -15,6 +15,12 @@
 // a bar fixed to the bottom of the window, in view whatever the scroll position, and a row with
 // grades still waiting shows how many. A click selects without scrolling: the page never moves
 // under the pointer between the two clicks of a double-click.
+//
+// Several tabs of one question (or one tab left open while another device grades) each keep
+// their own queue and undo history. A grade the server has stored is told to this browser's
+// other tabs (a BroadcastChannel), and a tab looked at again re-reads the rater's grades of its
+// question (GET .../grades): no tab keeps showing a grade replaced since, and undo never saves
+// again a grade that another tab has replaced.
 (function () {
   "use strict";
   const list = document.getElementById("results");
@@ -36,6 +42,18 @@
   // answers overtaking each other never leave an older one on the page.
   const liveScores = document.getElementById("live-scores");
   let scoresAsked = 0;
+  // Grades stored by other tabs and devices. One channel per tenant, rater and set (a tab signed
+  // in as someone else hears nothing of these grades); each message names its question and
+  // result. Only what the server has confirmed is told: a grade that failed or still waits
+  // would show in another tab as stored when it is not.
+  const number = Number(list.dataset.number);
+  const channelName = JSON.stringify([list.dataset.tenant, list.dataset.rater, list.dataset.set]);
+  const channel = "BroadcastChannel" in window
+    ? new BroadcastChannel("loader-judge " + channelName) : null;
+  let revision = 0; // counts the grades shown changing: a re-read asked before one is stale
+  let rereading = false;
+  let recheck = false; // re-read once the queue is empty (news came while a grade of ours waited)
+  let scoresStale = false; // another tab changed a grade while this one was hidden
 
   function select(index, scroll = true) {
     const all = rows();
@@ -137,11 +155,15 @@
       }
       queue.shift();
       mark(row, value, "saved");
+      if (channel) {
+        channel.postMessage({ number: number, chunk: row.dataset.chunkId, grade: value, note: note });
+      }
       show();
     }
     sending = false;
     show();
     if (!queue.length) refreshScores();
+    if (!queue.length && recheck) reread();
   }
 
   // A row's grade as last pressed (saved or waiting), null when ungraded.
@@ -151,6 +173,7 @@
   }
 
   function change(row, value, note) {
+    revision++;
     row.dataset.grade = value === null ? "" : String(value);
     row.dataset.note = note;
     row.querySelector(".note").value = note;
@@ -188,6 +211,75 @@
     if (!last) return;
     select(rows().indexOf(last.row));
     change(last.row, last.previous, last.note);
+  }
+
+  // ``row``'s grade as another tab or device stored it last: shown as stored, and this tab's
+  // undo steps of that row dropped. Undo takes back this tab's own changes: a step's "previous"
+  // is the grade the other tab has since replaced, and saving it again would silently overwrite
+  // the newer grade with an older one (and steps of other rows stay: those are still this
+  // tab's). The note field keeps what the rater is typing in it.
+  function adopt(row, value, note) {
+    revision++;
+    for (let i = history.length - 1; i >= 0; i--) {
+      if (history[i].row === row) history.splice(i, 1);
+    }
+    row.dataset.grade = value === null ? "" : String(value);
+    row.dataset.note = note;
+    const field = row.querySelector(".note");
+    if (document.activeElement !== field) field.value = note;
+    mark(row, value, "saved");
+  }
+
+  // Another tab of this browser stored a grade. A row with grades of this tab still waiting is
+  // left as it is: whichever save the server took last holds, and the re-read once the queue is
+  // empty shows it.
+  if (channel) {
+    channel.onmessage = (event) => {
+      const stored = event.data;
+      if (!stored || stored.number !== number) return; // another question of the set
+      rows().filter((row) => row.dataset.chunkId === stored.chunk).forEach((row) => {
+        if (queue.some((entry) => entry.row === row)) recheck = true;
+        else adopt(row, stored.grade, stored.note);
+      });
+      if (document.visibilityState === "visible") refreshScores();
+      else scoresStale = true;
+    };
+  }
+
+  // The rater's grades of this question as the server holds them, shown when the tab is looked
+  // at again: a grade stored from another browser or device, or while this tab slept (a
+  // BroadcastChannel reaches only this browser's open tabs), replaces the one shown. Not while a
+  // grade of this tab waits (the answer could predate it; the queue's end reads again), and an
+  // answer that a change here or another tab's message overtook is dropped.
+  async function reread() {
+    if (leaving || rereading) return;
+    if (queue.length) {
+      recheck = true;
+      return;
+    }
+    recheck = false;
+    rereading = true;
+    const asked = revision;
+    let answer = null;
+    try {
+      const response = await fetch(base + "/grades", { credentials: "same-origin" });
+      if (response.ok) answer = await response.json();
+    } catch (error) {
+      // unreachable: the grades shown stay, the next look at the tab asks again
+    }
+    rereading = false;
+    if (!answer || asked !== revision || queue.length || leaving) return;
+    let changed = scoresStale;
+    rows().forEach((row) => {
+      const stored = answer.grades[row.dataset.chunkId];
+      const value = stored ? stored.grade : null;
+      const note = stored ? stored.note : "";
+      if (current(row) === value && row.dataset.note === note) return;
+      adopt(row, value, note);
+      changed = true;
+    });
+    scoresStale = false;
+    if (changed) refreshScores();
   }
 
   function retry() {
@@ -272,8 +364,14 @@
     else leaving = true; // a link or the search form: the page is going
   });
   window.addEventListener("pageshow", (event) => {
-    if (event.persisted) leaving = false; // back to this page from the history
+    if (!event.persisted) return;
+    leaving = false; // back to this page from the history
+    reread();
   });
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") reread();
+  });
+  window.addEventListener("focus", reread);
   document.addEventListener("keydown", (event) => {
     if (event.altKey || event.ctrlKey || event.metaKey) return;
     if (event.target.closest("input, select, textarea")) return; // typing a search, not grading

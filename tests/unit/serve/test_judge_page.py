@@ -131,3 +131,18 @@ def test_found_chunks_join_the_pool_once_marked_with_their_rank():
         ("b", {"bm25": 2}),
         ("c", {"found": 1}),
     ]
+
+
+def test_rater_grades_are_the_raters_own_with_cant_tell_in_a_grades_place():
+    from loader.query.grades import Grade, JudgingState
+    from loader.serve.judge_view import rater_grades
+
+    state = JudgingState()
+    state.add(Grade(0, "c1", 2, rater="alice", note="the steps"))
+    state.add(Grade(0, "c1", 0, rater="bob"))
+    state.add(Grade(0, "c2", 1, rater="alice"))
+    state.add(Grade(1, "c3", 2, rater="alice"))  # another question
+    state.cant_tell[0] = {"c2": {"alice": "two policies"}, "c4": {"bob": "unclear"}}
+    assert rater_grades(state, "alice", 0) == {"c1": (2, "the steps"), "c2": ("?", "two policies")}
+    assert rater_grades(state, "bob", 0) == {"c1": (0, ""), "c4": ("?", "unclear")}
+    assert rater_grades(state, "carol", 0) == {}
