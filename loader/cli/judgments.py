@@ -272,6 +272,38 @@ def snapshot(settings: Settings, tenant: str, name: str, label: str, as_json: bo
     )
 
 
+@judgments.command(name="delete-snapshot", short_help="Delete a snapshot of a query set.")
+@click.argument("snapshot_id", metavar="SNAPSHOT")
+@name_option
+@json_option("Print what was deleted as JSON.")
+@settings_options
+@set_tenant_option
+def delete_snapshot_command(
+    settings: Settings, tenant: str, name: str, snapshot_id: str, as_json: bool
+) -> None:
+    """Delete snapshot SNAPSHOT (the id `loader judgments snapshot` printed) of query set NAME
+    for good, as the judging page's "Delete snapshot" does: a set lists only its newest
+    snapshots. Exit code 12 when the set has no such snapshot (another tenant's is answered
+    alike, and nothing is deleted).
+
+    \b
+    Example:
+      loader judgments delete-snapshot --tenant acme --name week-49 3f2a9c0d1e4b5a6c7d8e
+    """
+    from loader.query.judgments import find_query_set
+    from loader.query.snapshots import delete_snapshot
+
+    client = _client(settings)
+    query_set = find_query_set(client, settings.index_name, tenant, name)
+    delete_snapshot(client, settings.index_name, tenant, query_set.set_id, snapshot_id)
+    if as_json:
+        echo_json({"snapshot": snapshot_id, "set_id": query_set.set_id, "deleted": True})
+        return
+    click.echo(
+        printable(f"snapshot {snapshot_id} of query set {name!r} (tenant {tenant!r}) deleted")
+    )
+
+
 @judgments.command(short_help="A query set's searches now against a snapshot; a gate.")
 @name_option
 @click.option(

@@ -2,13 +2,15 @@
 questions better or worse?" needs (a new learned model, a setting changed, documents pushed).
 
 A snapshot is a document ``kind: snapshot`` in ``<alias>-judgments`` beside the set's grades,
-tenant-scoped as they are: every read and write checks the tenant (``get_query_set`` first,
-then the snapshot's own ``tenant`` and ``query_set``), and another tenant's snapshot is reported
-exactly as a missing one (``NotFoundError``, same message). It holds, per question of the set,
-each column's top 10 **documents** (each search mode's, and ``learned`` when the tenant's model
-is served), ranked one hit per document as ``loader eval`` searches: the ids the live scores
-score, so that ``loader.eval.snapshot_scores`` can score them again with today's grades. Scores
-are not stored: a grade given after the snapshot then counts on both sides alike.
+tenant-scoped as they are: every read, write and delete checks the tenant (``get_query_set``
+first, then the snapshot's own ``tenant`` and ``query_set``), and another tenant's snapshot is
+reported exactly as a missing one (``NotFoundError``, same message). It holds, per question of
+the set, each column's top 10 **documents** (each search mode's, and ``learned`` when the
+tenant's model is served), ranked one hit per document as ``loader eval`` searches: the ids the
+live scores score, so that ``loader.eval.snapshot_scores`` can score them again with today's
+grades. Scores are not stored: a grade given after the snapshot then counts on both sides alike.
+``delete_snapshot`` removes one for good: a team that snapshots before every change would
+otherwise fill the listing, which shows the newest ``LISTED``.
 
 Beside the rankings: a label (``check_label``), the time, the rater, and what was served
 (``served``: the ``search_mode``, the readers, ``rerank``, and the learned model's identity).
@@ -24,6 +26,7 @@ Example::
                              rankings=[{"bm25": ["refunds.md", ...], ...}, ...],
                              questions=query_set.questions, served=served, rater="alice")
     get_snapshot(client, index_name, "acme", set_id, snapshot.snapshot_id).rankings[0]["bm25"]
+    delete_snapshot(client, index_name, "acme", set_id, snapshot.snapshot_id)
 """
 
 from __future__ import annotations
@@ -199,6 +202,40 @@ def save_snapshot(
     return snapshot
 
 
+def _tenant_checked(
+    client: OpenSearch,
+    index_name: str,
+    tenant: str,
+    set_id: str,
+    snapshot_id: str,
+    source_includes: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The stored document of snapshot ``snapshot_id`` of ``tenant``'s set ``set_id`` (only
+    ``source_includes`` of its source when given): the one tenant check of every read and
+    delete, so that they cannot drift apart.
+
+    Raises:
+        NotFoundError: no such set of this tenant, or no such snapshot of the set: one that is
+            another tenant's or another set's, or an id no snapshot can have, gets the same
+            message as one that never was.
+    """
+    get_query_set(client, index_name, tenant, set_id)
+    missing = NotFoundError(f"snapshot {str(snapshot_id)[:40]!r} does not exist")
+    if not isinstance(snapshot_id, str) or not _SNAPSHOT_ID.fullmatch(snapshot_id):
+        raise missing  # no snapshot has such an id: the cluster is not asked
+    params = {"_source_includes": ",".join(source_includes)} if source_includes else {}
+    try:
+        stored = client.get(
+            index=judgments_index(index_name), id=_document_id(snapshot_id), params=params
+        )
+    except opensearchpy.NotFoundError:
+        raise missing from None
+    s = stored.get("_source") or {}
+    if (s.get("kind"), s.get("tenant"), s.get("query_set")) != ("snapshot", tenant, set_id):
+        raise missing
+    return stored
+
+
 def get_snapshot(
     client: OpenSearch, index_name: str, tenant: str, set_id: str, snapshot_id: str
 ) -> Snapshot:
@@ -208,18 +245,33 @@ def get_snapshot(
         NotFoundError: no such set of this tenant, or no such snapshot of the set: one that is
             another tenant's or another set's gets the same message as one that never was.
     """
-    get_query_set(client, index_name, tenant, set_id)
-    missing = NotFoundError(f"snapshot {snapshot_id[:40]!r} does not exist")
-    if not isinstance(snapshot_id, str) or not _SNAPSHOT_ID.fullmatch(snapshot_id):
-        raise missing  # no snapshot has such an id: the cluster is not asked
+    stored = _tenant_checked(client, index_name, tenant, set_id, snapshot_id)
+    return _stored_snapshot(stored["_source"], snapshot_id, set_id, tenant)
+
+
+def delete_snapshot(
+    client: OpenSearch, index_name: str, tenant: str, set_id: str, snapshot_id: str
+) -> None:
+    """Delete snapshot ``snapshot_id`` of ``tenant``'s set ``set_id``; a listing right after
+    no longer shows it (the index is refreshed).
+
+    Raises:
+        NotFoundError: as ``get_snapshot``, with its message (nothing deleted): another
+            tenant's snapshot, another set's, or a malformed id answers as one that never was,
+            as does one deleted meanwhile.
+    """
+    # Only what the check reads: a snapshot's rankings may be megabytes.
+    _tenant_checked(
+        client, index_name, tenant, set_id, snapshot_id, ("kind", "tenant", "query_set")
+    )
     try:
-        source = client.get(index=judgments_index(index_name), id=_document_id(snapshot_id))
-    except opensearchpy.NotFoundError:
-        raise missing from None
-    s = source.get("_source") or {}
-    if (s.get("kind"), s.get("tenant"), s.get("query_set")) != ("snapshot", tenant, set_id):
-        raise missing
-    return _stored_snapshot(s, snapshot_id, set_id, tenant)
+        client.delete(
+            index=judgments_index(index_name),
+            id=_document_id(snapshot_id),
+            params={"refresh": "true"},
+        )
+    except opensearchpy.NotFoundError:  # deleted meanwhile (another tab, another rater)
+        raise NotFoundError(f"snapshot {snapshot_id!r} does not exist") from None
 
 
 def list_snapshots(client: OpenSearch, index_name: str, tenant: str, set_id: str) -> list[Snapshot]:

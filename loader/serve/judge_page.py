@@ -18,7 +18,7 @@ pooled top results of every search mode), ``POST .../<n>/grade`` (``{"chunk_id",
 ``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side, with what moved),
 ``GET /judge/sets/<id>/questions`` and ``.../<n>/scores`` (live scores: ``judge_scores``),
 ``GET /judge/sets/<id>/agreement`` (the raters: progress, Cohen's kappa, what to settle),
-``/judge/sets/<id>/snapshots`` (``judge_snapshots``). A key's
+``/judge/sets/<id>/snapshots`` (take, list, compare, delete: ``judge_snapshots``). A key's
 name (``loader.serve.auth``) is the rater: each rater sees and changes only their own grades.
 """
 
@@ -44,7 +44,7 @@ from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
 from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, session_key
 from loader.serve.judge_scores import ScorePages
-from loader.serve.judge_snapshots import SNAPSHOT, SnapshotPages
+from loader.serve.judge_snapshots import SnapshotPages, add_snapshot_routes
 from loader.serve.judge_view import (
     CANT_TELL,
     GRADE_LABELS,
@@ -429,10 +429,7 @@ def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> No
     app.get("/judge", include_in_schema=False)(pages.sets_page)
     app.get("/judge/sets/{set_id}", include_in_schema=False)(pages.resume)
     scores = ScorePages(pages)
-    snapshots = SnapshotPages(scores)  # before .../{number}, which would take "snapshots"
-    app.post("/judge/sets/{set_id}/snapshots", include_in_schema=False)(snapshots.take)
-    app.get("/judge/sets/{set_id}/snapshots", include_in_schema=False)(snapshots.listing)
-    app.get(f"{SNAPSHOT}/compare", include_in_schema=False)(snapshots.compare_json)
+    add_snapshot_routes(app, SnapshotPages(scores))  # before .../{number}: see there
     app.get("/judge/sets/{set_id}/agreement", include_in_schema=False)(scores.agreement_page)
     app.post("/judge/sets/{set_id}/{number}/need", include_in_schema=False)(scores.need)
     app.get("/judge/sets/{set_id}/questions", include_in_schema=False)(scores.questions_page)

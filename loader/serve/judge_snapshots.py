@@ -1,14 +1,16 @@
 """Snapshots on the judging page: ``POST /judge/sets/<id>/snapshots`` (``{"label": ...}``, with
 the page's token) keeps each column's top 10 documents of every question of the set
-(``loader.query.snapshots``), ``GET /judge/sets/<id>/snapshots`` lists the set's (JSON), and
+(``loader.query.snapshots``), ``GET /judge/sets/<id>/snapshots`` lists the set's (JSON),
 ``GET /judge/sets/<id>/snapshots/<sid>/compare`` scores the snapshot's rankings and today's with
-today's grades (``loader.eval.snapshot_scores``, JSON for scripts); the question list's
-``?against=<sid>`` shows the same comparison (``set_searches.comparison_of``).
+today's grades (``loader.eval.snapshot_scores``, JSON for scripts), and
+``DELETE /judge/sets/<id>/snapshots/<sid>`` (with the page's token) deletes one: 204. The
+question list's ``?against=<sid>`` shows the same comparison (``set_searches.comparison_of``).
 
 The rankings are searched exactly as the live scores search (``set_searches.column_hits``: one hit
 per document, as ``loader eval`` searches; the tenant's own learned model, when served, as the
 ``learned`` column), for the session's tenant only and never logged. Another tenant's snapshot is
-a 404, as one that does not exist; a bad label a 422 naming ``label``; the cluster down a 503.
+a 404, as one that does not exist (deleting it deletes nothing); a bad label a 422 naming
+``label``; the cluster down a 503. ``add_snapshot_routes`` mounts the four routes.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import Request
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -27,6 +29,7 @@ from loader.query.request import MAX_QUESTION_CHARS
 from loader.query.snapshots import (
     check_label,
     check_question_count,
+    delete_snapshot,
     get_snapshot,
     list_snapshots,
     save_snapshot,
@@ -142,3 +145,33 @@ class SnapshotPages:
         result["snapshot"] = snapshot.summary()
         result["served_now"] = served_now(pages.service.settings, model, base)
         return JSONResponse(result, headers=pages.security_headers)
+
+    async def delete(self, set_id: str, snapshot_id: str, request: Request) -> Response:
+        """``DELETE .../snapshots/<sid>``: 204, and the set lists it no more."""
+        tenant, refusal = self.pages.post_check(request)  # the session and the page's token
+        if refusal is not None:
+            return refusal
+        assert tenant is not None
+        # In a worker thread, as ``take``: a slow cluster holds this request, not the server.
+        return await run_in_threadpool(self.forget, tenant, set_id, snapshot_id)
+
+    def forget(self, tenant: str, set_id: str, snapshot_id: str) -> Response:
+        """Delete the tenant's snapshot: 204 (404 when it is not the tenant's set's)."""
+        pages = self.pages
+        try:
+            with pages.cluster("deleting a snapshot"):
+                pages.query_set(tenant, set_id)  # the id's length check
+                delete_snapshot(*self.where(tenant), set_id, snapshot_id)
+        except LoaderError as exc:
+            return pages.error_json(exc, "deleting a snapshot")
+        return Response(status_code=204, headers=pages.security_headers)
+
+
+def add_snapshot_routes(app: FastAPI, snapshots: SnapshotPages) -> None:
+    """Mount the snapshot routes: before ``/judge/sets/<id>/<n>``, which would take
+    ``snapshots`` for a question's number."""
+    sets = "/judge/sets/{set_id}/snapshots"
+    app.post(sets, include_in_schema=False)(snapshots.take)
+    app.get(sets, include_in_schema=False)(snapshots.listing)
+    app.get(f"{SNAPSHOT}/compare", include_in_schema=False)(snapshots.compare_json)
+    app.delete(SNAPSHOT, include_in_schema=False)(snapshots.delete)

@@ -429,3 +429,36 @@
     }
   });
 })();
+
+// The question list's "Delete snapshot" button (shown against a snapshot): asks first, sends the
+// DELETE with the page's token, then shows the list without the comparison (its sort kept).
+(function () {
+  "use strict";
+  const button = document.getElementById("snapshot-delete");
+  if (!button) return;
+  const token = document.querySelector('meta[name="csrf-token"]').content;
+  const status = document.getElementById("snapshot-delete-status");
+  button.addEventListener("click", async () => {
+    if (!window.confirm('Delete the snapshot "' + button.dataset.label + '"? This cannot be undone.')) return;
+    button.disabled = true;
+    status.textContent = "deleting…";
+    try {
+      const path = "/judge/sets/" + button.dataset.set + "/snapshots/" + button.dataset.snapshot;
+      const response = await fetch(path, {
+        method: "DELETE",
+        credentials: "same-origin",
+        headers: { "X-CSRF-Token": token },
+      });
+      if (!response.ok) {
+        const answer = await response.json().catch(() => ({}));
+        throw new Error(answer.error || "HTTP " + response.status);
+      }
+      const list = new URL(window.location.href);
+      list.searchParams.delete("against");
+      window.location.href = list.pathname + list.search;
+    } catch (error) {
+      status.textContent = "not deleted: " + error.message;
+      button.disabled = false;
+    }
+  });
+})();

@@ -2,7 +2,9 @@
 line, a document pushed that outranks the graded answer of one question, and the comparison's
 figures checked by hand against the rankings the node returns now; the gate's exit codes
 (10 past --threshold, 0 within it, 12 without a snapshot); another tenant's snapshot answered as
-a missing one; and no search of the command in the query log.
+a missing one; and no search of the command in the query log. `loader judgments
+delete-snapshot`: another tenant's snapshot exits 12 as an unknown one and is kept; the tenant's
+own is deleted, and deleting it again exits 12.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ from loader.cli import cli
 from loader.eval.set_searches import set_rankings
 from loader.index.apply import apply_config
 from loader.ingest.sync import push
-from loader.query.judgments import create_query_set, save_grade
+from loader.query.judgments import create_query_set, find_query_set, save_grade
+from loader.query.snapshots import list_snapshots
 from tests.conftest import cleanup_owned
 from tests.integration.serve.test_judging_snapshots import (
     DOCS,
@@ -126,3 +129,34 @@ def test_a_snapshot_then_a_push_is_the_hand_computed_loss_and_the_gate_says_so(
         "0123456789abcdef0123", "X"
     )
     assert _logged(client, alias) == logged  # scoring a set is no user's search
+
+
+def test_delete_snapshot_deletes_the_tenants_own_and_answers_12_for_any_other(harbour, client):
+    settings = harbour
+    alias = settings.index_name
+    a = ("--tenant", "A", "--name", "harbour")
+    taken = _cli(settings, "snapshot", *a, "--label", "to delete", "--json")
+    assert taken.exit_code == 0, taken.output
+    sid = json.loads(taken.stdout)["snapshot"]
+    set_a = find_query_set(client, alias, "A", "harbour").set_id
+
+    def listed() -> list[str]:
+        return [s.snapshot_id for s in list_snapshots(client, alias, "A", set_a)]
+
+    unknown = "0123456789abcdef0123"
+    b = ("--tenant", "B", "--name", "harbour")
+    crossing = _cli(settings, "delete-snapshot", *b, sid)
+    invented = _cli(settings, "delete-snapshot", *b, unknown)
+    assert crossing.exit_code == invented.exit_code == 12, crossing.output
+    assert crossing.output.replace(sid, "X") == invented.output.replace(unknown, "X")
+    assert f"snapshot {sid!r} does not exist" in crossing.stderr
+    assert listed() == [sid]  # B deleted nothing
+
+    deleted = _cli(settings, "delete-snapshot", *a, sid)
+    assert deleted.exit_code == 0, deleted.output
+    assert deleted.stdout == f"snapshot {sid} of query set 'harbour' (tenant 'A') deleted\n"
+    assert listed() == []
+    again = _cli(settings, "delete-snapshot", *a, sid, "--json")
+    assert again.exit_code == 12, again.output
+    missing = {"error": f"snapshot {sid!r} does not exist", "exit_code": 12}
+    assert json.loads(again.stdout) == missing

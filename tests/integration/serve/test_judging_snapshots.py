@@ -3,7 +3,8 @@ pushed that now outranks the graded answer of one question, and the comparison's
 counts checked against a hand computation from the rankings; a new learned model compared with
 the one a snapshot was taken under; tenant isolation (B gets 404 on A's snapshot, lists none of
 A's), the statuses of a bad label, an unknown snapshot and a cluster that is down, and the page's
-searches never logged.
+searches never logged. A snapshot deleted is listed no more; B's DELETE of A's is the 404 of an
+unknown id and deletes nothing; a DELETE without the page's token or session is refused.
 
 No browser: the page's figures are read from its HTML, the scripts' from the JSON route.
 """
@@ -24,7 +25,13 @@ from loader.ingest.sync import push
 from loader.models.rerank.learned import LearnedReranker
 from loader.query.judgments import create_query_set, save_grade
 from loader.query.query_log import queries_index
-from loader.query.snapshots import get_snapshot, judgments_index
+from loader.query.snapshots import (
+    delete_snapshot,
+    get_snapshot,
+    judgments_index,
+    list_snapshots,
+    save_snapshot,
+)
 from loader.serve.app import create_app
 from tests.conftest import cleanup_owned
 from tests.integration.serve.http_server import Server, free_port, signed_in
@@ -233,6 +240,78 @@ def test_a_pushed_document_shows_as_the_hand_computed_loss(harbour, client, embe
     assert _logged(client, alias) == logged
 
 
+def _stored(client, alias: str, tenant: str, set_id: str, label: str) -> str:
+    """A snapshot of hand-written rankings (no search needed to delete one): its id."""
+    rankings = [{"bm25": ["timetable.md"]} for _ in QUESTIONS]
+    served = {"search_mode": "bm25", "learned": None}
+    return save_snapshot(
+        client, alias, tenant, set_id, label, rankings=rankings, questions=QUESTIONS, served=served
+    ).snapshot_id
+
+
+def test_a_deleted_snapshot_is_listed_no_more_and_another_tenant_deletes_nothing(
+    harbour, client, embedder
+):
+    settings, _ = harbour
+    alias = settings.index_name
+    set_a = create_query_set(client, alias, "A", "deleting", questions=QUESTIONS).set_id
+    set_b = create_query_set(client, alias, "B", "deleting", questions=QUESTIONS).set_id
+    kept, gone = (_stored(client, alias, "A", set_a, label) for label in ("kept", "gone"))
+
+    def listed(tenant: str = "A", set_id: str = set_a) -> set[str]:
+        return {s.snapshot_id for s in list_snapshots(client, alias, tenant, set_id)}
+
+    with Server(create_app(settings, embedder=embedder)) as server:
+        cookie, token = signed_in(server, KEY_A)
+        cookie_b, token_b = signed_in(server, KEY_B)
+        unknown = "0123456789abcdef0123"
+
+        def delete(set_id: str, sid: str, headers: dict) -> tuple[int, str]:
+            return server.raw("DELETE", f"/judge/sets/{set_id}/snapshots/{sid}", headers=headers)
+
+        as_a = {"Cookie": cookie, "X-CSRF-Token": token}
+        as_b = {"Cookie": cookie_b, "X-CSRF-Token": token_b}
+        # B names A's snapshot through its own set, or A's set: the answer of an unknown id.
+        crossing = delete(set_b, gone, as_b)
+        assert crossing[0] == 404
+        assert crossing == (404, delete(set_b, unknown, as_b)[1].replace(unknown, gone))
+        assert delete(set_a, gone, as_b)[0] == 404
+        for malformed in ("NOT-A-SNAPSHOT", "0" * 19, "g" * 20):
+            status, body = delete(set_a, malformed, as_a)
+            assert (status, json.loads(body)) == (
+                404, {"error": f"snapshot {malformed!r} does not exist"}
+            )  # fmt: skip
+        # Without the page's token, or without a session: refused, as a POST is.
+        assert delete(set_a, gone, {"Cookie": cookie})[0] == 403
+        assert delete(set_a, gone, {"Cookie": cookie, "X-CSRF-Token": token_b})[0] == 403
+        assert delete(set_a, gone, {"X-CSRF-Token": token})[0] == 401
+        assert delete(set_a, gone, as_a | {"Origin": "http://elsewhere.example"})[0] == 403
+        assert listed() == {kept, gone}  # none of it deleted anything
+
+        assert delete(set_a, gone, as_a) == (204, "")
+        assert listed() == {kept}  # at once: no refresh interval waited for
+        status, answer = server.request("GET", f"/judge/sets/{set_a}/snapshots", headers=as_a)
+        assert [s["snapshot"] for s in answer["snapshots"]] == [kept]
+        status, again = delete(set_a, gone, as_a)
+        assert (status, json.loads(again)) == (404, {"error": f"snapshot {gone!r} does not exist"})
+        questions = f"/judge/sets/{set_a}/questions?against="
+        assert server.raw("GET", f"{questions}{gone}", headers=as_a)[0] == 404
+        # The list against the one kept offers to delete it (the button judge.js drives).
+        status, page = server.raw("GET", f"{questions}{kept}", headers=as_a)
+        assert status == 200 and f'id="snapshot-delete" data-set="{set_a}"' in page
+        assert f'data-snapshot="{kept}"' in page
+
+    # The library: B's delete raises what an unknown id raises, and A's snapshot stays.
+    with pytest.raises(NotFoundError, match=f"^snapshot {kept!r} does not exist$"):
+        delete_snapshot(client, alias, "B", set_b, kept)
+    with pytest.raises(NotFoundError, match=f"^query set {set_a!r} does not exist$"):
+        delete_snapshot(client, alias, "B", set_a, kept)
+    other_set = create_query_set(client, alias, "A", "another", questions=QUESTIONS).set_id
+    with pytest.raises(NotFoundError, match=f"^snapshot {kept!r} does not exist$"):
+        delete_snapshot(client, alias, "A", other_set, kept)  # A's, but of another set
+    assert listed() == {kept} and get_snapshot(client, alias, "A", set_a, kept).label == "kept"
+
+
 def test_a_new_learned_model_is_compared_with_the_one_the_snapshot_was_taken_under(
     harbour, client, embedder, tmp_path
 ):
@@ -283,5 +362,10 @@ def test_a_cluster_that_is_down_is_a_503(harbour, embedder):
         status, answer = server.request(
             "GET", f"/judge/sets/{'0' * 20}/snapshots/{'0' * 20}/compare",
             headers={"Cookie": cookie},
+        )  # fmt: skip
+        assert status == 503, answer
+        status, answer = server.request(
+            "DELETE", f"/judge/sets/{'0' * 20}/snapshots/{'0' * 20}",
+            headers={"Cookie": cookie, "X-CSRF-Token": token},
         )  # fmt: skip
         assert status == 503, answer

@@ -1,7 +1,9 @@
 """Snapshots in Debian's headless Chromium: the question list's form takes one (the page's token
 sent by judge.js), a refused label says why on the page, a document pushed after it shows as
 ``▼0.369`` on the question it outranks, and the list sorts by that column's change. A hostile
-label is text. With ``JUDGE_SCREENSHOTS=<folder>`` it saves the list against the snapshot
+label is text. "Delete snapshot" deletes nothing when its confirmation is dismissed, and once
+accepted deletes the snapshot and shows the list without the comparison. With
+``JUDGE_SCREENSHOTS=<folder>`` it saves the list against the snapshot
 (guide/images/judging-snapshots.png).
 
 Reuses the index of ``test_judging_snapshots`` (its fixture and helpers, imported: its own
@@ -17,6 +19,7 @@ import pytest
 
 from loader.ingest.sync import push
 from loader.query.judgments import create_query_set, save_grade
+from loader.query.snapshots import list_snapshots
 from loader.serve.app import create_app
 from tests.integration.serve.http_server import Server
 from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtures)
@@ -107,3 +110,19 @@ def test_a_snapshot_taken_on_the_page_shows_what_a_push_changed(
         options = [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#against option")]
         assert any(text.startswith(HOSTILE) for text in options)
         assert browser.execute_script("return window.__pwned") is None
+
+        # Delete the hostile one: asked first (dismissed: nothing deleted), then accepted.
+        labels = lambda: {s.label for s in list_snapshots(client, alias, "A", set_id)}  # noqa: E731
+        assert labels() == {"before the FAQ", HOSTILE}
+        browser.find_element(By.ID, "snapshot-delete").click()
+        _wait(browser, ec.alert_is_present()).dismiss()
+        assert labels() == {"before the FAQ", HOSTILE} and "against=" in browser.current_url
+        browser.find_element(By.ID, "snapshot-delete").click()
+        alert = _wait(browser, ec.alert_is_present())
+        assert HOSTILE in alert.text
+        alert.accept()
+        _wait(browser, lambda d: "against=" not in d.current_url)
+        _wait(browser, ec.presence_of_element_located((By.ID, "against")))
+        options = [o.text for o in browser.find_elements(By.CSS_SELECTOR, "#against option")]
+        assert not any(HOSTILE in text for text in options) and len(options) == 2
+        assert labels() == {"before the FAQ"}

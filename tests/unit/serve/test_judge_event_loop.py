@@ -1,4 +1,4 @@
-"""The judging page's POST routes (a grade, an information need, a snapshot) never hold
+"""The judging page's writes (a grade, an information need, a snapshot taken or deleted) never hold
 serve's event loop while the cluster is slow: their cluster calls run in a worker thread, as
 every other route's do. They once ran on the loop itself, so one grade waiting on a paused
 cluster held every other request of the server (any tenant's search, ``/health``, a static
@@ -52,14 +52,15 @@ def _app(tmp_path: Path):
 
 
 @pytest.mark.parametrize(
-    ("path", "body"),
+    ("method", "path", "body"),
     [
-        ("/judge/sets/abc/0/grade", {"chunk_id": "c", "grade": 2}),
-        ("/judge/sets/abc/0/need", {"need": "n"}),
-        ("/judge/sets/abc/snapshots", {"label": "before the new model"}),
+        ("POST", "/judge/sets/abc/0/grade", {"chunk_id": "c", "grade": 2}),
+        ("POST", "/judge/sets/abc/0/need", {"need": "n"}),
+        ("POST", "/judge/sets/abc/snapshots", {"label": "before the new model"}),
+        ("DELETE", f"/judge/sets/abc/snapshots/{'0' * 20}", None),
     ],
 )
-def test_a_post_waiting_on_the_cluster_holds_no_other_request(tmp_path, path, body):
+def test_a_write_waiting_on_the_cluster_holds_no_other_request(tmp_path, method, path, body):
     app, headers = _app(tmp_path)
 
     async def run() -> tuple[int, float, int, float]:
@@ -71,13 +72,14 @@ def test_a_post_waiting_on_the_cluster_holds_no_other_request(tmp_path, path, bo
                 answer = await call
                 return answer.status_code, time.monotonic() - start
 
-            slow = asyncio.ensure_future(timed(http.post(path, json=body, headers=headers)))
-            await asyncio.sleep(0.2)  # the POST is waiting on the cluster by now
+            write = http.request(method, path, json=body, headers=headers)
+            slow = asyncio.ensure_future(timed(write))
+            await asyncio.sleep(0.2)  # the write is waiting on the cluster by now
             fast = await timed(http.get("/judge/static/judge.css"))
             return (*await slow, *fast)
 
-    post_status, post_seconds, static_status, static_seconds = asyncio.run(run())
-    assert post_status == 503  # the cluster did not answer in time: said so
-    assert post_seconds >= CLUSTER_SECONDS
+    write_status, write_seconds, static_status, static_seconds = asyncio.run(run())
+    assert write_status == 503  # the cluster did not answer in time: said so
+    assert write_seconds >= CLUSTER_SECONDS
     assert static_status == 200
-    assert static_seconds < CLUSTER_SECONDS, "the POST held the event loop"
+    assert static_seconds < CLUSTER_SECONDS, f"the {method} held the event loop"
