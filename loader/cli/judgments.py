@@ -272,6 +272,41 @@ def snapshot(settings: Settings, tenant: str, name: str, label: str, as_json: bo
     )
 
 
+@judgments.command(short_help="List a query set's snapshots, newest first.")
+@name_option
+@json_option("Print the snapshots as JSON.")
+@settings_options
+@set_tenant_option
+def snapshots(settings: Settings, tenant: str, name: str, as_json: bool) -> None:
+    """List the snapshots of query set NAME, newest first (the newest 100, as the judging page
+    lists them): the id `compare --against` and `delete-snapshot` take, when, by whom, its
+    label and its questions.
+
+    \b
+    Example:
+      loader judgments snapshots --tenant acme --name week-49
+    """
+    from loader.query.judgments import find_query_set
+    from loader.query.snapshots import list_snapshots
+
+    client = _client(settings)
+    query_set = find_query_set(client, settings.index_name, tenant, name)
+    listed = list_snapshots(client, settings.index_name, tenant, query_set.set_id)
+    if as_json:
+        echo_json({"set_id": query_set.set_id, "snapshots": [s.summary() for s in listed]})
+        return
+    if not listed:
+        click.echo(printable(f"query set {name!r} (tenant {tenant!r}) has no snapshot"))
+    for snapshot in listed:
+        rater = f" by {snapshot.rater}" if snapshot.rater else ""
+        click.echo(
+            printable(
+                f"{snapshot.snapshot_id}  {snapshot.timestamp}{rater}  {snapshot.label!r}  "
+                f"{snapshot.count} questions"
+            )
+        )
+
+
 @judgments.command(name="delete-snapshot", short_help="Delete a snapshot of a query set.")
 @click.argument("snapshot_id", metavar="SNAPSHOT")
 @name_option

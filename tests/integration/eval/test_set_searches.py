@@ -145,6 +145,12 @@ def test_delete_snapshot_deletes_the_tenants_own_and_answers_12_for_any_other(ha
 
     unknown = "0123456789abcdef0123"
     b = ("--tenant", "B", "--name", "harbour")
+    shown = _cli(settings, "snapshots", *a)
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.startswith(f"{sid}  ") and "'to delete'" in shown.stdout
+    as_json = json.loads(_cli(settings, "snapshots", *a, "--json").stdout)
+    assert [s["snapshot"] for s in as_json["snapshots"]] == [sid]
+    assert json.loads(_cli(settings, "snapshots", *b, "--json").stdout)["snapshots"] == []
     crossing = _cli(settings, "delete-snapshot", *b, sid)
     invented = _cli(settings, "delete-snapshot", *b, unknown)
     assert crossing.exit_code == invented.exit_code == 12, crossing.output
@@ -156,6 +162,9 @@ def test_delete_snapshot_deletes_the_tenants_own_and_answers_12_for_any_other(ha
     assert deleted.exit_code == 0, deleted.output
     assert deleted.stdout == f"snapshot {sid} of query set 'harbour' (tenant 'A') deleted\n"
     assert listed() == []
+    assert _cli(settings, "snapshots", *a).stdout == (
+        "query set 'harbour' (tenant 'A') has no snapshot\n"
+    )
     again = _cli(settings, "delete-snapshot", *a, sid, "--json")
     assert again.exit_code == 12, again.output
     missing = {"error": f"snapshot {sid!r} does not exist", "exit_code": 12}
