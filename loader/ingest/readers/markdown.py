@@ -21,24 +21,20 @@ metadata (a tenant!) is worse than refusing the file.
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any
 
 import yaml
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
 
 from loader.documents import Block, Document
-from loader.ingest.readers.common import Heading, Rejected, assemble, normalize_space
+from loader.ingest.readers.common import Heading, Rejected, assemble
+from loader.ingest.readers.markdown_tokens import parser, token_events
+from loader.ingest.readers.markdown_windows import WHOLE_BODY_CHARS, windowed_events
 
-_TAG = re.compile(r"<[^>]*>")
 LIST_KEYS = frozenset({"tags"})
 # Values read from a front matter: far above any real one, far below what aliases (YAML's
 # "billion laughs") or a self-referencing anchor would expand to.
 MAX_FRONT_MATTER_VALUES = 10_000
 MAX_FRONT_MATTER_DEPTH = 20
-
-_parser = MarkdownIt("commonmark").enable("table")
 
 
 def parse_front_matter(text: str) -> tuple[dict[str, Any], str, int]:
@@ -175,126 +171,16 @@ def _check_published(metadata: dict[str, Any], line_number: int) -> None:
         ) from None
 
 
-def _inline_text(token: Token) -> str:
-    """Plain text of an inline token: emphasis dropped, link text kept, code in backticks."""
-    parts = []
-    for child in token.children or []:
-        if child.type == "text":
-            parts.append(child.content)
-        elif child.type == "code_inline":
-            parts.append(f"`{child.content}`")
-        elif child.type == "softbreak":
-            parts.append(" ")
-        elif child.type == "hardbreak":
-            parts.append("\n")
-        elif child.type == "image":
-            parts.append(child.content)  # the alt text
-    return "\n".join(normalize_space(line) for line in "".join(parts).split("\n")).strip()
-
-
-def _fence(token: Token) -> str:
-    language = token.info.strip().split()[0] if token.info.strip() else ""
-    fence = "~~~" if "```" in token.content else "```"
-    return f"{fence}{language}\n{token.content.rstrip()}\n{fence}"
-
-
-def pipe_table(rows: list[list[str]]) -> str:
-    """Render rows (the first is the header) as a Markdown pipe table."""
-    width = max(len(row) for row in rows)
-    padded = [
-        [cell.replace("|", "\\|") for cell in row] + [""] * (width - len(row)) for row in rows
-    ]
-    lines = ["| " + " | ".join(padded[0]) + " |", "|" + " --- |" * width]
-    lines.extend("| " + " | ".join(row) + " |" for row in padded[1:])
-    return "\n".join(lines)
-
-
-def _table(tokens: list[Token], start: int) -> tuple[str, int]:
-    """The pipe-table text of the table opening at ``start`` and the index after it."""
-    rows: list[list[str]] = []
-    index = start
-    while tokens[index].type != "table_close":
-        token = tokens[index]
-        if token.type == "tr_open":
-            rows.append([])
-        elif token.type == "inline" and rows:
-            rows[-1].append(_inline_text(token).replace("\n", " "))
-        index += 1
-    return (pipe_table(rows) if rows else ""), index + 1
-
-
-def _list(tokens: list[Token], start: int) -> tuple[str, int]:
-    """The text of the (possibly nested) list opening at ``start``: one line per item paragraph,
-    indented by depth, with its bullet or number; and the index after the list."""
-    lines: list[str] = []
-    markers: list[str] = []  # the marker of the open item at each depth
-    first_paragraph: list[bool] = []
-    depth = 0
-    index = start
-    while True:
-        token = tokens[index]
-        if token.type in ("bullet_list_open", "ordered_list_open"):
-            depth += 1
-        elif token.type in ("bullet_list_close", "ordered_list_close"):
-            depth -= 1
-            if depth == 0:
-                return "\n".join(lines), index + 1
-        elif token.type == "list_item_open":
-            marker = f"{token.info}{token.markup}" if token.info else "-"
-            markers.append(marker)
-            first_paragraph.append(True)
-        elif token.type == "list_item_close":
-            markers.pop()
-            first_paragraph.pop()
-        elif token.type in ("inline", "fence", "code_block") and markers:
-            indent = "  " * (depth - 1)
-            text = _inline_text(token) if token.type == "inline" else _fence(token)
-            if first_paragraph[-1]:
-                lead = f"{indent}{markers[-1]} "
-                first_paragraph[-1] = False
-            else:
-                lead = indent + " " * (len(markers[-1]) + 1)
-            text_lines = text.split("\n")
-            lines.append(lead + text_lines[0])
-            pad = indent + " " * (len(markers[-1]) + 1)
-            lines.extend(pad + line if line else line for line in text_lines[1:])
-        index += 1
-
-
 def markdown_events(text: str) -> list[Heading | Block]:
-    """Headings and blocks of a Markdown text, in order."""
-    tokens = _parser.parse(text)
-    events: list[Heading | Block] = []
-    index = 0
-    while index < len(tokens):
-        token = tokens[index]
-        kind = token.type
-        if kind == "heading_open":
-            events.append(Heading(int(token.tag[1:]), _inline_text(tokens[index + 1])))
-            index += 3
-            continue
-        if kind == "table_open":
-            table, index = _table(tokens, index)
-            events.append(Block("table", table))
-            continue
-        if kind in ("bullet_list_open", "ordered_list_open"):
-            items, index = _list(tokens, index)
-            events.append(Block("list", items))
-            continue
-        if kind == "paragraph_open":
-            events.append(Block("paragraph", _inline_text(tokens[index + 1])))
-            index += 3
-            continue
-        if kind in ("fence", "code_block"):
-            events.append(Block("code", _fence(token)))
-        elif kind == "html_block":
-            stripped = normalize_space(
-                _TAG.sub(" ", re.sub(r"<!--.*?-->", " ", token.content, flags=re.S))
-            )
-            if stripped:
-                events.append(Block("paragraph", stripped))
-        index += 1
-    return events
+    """Headings and blocks of a Markdown text, in order.
+
+    A body of up to ``WHOLE_BODY_CHARS`` characters is parsed at once; a larger one in windows
+    of lines (``markdown_windows``), so that the tokens of a 10 MB table or list never all exist
+    at once.
+    """
+    if len(text) <= WHOLE_BODY_CHARS:
+        return token_events(parser.parse(text))
+    return windowed_events(text)
 
 
 def read_markdown(text: str, source: str, stem: str) -> Document:

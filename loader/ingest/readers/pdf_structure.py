@@ -28,7 +28,7 @@ from collections.abc import Iterable
 
 from loader.documents import Block
 from loader.ingest.readers.common import Heading, normalize_space
-from loader.ingest.readers.markdown import pipe_table
+from loader.ingest.readers.markdown_tokens import pipe_table
 from loader.ingest.readers.pdf_layout import Segment, TableRegion
 from loader.ingest.readers.text import unwrap
 

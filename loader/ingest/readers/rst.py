@@ -25,7 +25,7 @@ from typing import Any
 from loader.documents import Block, Document
 from loader.ingest.readers.code import fence
 from loader.ingest.readers.common import Heading, Rejected, assemble, normalize_space
-from loader.ingest.readers.markdown import pipe_table
+from loader.ingest.readers.markdown_tokens import pipe_table
 
 log = logging.getLogger(__name__)
 
