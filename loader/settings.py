@@ -149,17 +149,16 @@ def index_name_problem(name: str) -> str | None:
 def tenant_problem(tenant: str) -> str | None:
     """What is wrong with a blank, space-padded or unprintable tenant, or ``None``: push would
     file chunks under it that no search finds (a search refuses a blank tenant, and a padded one
-    is not the name anyone types), and a control character or lone surrogate is no name anyone
-    types either (a NUL passes a URL or a header as nothing at all)."""
+    is not the name anyone types), and a control character is no name anyone types either (a
+    NUL passes a URL or a header as nothing at all). A lone surrogate (an undecodable byte of an
+    argument) is left to the check that says "not valid UTF-8 text" (``loader.text``)."""
     if not tenant.strip():
         return "must not be empty or blank"
     if tenant != tenant.strip():
         return "must not start or end with whitespace"
-    for char in tenant:
-        category = unicodedata.category(char)
-        if category in ("Cc", "Cs"):
-            what = "lone surrogate" if category == "Cs" else "control character"
-            return f"must not hold the {what} U+{ord(char):04X}"
+    control = next((c for c in tenant if unicodedata.category(c) == "Cc"), None)
+    if control is not None:
+        return f"must not hold the control character U+{ord(control):04X}"
     return None
 
 

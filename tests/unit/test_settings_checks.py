@@ -12,7 +12,7 @@ from click.testing import CliRunner
 from loader.cli import cli
 from loader.errors import ConfigError
 from loader.resolve import resolve_settings
-from loader.settings import Settings, setting_help, settings_in_scope, tenant_problem
+from loader.settings import Settings, setting_help, settings_in_scope
 
 
 def refused(tmp_path, **kwargs) -> str:
@@ -215,12 +215,6 @@ def test_a_blank_padded_or_unprintable_tenant_is_refused(tenant, problem, tmp_pa
         assert refused(tmp_path, env={"LOADER_TENANT": tenant}) == (
             f"setting 'tenant' from $LOADER_TENANT {expected}"
         )
-
-
-def test_a_tenant_holding_a_lone_surrogate_is_refused():
-    """TOML cannot spell one, but a request's JSON or an environment decoded with surrogateescape
-    can: the tenant filter would match nothing anyone can type."""
-    assert tenant_problem("acme\udce9") == "must not hold the lone surrogate U+DCE9"
 
 
 def test_a_tenant_with_inner_spaces_and_the_default_are_fine(tmp_path, monkeypatch):
