@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from opensearchpy import helpers
 
 from loader.cli import cli
-from loader.errors import IncompatibleIndexError
+from loader.errors import ConfigError, IncompatibleIndexError
 from loader.index.apply import apply_config, plan_apply
 from loader.index.compatible import check_index_compatible
 from loader.ingest.sync import push
@@ -283,14 +283,19 @@ def test_push_dry_run_prints_the_plan_and_changes_nothing(shared, client, embedd
 
 def test_names_holding_the_separator_never_share_a_document(shared, client, embedder, tmp_path):
     # (tenant 'px\x1fpy', collection 'kb') and (tenant 'px', collection 'py\x1fkb') once gave one
-    # id, and the second push overwrote the first tenant's document with exit 0.
-    pushes = [("px\x1fpy", "kb", "first tenant's text"), ("px", "py\x1fkb", "second tenant's")]
-    for tenant, collection, text in pushes:
+    # id, and the second push overwrote the first tenant's document with exit 0. The ids escape
+    # the separator (tests/unit/ingest/test_identity.py), and a tenant holding a control
+    # character is now refused before anything is written: no name anyone types holds one.
+    def pushed(tenant: str, collection: str, text: str):
         folder = write(tmp_path / tenant.replace("\x1f", "_") / "kb", {"g.md": f"# G\n\n{text}\n"})
-        report = push(
+        return push(
             folder, shared, tenant=tenant, collection=collection, client=client, embedder=embedder
         )
-        assert (report.added, report.failed) == (1, 0)
-    for tenant, _collection, text in pushes:
-        chunks = tenant_chunks(client, shared.index_name, tenant)
-        assert [chunk["content"].endswith(text) for chunk in chunks.values()] == [True], chunks
+
+    with pytest.raises(ConfigError, match=r"must not hold the control character U\+001F"):
+        pushed("px\x1fpy", "kb", "first tenant's text")
+    report = pushed("px", "py\x1fkb", "second tenant's")
+    assert (report.added, report.failed) == (1, 0)
+    assert tenant_chunks(client, shared.index_name, "px\x1fpy") == {}
+    chunks = tenant_chunks(client, shared.index_name, "px")
+    assert [chunk["content"].endswith("second tenant's") for chunk in chunks.values()] == [True]
