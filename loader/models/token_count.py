@@ -12,7 +12,11 @@ most counts then need no tokenizer call, the others a short one.
 
 Seven characters are whitespace to Python's ``str.split`` but control characters to BERT, which
 deletes them and so joins the words around them (form feed, vertical tab, U+001C-U+001F,
-U+0085): a text holding one is tokenized whole. Other tokenizers (SentencePiece, byte-level BPE)
+U+0085): a text holding one is tokenized whole. A long text (a 10 MB table block, counted once
+before it is split between rows) is counted a piece of ``PIECE_CHARS`` at a time, each cut at a
+space, tab or line break (whitespace BERT keeps, so the pieces' counts add up to the text's):
+counted at once, its word list and the one tokenizer call over its new words took 500 MB.
+Other tokenizers (SentencePiece, byte-level BPE)
 attach spaces to the next token or merge across them: ``token_counter`` gives them the plain
 count, one tokenizer call per text.
 
@@ -36,6 +40,9 @@ _JOINING_SPACES = re.compile("[\x0b\x0c\x1c-\x1f\x85]")
 MAX_WORD_CHARS = 48
 # The memo is emptied when it holds this many words (~20 MB), so a long push stays bounded.
 MAX_WORDS = 200_000
+# A text longer than this is counted piece by piece (see above).
+PIECE_CHARS = 100_000
+_PLAIN_SPACE = re.compile("[ \t\n\r]")  # whitespace to str.split and to BERT alike
 
 
 def token_counter(tokenizer) -> Callable[[str], int]:
@@ -70,6 +77,11 @@ class WordPieceCounter:
         self.words: dict[str, int] = {}
 
     def __call__(self, text: str) -> int:
+        if len(text) > PIECE_CHARS:
+            return sum(self._count(piece) for piece in _pieces(text))
+        return self._count(text)
+
+    def _count(self, text: str) -> int:
         if _JOINING_SPACES.search(text):
             return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
         known = self.words
@@ -97,3 +109,14 @@ class WordPieceCounter:
             (word, count) for word, count in new.items() if len(word) <= MAX_WORD_CHARS
         )
         return new
+
+
+def _pieces(text: str):  # noqa: ANN202 - a generator of str
+    """``text`` in pieces of about ``PIECE_CHARS``, each cut just before a plain space (a text
+    without one is a piece of its own)."""
+    start = 0
+    while start < len(text):
+        space = _PLAIN_SPACE.search(text, start + PIECE_CHARS)
+        end = space.start() if space else len(text)
+        yield text[start:end]
+        start = end

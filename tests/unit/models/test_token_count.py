@@ -88,3 +88,16 @@ def test_other_tokenizers_are_counted_whole():
     count = token_counter(metaspace)
     assert not isinstance(count, WordPieceCounter)
     assert count("refund policy") == exact(metaspace, "refund policy") == 2
+
+
+def test_a_long_text_is_counted_in_pieces_that_add_up_to_its_count(tokenizer, monkeypatch):
+    """A 10 MB table block was counted at once: its word list and one tokenizer call over its
+    new words took 500 MB. Pieces cut at plain whitespace add up exactly."""
+    monkeypatch.setattr(token_count, "PIECE_CHARS", 40)
+    count = WordPieceCounter(tokenizer)
+    for text in random_texts(300, seed=11) + ["x" * 100, "a " * 60 + "b" * 90]:
+        assert count(text) == exact(tokenizer, text), repr(text)
+    called = []
+    monkeypatch.setattr(count, "_count", lambda piece: called.append(len(piece)) or 0)
+    count("word " * 100)
+    assert len(called) > 1 and max(called) <= 40 + 5
