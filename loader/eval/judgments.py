@@ -166,34 +166,64 @@ def export(
     rating_scale: int = TOP_GRADE,
 ) -> int:
     """Write query set ``name`` of ``tenant`` (of the index ``index_name`` serves) in ``format``
-    to ``path``; the number of questions (or of judged questions) written. ``rating_scale`` is
-    the top rating of ``quepid-csv`` (Quepid's nDCG scorer: 3)."""
+    to ``path`` (``exported``); the number of questions (or of judged questions) written."""
+    check_export(format, rating_scale)
+    query_set = find_query_set(client, index_name, tenant, name)
+    graded = format != "srw-query-set"  # the only format without grades
+    state = judging_state(client, index_name, tenant, query_set.set_id) if graded else None
+    text, count = exported(query_set, state, format, rating_scale)
+    Path(path).write_text(text, encoding="utf-8")
+    return count
+
+
+def check_export(format: str, rating_scale: int = TOP_GRADE, what: str = "") -> None:
+    """Refuse an unknown format, or a rating scale for a format without one (it would be
+    ignored); ``what`` says which file, when one was read.
+
+    Raises:
+        ConfigError: naming ``format`` or ``--rating-scale``.
+    """
     if format not in FORMATS:
         raise ConfigError(f"format: {format!r} is not one of {', '.join(FORMATS)}")
-    _scale_applies(format, rating_scale)
-    query_set = find_query_set(client, index_name, tenant, name)
-    path = Path(path)
+    if rating_scale != TOP_GRADE and format != "quepid-csv":
+        raise ConfigError(f"--rating-scale applies to quepid-csv only{what}")
+
+
+def exported(
+    query_set: QuerySet,
+    state: JudgingState | None,
+    format: str,
+    rating_scale: int = TOP_GRADE,
+) -> tuple[str, int]:
+    """The text of ``query_set`` with its grades (``state``; ``None`` for ``srw-query-set``) in
+    ``format``, and how many questions (or judged questions) it holds. ``rating_scale`` is the
+    top rating of ``quepid-csv`` (Quepid's nDCG scorer: 3). Pure.
+
+    Raises:
+        ConfigError: an unknown format, a scale for a format without one.
+        InputError: a ``questions`` export of a set with no question graded 1 or 2.
+    """
+    check_export(format, rating_scale)
     if format == "srw-query-set":
-        path.write_text(json.dumps(srw_query_set(query_set), ensure_ascii=False, indent=2) + "\n")
-        return len(query_set.questions)
-    state = judging_state(client, index_name, tenant, query_set.set_id)
+        body, count = srw_query_set(query_set), len(query_set.questions)
+        return json.dumps(body, ensure_ascii=False, indent=2) + "\n", count
+    state = state or JudgingState()
     if format == "srw-judgments":
         body = srw_judgments(query_set, state)
-        path.write_text(json.dumps(body, ensure_ascii=False, indent=2) + "\n")
-        return len(body["judgmentRatings"])
+        return json.dumps(body, ensure_ascii=False, indent=2) + "\n", len(body["judgmentRatings"])
     if format == "quepid-csv":
         graded = [
             (question, {chunk_id: g.grade for chunk_id, g in state.grades[number].items()})
             for number, question in enumerate(query_set.questions)
             if state.grades.get(number)
         ]
-        path.write_text(ratings_csv(graded, rating_scale), encoding="utf-8")
-        return len(graded)
+        return ratings_csv(graded, rating_scale), len(graded)
     lines = questions_lines(query_set, state)
     if not lines:
-        raise InputError(f"query set {name!r} has no question graded 1 or 2: nothing to export")
-    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
-    return len(lines)
+        raise InputError(
+            f"query set {query_set.name!r} has no question graded 1 or 2: nothing to export"
+        )
+    return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines), len(lines)
 
 
 @dataclass
@@ -232,7 +262,7 @@ def read_judgment_file(path: str | Path, rating_scale: int = TOP_GRADE) -> Impor
     text = read_user_text(path, "judgments file")
     name = f"judgments file {path}"
     kind, whole = judgment_format(text)
-    _scale_applies(kind, rating_scale, f" ({name} is {kind})")
+    check_export(kind, rating_scale, f" ({name} is {kind})")
     if kind == "quepid-csv":
         return Imported(kind, *read_ratings_csv(text, name, rating_scale))
     if kind == "srw-query-set":
@@ -246,12 +276,6 @@ def read_judgment_file(path: str | Path, rating_scale: int = TOP_GRADE) -> Impor
         imported.questions.append(line.question)
     _some(imported.questions, name)
     return imported
-
-
-def _scale_applies(format: str, rating_scale: int, what: str = "") -> None:
-    """Refuse a rating scale given for a format with no scale of its own (it would be ignored)."""
-    if rating_scale != TOP_GRADE and format != "quepid-csv":
-        raise ConfigError(f"--rating-scale applies to quepid-csv only{what}")
 
 
 def judgment_format(text: str) -> tuple[str, Any]:

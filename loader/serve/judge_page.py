@@ -433,6 +433,7 @@ def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> No
     app.get("/judge/sets/{set_id}/agreement", include_in_schema=False)(scores.agreement_page)
     app.post("/judge/sets/{set_id}/{number}/need", include_in_schema=False)(scores.need)
     app.get("/judge/sets/{set_id}/questions", include_in_schema=False)(scores.questions_page)
+    app.get("/judge/sets/{set_id}/export", include_in_schema=False)(scores.export_file)
     app.get("/judge/sets/{set_id}/{number}/scores", include_in_schema=False)(scores.question_scores)
     app.get("/judge/sets/{set_id}/{number}/grades", include_in_schema=False)(scores.question_grades)
     app.get("/judge/sets/{set_id}/{number}", include_in_schema=False)(pages.question_page)

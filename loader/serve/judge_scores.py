@@ -6,7 +6,9 @@ sortable by each; and what to judge next, ``judge_next``) and one question's sco
 (``GET /judge/sets/<id>/<n>/scores``, JSON, which the question page reads on load and after
 each save); the signed-in rater's grades of one question (``GET .../<n>/grades``, JSON, which
 the question page re-reads when it is looked at again); and the set's raters
-(``GET /judge/sets/<id>/agreement``) and a question's information need (``POST .../<n>/need``).
+(``GET /judge/sets/<id>/agreement``) and a question's information need (``POST .../<n>/need``);
+and the set as a file (``GET /judge/sets/<id>/export?format=``, what ``loader judgments export``
+writes).
 
 Computed from the grades stored so far, with ``loader eval``'s own search (one hit per document,
 its candidate counts) and metric code (``loader.eval.live``): the figures equal what ``loader
@@ -19,6 +21,7 @@ lends it by name), never another tenant's.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from fastapi import Request
@@ -27,7 +30,7 @@ from starlette.concurrency import run_in_threadpool
 
 from loader.errors import ConfigError, LoaderError, NotFoundError
 from loader.eval.agreement import agreement
-from loader.eval.judgments import graded_qrels
+from loader.eval.judgments import check_export, exported, graded_qrels
 from loader.eval.live import (
     mean_scores,
     mode_disagreement,
@@ -53,6 +56,13 @@ from loader.settings import SEARCH_MODES
 
 SORTS = ("number", "spread", "disagree", "moves", *SEARCH_MODES, LEARNED_SCORE)
 # What ordered "judge next", as the page says it.
+# What each export format is served as: its media type and the download's file name suffix.
+EXPORT_TYPES = {
+    "questions": ("application/x-ndjson; charset=utf-8", ".jsonl"),
+    "srw-query-set": ("application/json; charset=utf-8", ".srw-query-set.json"),
+    "srw-judgments": ("application/json; charset=utf-8", ".srw-judgments.json"),
+    "quepid-csv": ("text/csv; charset=utf-8", ".quepid.csv"),
+}
 NEXT_BY = {
     "moves": "the learned model's top 10 moves furthest from fusion's",
     "disagree": "the modes' top 10 disagree most",
@@ -149,6 +159,29 @@ class ScorePages:
         graded = rater_grades(state, self.pages.rater(request), number)
         grades = {chunk: {"grade": grade, "note": note} for chunk, (grade, note) in graded.items()}
         return JSONResponse({"grades": grades}, headers=self.pages.security_headers)
+
+    def export_file(
+        self, set_id: str, request: Request, format: str = "questions", rating_scale: int = 2
+    ) -> Response:
+        """``GET .../export?format=...&rating_scale=...``: the set with its grades as
+        ``loader judgments export`` writes it (``loader.eval.judgments.exported``), a download
+        named after the set. No search runs."""
+        tenant, _ = self.pages.session(request)
+        if tenant is None:
+            return self.pages.refused(401, "sign in at /judge/login")
+        try:
+            check_export(format, rating_scale)  # before the cluster is asked
+            with self.pages.cluster("exporting a query set"):
+                query_set, state = self.read(tenant, set_id)
+            text, _count = exported(query_set, state, format, rating_scale)
+        except LoaderError as exc:
+            return self.pages.error_json(exc, "exporting a query set")
+        name = re.sub(r"[^A-Za-z0-9._-]+", "-", query_set.name).strip(".-") or "query-set"
+        kind, suffix = EXPORT_TYPES[format]
+        headers = self.pages.security_headers | {
+            "Content-Disposition": f'attachment; filename="{name}{suffix}"'
+        }
+        return Response(text.encode("utf-8"), media_type=kind, headers=headers)
 
     def questions_page(
         self, set_id: str, request: Request, sort: str = "number", against: str = ""

@@ -56,6 +56,13 @@ class Server:
 
     def raw(self, method: str, path: str, body=None, headers=None) -> tuple[int, str]:
         """The status and the body's text."""
+        status, _headers, text = self.full(method, path, headers, body)
+        return status, text
+
+    def full(
+        self, method: str, path: str, headers=None, body=None
+    ) -> tuple[int, dict[str, str], str]:
+        """The status, the headers (names lower-cased) and the body's text."""
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
         try:
             if isinstance(body, dict | list):
@@ -63,7 +70,8 @@ class Server:
             all_headers = {"Content-Type": "application/json", **(headers or {})}
             connection.request(method, path, body=body, headers=all_headers)
             response = connection.getresponse()
-            return response.status, response.read().decode("utf-8", "replace")
+            answered = {name.lower(): value for name, value in response.getheaders()}
+            return response.status, answered, response.read().decode("utf-8", "replace")
         finally:
             connection.close()
 
