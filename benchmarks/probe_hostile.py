@@ -68,6 +68,7 @@ from opensearchpy import helpers  # noqa: E402
 
 from benchmarks import probe_surfaces as surfaces  # noqa: E402
 from loader.cluster.client import connect  # noqa: E402
+from loader.errors import ConfigError  # noqa: E402
 from loader.index.apply import apply_config  # noqa: E402
 from loader.ingest.sync import push  # noqa: E402
 from loader.models.embedding import get_embedder  # noqa: E402
@@ -522,26 +523,34 @@ def probe_swaps(client: Any, settings: Settings, work: Path, embedder: Any, race
 
 
 def probe_ids(client: Any, settings: Settings, work: Path, embedder: Any) -> dict:
-    folder = work / "ids"
-    folder.mkdir()
-    (folder / "guide.md").write_text("# Guide\n\nThe same path for two tenants.\n", "utf-8")
-    pairs = (("px\x1fpy", "kb"), ("px", "py\x1fkb"))
-    for tenant, collection in pairs:
-        push(
-            folder, settings, tenant=tenant, collection=collection, client=client, embedder=embedder
-        )
+    """Names holding the ids' separator (U+001F): joined plainly, (collection 'py\x1fkb', file
+    'guide.md') and (collection 'py', file 'kb\x1fguide.md') are one id, and the second push
+    would overwrite the first's document. A tenant holding it is refused outright (no name anyone
+    types holds a control character): counted, and nothing of it may be indexed."""
+    pairs = (("py\x1fkb", "guide.md"), ("py", "kb\x1fguide.md"))
+    for number, (collection, name) in enumerate(pairs):
+        folder = work / f"ids-{number}"
+        folder.mkdir()
+        (folder / name).write_text("# Guide\n\nThe same id, joined plainly.\n", "utf-8")
+        push(folder, settings, tenant="px", collection=collection, client=client, embedder=embedder)
+    accepted = 1
+    try:
+        push(work / "ids-0", settings, tenant="px\x1fpy", client=client, embedder=embedder)
+    except ConfigError:
+        accepted = 0
     client.indices.refresh(index=settings.index_name)
-    kept = 0
-    for tenant, collection in pairs:
-        query = {
-            "query": {
-                "bool": {
-                    "filter": [{"term": {"tenant": tenant}}, {"term": {"collection": collection}}]
-                }
-            }
-        }
-        kept += client.count(index=settings.index_name, body=query)["count"] > 0
-    return {"documents overwritten across tenants": len(pairs) - kept}
+
+    def indexed(*filters: tuple[str, str]) -> int:
+        terms = [{"term": {field: value}} for field, value in filters]
+        query = {"query": {"bool": {"filter": terms}}}
+        return client.count(index=settings.index_name, body=query)["count"]
+
+    kept = sum(indexed(("tenant", "px"), ("collection", c)) > 0 for c, _name in pairs)
+    return {
+        "documents overwritten across collections": len(pairs) - kept,
+        "control-character tenants accepted (unexpected)": accepted,
+        "documents under a control-character tenant (unexpected)": indexed(("tenant", "px\x1fpy")),
+    }
 
 
 def probe_new_surfaces(
