@@ -27,8 +27,9 @@ What it does, on indices of its own (``probe-<random>``, deleted afterwards):
   its Basic token counts.
 - **outside files indexed / pushes aborted**: ``--races`` pushes while a thread swaps a file for
   a link to an outside file, a folder and a FIFO (tests/swapping.py).
-- **ids collided**: tenant ``px\\x1fpy`` / collection ``kb`` against tenant ``px`` / collection
-  ``py\\x1fkb``, same path: both documents must stay.
+- **ids collided**: collection ``py\\x1fkb`` / file ``guide.md`` against collection ``py`` /
+  file ``kb\\x1fguide.md``, tenant ``px``: both documents must stay; a push under tenant
+  ``px\\x1fpy`` must be refused, nothing indexed.
 - **issue #44's surfaces** (``benchmarks/probe_surfaces.py``), on an index with the query log
   on: the judging page (``/judge``: login, sets, a question, grade, skip, compare) and
   ``POST /events`` / ``GET /log`` with hostile ids, bodies, cookies and CSRF tokens, with API
