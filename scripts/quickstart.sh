@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 bash scripts/setup.sh --bge   # bge-small-en-v1.5, the second reader beside all-MiniLM-L6-v2
+# setup.sh installs into the active venv, else into .venv, which it makes.
+# shellcheck source=/dev/null
+[[ -n ${VIRTUAL_ENV:-} ]] || . .venv/bin/activate
 loader up
 loader apply
 loader push docs/

@@ -9,7 +9,9 @@
 # and a folder of wheels for the install test. The quickstart runs it without, CI and the
 # README's test command with `--tests`.
 # Python packages come in the versions of constraints.txt (how it is made: its header);
-# LOADER_CONSTRAINTS=none installs the newest versions pyproject.toml allows instead.
+# LOADER_CONSTRAINTS=none installs the newest versions pyproject.toml allows instead. They go
+# into the active venv, else into the project's own .venv, made here: Debian's python3 is
+# "externally managed" (PEP 668), and pip refuses to install into it, as root too.
 # Idempotent: on a machine that has it all, it checks and returns in seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,9 @@ for option in "$@"; do
 done
 
 missing=()
+if [[ -z ${VIRTUAL_ENV:-} ]]; then  # .venv is made below: python3 with venv and ensurepip
+    python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
+fi
 command -v dockerd >/dev/null || missing+=(docker.io)
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v unzip >/dev/null || missing+=(unzip)
@@ -47,6 +52,13 @@ if ! docker info >/dev/null 2>&1; then
     nohup dockerd >/var/log/loader-dockerd.log 2>&1 &
     for _ in $(seq 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
     docker info >/dev/null 2>&1 || { echo "dockerd did not start; see /var/log/loader-dockerd.log" >&2; exit 1; }
+fi
+
+if [[ -z ${VIRTUAL_ENV:-} ]]; then
+    [[ -x .venv/bin/python3 ]] || { echo "setup: making .venv"; python3 -m venv .venv; }
+    # shellcheck source=/dev/null
+    . .venv/bin/activate
+    echo "setup: installing into .venv (its commands: . .venv/bin/activate)"
 fi
 
 # pip installs what is missing or not at the version constraints.txt pins (on a machine with
