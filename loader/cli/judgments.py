@@ -381,3 +381,50 @@ def compare(
         for line in comparison_lines(result):
             click.echo(printable(line))
     check_served_column(result, threshold)
+
+
+@judgments.command(name="try", short_help="Score other fusion settings on a judged set, unapplied.")
+@name_option
+@click.option(
+    "--set",
+    "assignments",
+    multiple=True,
+    required=True,
+    metavar="NAME=VALUE",
+    help="A fusion setting to try (search_mode, rrf_rank_constant, rrf_bm25_weight, bm25_weight, "
+    "second_reader_share, exact_weight); repeat for several.",
+)
+@json_option("Print the trial as JSON.")
+@settings_options
+@set_tenant_option
+def try_command(
+    settings: Settings, tenant: str, name: str, assignments: tuple[str, ...], as_json: bool
+) -> None:
+    """Fuse each graded question of query set NAME again with other fusion settings and score
+    it with the set's grades beside the fusion served now: per question nDCG@10 now and tried,
+    the means, and the loader.toml lines that would apply it. Nothing is applied; each
+    question's sub-query lists are searched once. Exit code 2 for a setting that cannot be
+    tried (the index's, the chunks', the model's) or a bad value.
+
+    \b
+    Example:
+      loader judgments try --tenant acme --name week-49 --set rrf_bm25_weight=0.4 \\
+        --set rrf_rank_constant=20
+    """
+    from loader.errors import ConfigError
+    from loader.eval.trial_searches import try_settings
+    from loader.eval.trials import check_trial, trial_lines
+
+    trial = {}
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {assignment!r}: give NAME=VALUE, e.g. rrf_bm25_weight=0.4")
+        trial[key.strip()] = value.strip()
+    trial = check_trial(trial)  # before the cluster is asked
+    result = try_settings(settings, tenant, name, trial, client=_client(settings))
+    if as_json:
+        echo_json(result)
+        return
+    for line in trial_lines(result):
+        click.echo(printable(line))

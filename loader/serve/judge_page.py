@@ -45,6 +45,7 @@ from loader.query.search import search
 from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, session_key
 from loader.serve.judge_scores import ScorePages
 from loader.serve.judge_snapshots import SnapshotPages, add_snapshot_routes
+from loader.serve.judge_trials import TrialPages, add_trial_routes
 from loader.serve.judge_view import (
     CANT_TELL,
     GRADE_LABELS,
@@ -75,7 +76,7 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
-_STATIC = {"judge.js": "text/javascript", "judge.css": "text/css"}
+_STATIC = {"judge.js": "text/javascript", "try.js": "text/javascript", "judge.css": "text/css"}
 MAX_ID_BYTES = 512  # OpenSearch's limit on a document id: a longer one names nothing
 
 
@@ -430,6 +431,7 @@ def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> No
     app.get("/judge/sets/{set_id}", include_in_schema=False)(pages.resume)
     scores = ScorePages(pages)
     add_snapshot_routes(app, SnapshotPages(scores))  # before .../{number}: see there
+    add_trial_routes(app, TrialPages(pages))  # likewise
     app.get("/judge/sets/{set_id}/agreement", include_in_schema=False)(scores.agreement_page)
     app.post("/judge/sets/{set_id}/{number}/need", include_in_schema=False)(scores.need)
     app.get("/judge/sets/{set_id}/questions", include_in_schema=False)(scores.questions_page)

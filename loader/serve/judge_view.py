@@ -36,6 +36,7 @@ def environment() -> Any:
             "done.html",
             "agreement.html",
             "questions.html",
+            "try.html",
         )
     }
     return jinja2.Environment(

@@ -1,0 +1,230 @@
+"""A trial's searches (``loader.eval.trials``): each question's sub-query lists, searched once,
+then fused on the client with the stored fusion (``now``) and the trial's, for the judging
+page's ``POST /judge/sets/<id>/trials`` and ``loader judgments try``.
+
+The hybrid template is rendered by OpenSearch with the very parameters a live score's search
+sends (``loader eval``'s candidate depth, the question's identifiers, the tenant), and each of
+its sub-queries runs on its own, chunk by chunk, as deep as the hybrid query collects them. The
+rendered sub-queries carry the tenant's filter as every search of the tenant does, and a hit of
+another tenant is dropped all the same (a template that lost its filter shows none). Nothing is
+logged: the searches go to ``_search``, never through ``loader.query.search``.
+
+The questions are searched as asked: no rewriting (as ``loader explain``), no rerank (the
+modes' columns of the live scores are the fusion's own).
+
+Example::
+
+    result = try_settings(settings, "acme", "week-49", {"rrf_bm25_weight": 0.7}, client=client)
+    result["means"]   # {"now": 0.61, "trial": 0.66, "delta": 0.05, "questions": 40}
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from loader.cluster.client import cluster_errors
+from loader.errors import InputError
+from loader.eval.trials import (
+    SubHit,
+    check_trial,
+    fused_sources,
+    fusion_summary,
+    toml_lines,
+    trial_table,
+)
+from loader.index.render import SEARCH_PIPELINE_FOLDER, config_names, render_file
+from loader.modes import Fusion, read_fusion, search_mode
+from loader.query.request import MAX_CANDIDATES, MAX_QUESTION_CHARS, SearchRequest
+from loader.query.search import bm25_text
+from loader.query.snapshots import MAX_QUESTIONS
+
+if TYPE_CHECKING:
+    from loader.query.grades import JudgingState
+    from loader.query.judgments import QuerySet
+    from loader.settings import Settings
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HYBRID = "hybrid-rrf"  # the mode compared when the served one fuses nothing
+SubLists = list[list[SubHit]]  # one question's sub-query lists, in the template's order
+
+
+def check_trial_size(name: str, count: int) -> None:
+    """Refuse a set too large to try (as a snapshot's, before any search).
+
+    Raises:
+        InputError: naming the query set, its size and the bound.
+    """
+    if count > MAX_QUESTIONS:
+        raise InputError(
+            f"query set {name!r}: {count:,} questions, and a trial scores at most "
+            f"{MAX_QUESTIONS:,}; split the set"
+        )
+
+
+def trial_modes(settings: Settings, trial: dict[str, Any]) -> tuple[str, str]:
+    """The mode compared now (the served one when it fuses, else ``hybrid-rrf``) and the
+    trial's (its ``search_mode``, else the same)."""
+    now = settings.search_mode if search_mode(settings.search_mode).hybrid else DEFAULT_HYBRID
+    return now, trial.get("search_mode", now)
+
+
+def _request(settings: Settings, question: str, tenant: str, mode: str) -> SearchRequest:
+    """The request a live score's search makes (``set_searches.judged_hits``), chunk by chunk."""
+    from loader.eval.runner import CHUNKS_PER_DOCUMENT, DEFAULT_CANDIDATES
+
+    return SearchRequest.from_settings(
+        settings,
+        question[:MAX_QUESTION_CHARS],
+        tenant=tenant,
+        mode=mode,
+        k=DEFAULT_CANDIDATES,
+        candidates=min(DEFAULT_CANDIDATES * CHUNKS_PER_DOCUMENT, MAX_CANDIDATES),
+        rerank=False,
+    )
+
+
+def _vectors(settings: Settings, text: str, embedder: Any) -> tuple[list[float], Any]:
+    from loader.models.embedding import embedder_for
+    from loader.models.readers import second_embedder_for
+
+    vector = (embedder or embedder_for(settings)).embed_queries([text])[0].tolist()
+    second = second_embedder_for(settings)
+    return vector, second.embed_queries([text])[0].tolist() if second else None
+
+
+def _sub_hits(answer: dict[str, Any], tenant: str, template_id: str) -> list[SubHit]:
+    hits = []
+    for found in answer.get("hits", {}).get("hits", []):
+        source = found.get("_source") or {}
+        if source.get("tenant") != tenant:
+            log.error("template %r returned a chunk of another tenant, dropped", template_id)
+            continue
+        score, order = (found.get("sort") or [0.0, 0])[:2]
+        hits.append(
+            SubHit(
+                chunk_id=str(source.get("chunk_id") or found.get("_id", "")),
+                doc_id=str(source.get("doc_id", "")),
+                source=str(source.get("source", "")),
+                score=float(score),
+                order=int(order),
+            )
+        )
+    return hits
+
+
+def sub_query_lists(
+    settings: Settings, question: str, tenant: str, mode: str, *, client: Any, embedder: Any
+) -> SubLists:
+    """The hybrid template's sub-queries of ``question``, each run on its own as deep as the
+    hybrid query collects them, best first (ties in index order, as Lucene breaks them)."""
+    request = _request(settings, question, tenant, mode)
+    vector, second = _vectors(settings, request.searched, embedder)
+    params = request.template_params(bm25_text(request.searched), vector, second)
+    template_id, _ = config_names(settings.index_name).for_search_mode(mode)
+    lists: SubLists = []
+    with cluster_errors(settings, f"running the sub-queries of template {template_id!r}"):
+        rendered = client.render_search_template(body={"id": template_id, "params": params})
+        for query in rendered["template_output"]["query"]["hybrid"]["queries"]:
+            body = {
+                "size": request.depth,
+                "_source": {"includes": ["chunk_id", "doc_id", "source", "tenant"]},
+                "sort": [{"_score": "desc"}, {"_doc": "asc"}],
+                "query": query,
+            }
+            answer = client.search(index=settings.index_name, body=body)
+            lists.append(_sub_hits(answer, tenant, template_id))
+    return lists
+
+
+def stored_fusion(settings: Settings, mode: str, client: Any) -> Fusion:
+    """The fusion of ``mode``'s pipeline as stored on the cluster: what is served now."""
+    _, pipeline = config_names(settings.index_name).for_search_mode(mode)
+    with cluster_errors(settings, f"reading search pipeline {pipeline!r}"):
+        stored = client.transport.perform_request("GET", f"/_search/pipeline/{pipeline}")
+    return read_fusion(stored.get(pipeline) or {})
+
+
+def trial_fusion(settings: Settings, trial: dict[str, Any], mode: str, sides: int) -> Fusion:
+    """The fusion ``loader apply`` would store for ``mode`` with the trial's settings: the
+    pipeline file rendered with them and read back as the stored one is."""
+    tried = settings.replace(**trial)
+    name = f"{SEARCH_PIPELINE_FOLDER}{search_mode(mode).pipeline}.json.j2"
+    two_readers = 1 if sides > 3 else 0  # the pipelines' weights for a second reader's side
+    return read_fusion(render_file(name, tried, 0, second_dimension=two_readers))
+
+
+def run_trial(
+    settings: Settings,
+    query_set: QuerySet,
+    state: JudgingState,
+    trial: Any,
+    *,
+    client: Any,
+    embedder: Any,
+) -> dict[str, Any]:
+    """Fuse each graded question's sub-query lists now and with ``trial`` (``check_trial``
+    first: a bad trial costs no search) and score both: ``trials.trial_table`` with the modes,
+    both fusions and the ``loader.toml`` lines that would apply it. ``settings`` must have the
+    query log off. An ungraded question is not searched (it has no score either way)."""
+    trial = check_trial(trial)
+    check_trial_size(query_set.name, len(query_set.questions))
+    mode_now, mode_trial = trial_modes(settings, trial)
+    graded = [
+        [{"source": g.source, "grade": g.grade} for g in state.grades.get(n, {}).values()]
+        for n in range(len(query_set.questions))
+    ]
+    fusion_now = stored_fusion(settings, mode_now, client)
+    now: list[list[str]] = []
+    tried: list[list[str]] = []
+    fusion_trial = None
+    for question, grades in zip(query_set.questions, graded, strict=True):
+        if not any(grade["grade"] > 0 for grade in grades):
+            now.append([])
+            tried.append([])
+            continue
+        where = {"client": client, "embedder": embedder}
+        sides = sub_query_lists(settings, question, query_set.tenant, mode_now, **where)
+        if fusion_trial is None:
+            fusion_trial = trial_fusion(settings, trial, mode_trial, len(sides))
+        now.append(fused_sources(sides, fusion_now))
+        tried.append(fused_sources(sides, fusion_trial))
+    result = trial_table(query_set.questions, graded, now, tried)
+    for row in result["questions"]:
+        row["question"] = row["question"][:MAX_QUESTION_CHARS]
+    return result | {
+        "set_id": query_set.set_id,
+        "name": query_set.name,
+        "mode_now": mode_now,
+        "mode_trial": mode_trial,
+        "fusion_now": fusion_summary(fusion_now),
+        "fusion_trial": None if fusion_trial is None else fusion_summary(fusion_trial),
+        "settings": trial,
+        "toml": toml_lines(trial),
+    }
+
+
+def try_settings(
+    settings: Settings,
+    tenant: str,
+    name: str,
+    trial: Any,
+    *,
+    client: Any,
+    embedder: Any = None,
+) -> dict[str, Any]:
+    """``loader judgments try``: ``run_trial`` on ``tenant``'s query set ``name``.
+
+    Raises:
+        ConfigError: a bad trial (before the cluster is asked).
+        InputError: a set too large to try.
+        NotFoundError: no such set of this tenant.
+    """
+    from loader.query.judgments import find_query_set, judging_state
+
+    trial = check_trial(trial)
+    settings = settings.replace(query_log="off")  # scoring a set is no user's search
+    query_set = find_query_set(client, settings.index_name, tenant, name)
+    state = judging_state(client, settings.index_name, tenant, query_set.set_id)
+    return run_trial(settings, query_set, state, trial, client=client, embedder=embedder)
