@@ -40,7 +40,8 @@
     link.id = "imported-set";
     link.className = "set-link";
     link.textContent = answer.name;
-    status.append(link, ": " + answer.questions + " questions, " + answer.grades + " grades (" + answer.format + ").");
+    const count = (n, what) => n + " " + what + (n === 1 ? "" : "s");
+    status.append(link, ": " + count(answer.questions, "question") + ", " + count(answer.grades, "grade") + " (" + answer.format + ").");
   }
 
   form.addEventListener("submit", async (event) => {
