@@ -28,7 +28,13 @@ from pathlib import Path
 
 from loader.errors import ConfigError, LoaderError
 
-__all__ = ["MAX_USER_FILE_BYTES", "parse_failure", "read_user_bytes", "read_user_text"]
+__all__ = [
+    "MAX_USER_FILE_BYTES",
+    "parse_failure",
+    "read_user_bytes",
+    "read_user_text",
+    "user_text",
+]
 
 # Far above any configuration, key list, history or results file anyone writes by hand or by a
 # `loader eval` run; far below what would hurt the machine.
@@ -103,12 +109,22 @@ def read_user_text(
             3)"``.
     """
     data = read_user_bytes(path, what, max_bytes=max_bytes, error=error)
+    return user_text(data, f"{what} {path}", error=error)
+
+
+def user_text(data: bytes, name: str, *, error: type[LoaderError] = ConfigError) -> str:
+    """The bytes of a file the user gave (read here, or uploaded to the judging page) decoded
+    as UTF-8, a byte order mark dropped; ``name`` names it (``"history file h.json"``).
+
+    Raises:
+        error: ``"<name> is not UTF-8 text (byte 0xff on line 3); save it as UTF-8"``.
+    """
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise error(
-            f"{what} {path} is not UTF-8 text (byte {data[exc.start]:#04x} on line {line}); "
+            f"{name} is not UTF-8 text (byte {data[exc.start]:#04x} on line {line}); "
             "save it as UTF-8"
         ) from None
 

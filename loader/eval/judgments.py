@@ -247,20 +247,22 @@ class QuestionsLine:
 
 
 def read_judgment_file(path: str | Path, rating_scale: int = TOP_GRADE) -> Imported:
-    """Read a questions file, an SRW query set, SRW judgments or a Quepid ratings CSV (told
-    apart by their content; ``rating_scale`` is the CSV's top rating).
+    """``read_judgment_text`` of the file ``path``, read as every file a user names is
+    (``loader.userfile``: a regular file of at most ``MAX_USER_FILE_BYTES``, so a FIFO or
+    ``/dev/zero`` is refused, not waited on; a ``ConfigError`` naming the file)."""
+    text = read_user_text(path, "judgments file")
+    return read_judgment_text(text, f"judgments file {path}", rating_scale)
 
-    The file is read as every file a user names is (``loader.userfile``: a regular file of at
-    most ``MAX_USER_FILE_BYTES``, so a FIFO or ``/dev/zero`` is refused, not waited on), and
-    every field is checked.
+
+def read_judgment_text(text: str, name: str, rating_scale: int = TOP_GRADE) -> Imported:
+    """What the text of a questions file, an SRW query set, SRW judgments or a Quepid ratings
+    CSV holds (told apart by their content; ``rating_scale`` is the CSV's top rating), every
+    field checked; ``name`` names it in messages (``judgments file x.csv``). Pure.
 
     Raises:
-        ConfigError: the file cannot be read or is none of them; the message names the file
-            and the line (questions) or the JSON path (``judgmentRatings[0].ratings[2].docId``).
+        ConfigError: naming ``name`` and the line (questions, CSV) or the JSON path
+            (``judgmentRatings[0].ratings[2].docId``) of what is wrong.
     """
-    path = Path(path)
-    text = read_user_text(path, "judgments file")
-    name = f"judgments file {path}"
     kind, whole = judgment_format(text)
     check_export(kind, rating_scale, f" ({name} is {kind})")
     if kind == "quepid-csv":
@@ -411,12 +413,7 @@ def import_file(
     client: OpenSearch, index_name: str, tenant: str, name: str, path: str | Path
 ) -> tuple[QuerySet, int]:
     """Read ``path`` into query set ``name`` of ``tenant``, with its grades; the set and the
-    number of grades stored.
-
-    Raises:
-        ConfigError: the file is no judgments file (``read_judgment_file``).
-        NotFoundError: a graded chunk is no chunk of ``tenant`` (nothing is written).
-    """
+    number of grades stored (raises as ``read_judgment_file`` and ``store_imported``)."""
     return store_imported(client, index_name, tenant, name, read_judgment_file(path))
 
 
@@ -424,7 +421,9 @@ def store_imported(
     client: OpenSearch, index_name: str, tenant: str, name: str, imported: Imported
 ) -> tuple[QuerySet, int]:
     """``import_file`` of a file already read (the CLI reads it before it connects, so that a
-    bad file is refused without a cluster)."""
+    bad file is refused without a cluster): a ``NotFoundError`` when a graded chunk is no chunk
+    of ``tenant``, checked before anything is written (a set of that name is replaced, its
+    grades kept)."""
     for grades in imported.grades.values():  # every chunk checked before anything is written
         for chunk_id in grades:
             find_chunk(client, index_name, tenant, chunk_id)

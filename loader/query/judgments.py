@@ -186,6 +186,17 @@ def _check_index(client: OpenSearch, index_name: str) -> str:
     return index
 
 
+def check_set_name(name: str) -> str:
+    """``name`` when it may name a query set (1 to ``MAX_SET_NAME_CHARS`` characters).
+
+    Raises:
+        ConfigError: naming ``name``.
+    """
+    if not name.strip() or len(name) > MAX_SET_NAME_CHARS:
+        raise ConfigError(f"name: 1 to {MAX_SET_NAME_CHARS} characters")
+    return name
+
+
 def create_query_set(
     client: OpenSearch,
     index_name: str,
@@ -199,8 +210,7 @@ def create_query_set(
 ) -> QuerySet:
     """Sample ``size`` questions of ``tenant``'s log (or take ``questions``) into a query set
     named ``name`` (replacing one of that name, grades kept)."""
-    if not name.strip() or len(name) > MAX_SET_NAME_CHARS:
-        raise ConfigError(f"name: 1 to {MAX_SET_NAME_CHARS} characters")
+    check_set_name(name)
     index = _check_index(client, index_name)
     if questions is None:
         logged = tenant_queries(client, index_name, tenant)

@@ -18,7 +18,8 @@ pooled top results of every search mode), ``POST .../<n>/grade`` (``{"chunk_id",
 ``GET .../<n>/compare?a=bm25&b=hybrid-rrf`` (side by side, with what moved),
 ``GET /judge/sets/<id>/questions`` and ``.../<n>/scores`` (live scores: ``judge_scores``),
 ``GET /judge/sets/<id>/agreement`` (the raters: progress, Cohen's kappa, what to settle),
-``/judge/sets/<id>/snapshots`` (take, list, compare, delete: ``judge_snapshots``). A key's
+``/judge/sets/<id>/snapshots`` (take, list, compare, delete: ``judge_snapshots``), ``POST
+/judge/sets/import`` and ``.../<id>/import`` (a judgments file: ``judge_import``). A key's
 name (``loader.serve.auth``) is the rater: each rater sees and changes only their own grades.
 """
 
@@ -43,6 +44,7 @@ from loader.query.notes import check_note, save_cant_tell
 from loader.query.request import MAX_QUESTION_CHARS, SearchRequest
 from loader.query.search import search
 from loader.serve.auth import SESSION_SECONDS, ApiKeys, Sessions, same_text, session_key
+from loader.serve.judge_import import ImportPages, add_import_routes
 from loader.serve.judge_scores import ScorePages
 from loader.serve.judge_snapshots import SnapshotPages, add_snapshot_routes
 from loader.serve.judge_trials import TrialPages, add_trial_routes
@@ -76,7 +78,8 @@ SECURITY_HEADERS = {
     "Referrer-Policy": "same-origin",
     "Cache-Control": "no-store",
 }
-_STATIC = {"judge.js": "text/javascript", "try.js": "text/javascript", "judge.css": "text/css"}
+_JS = "text/javascript"
+_STATIC = {"judge.js": _JS, "try.js": _JS, "import.js": _JS, "judge.css": "text/css"}
 MAX_ID_BYTES = 512  # OpenSearch's limit on a document id: a longer one names nothing
 
 
@@ -429,6 +432,7 @@ def add_judge_routes(app: FastAPI, service: Any, api_keys: ApiKeys | None) -> No
     app.post("/judge/login", include_in_schema=False)(pages.login)
     app.get("/judge", include_in_schema=False)(pages.sets_page)
     app.get("/judge/sets/{set_id}", include_in_schema=False)(pages.resume)
+    add_import_routes(app, ImportPages(pages))  # POST /judge/sets/import, .../<id>/import
     scores = ScorePages(pages)
     add_snapshot_routes(app, SnapshotPages(scores))  # before .../{number}: see there
     add_trial_routes(app, TrialPages(pages))  # likewise

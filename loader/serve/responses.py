@@ -12,6 +12,7 @@ Example::
 from __future__ import annotations
 
 import logging
+import re
 import traceback
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -31,6 +32,10 @@ log = logging.getLogger(__name__)
 
 # A search body is small; anything larger is refused before it is parsed.
 MAX_BODY_BYTES = 64 * 1024
+# But a judgments file uploaded to the judging page (``loader.serve.judge_import``): thousands of
+# Quepid ratings; a larger file goes through `loader judgments import` (up to 20 MB).
+MAX_IMPORT_BYTES = 2_000_000
+IMPORT_PATH = re.compile(r"/judge/sets/(?:[^/]+/)?import")
 
 
 def error_response(
@@ -171,8 +176,9 @@ async def http_error(_request: Request, exc: Exception) -> JSONResponse:
 
 
 async def limit_body_size(request: Request, call_next: Callable[[Request], Awaitable[Any]]) -> Any:
-    """Refuse a body before it is read: a declared length over the limit (413), or no length at
-    all on a POST (411). A Transfer-Encoding is refused whatever the Content-Length says: the
+    """Refuse a body before it is read: a declared length over the limit (413; a judgments file
+    uploaded to the judging page has its own, ``MAX_IMPORT_BYTES``), or no length at all on a
+    POST (411). A Transfer-Encoding is refused whatever the Content-Length says: the
     HTTP parser then reads the body as chunked, to any length, and the declared length means
     nothing."""
     length = request.headers.get("content-length")
@@ -181,6 +187,13 @@ async def limit_body_size(request: Request, call_next: Callable[[Request], Await
     if request.method == "POST":
         if length is None or not length.isdigit():
             return error_response(411, "send a Content-Length header")
-        if int(length) > MAX_BODY_BYTES:
+        if IMPORT_PATH.fullmatch(request.url.path):
+            if int(length) > MAX_IMPORT_BYTES:
+                return error_response(
+                    413,
+                    f"the file is larger than {MAX_IMPORT_BYTES:,} bytes: import it with "
+                    "`loader judgments import`",
+                )
+        elif int(length) > MAX_BODY_BYTES:
             return error_response(413, f"the body is larger than {MAX_BODY_BYTES} bytes")
     return await call_next(request)

@@ -1,8 +1,8 @@
-"""The judging page's writes (a grade, an information need, a snapshot taken or deleted) never hold
-serve's event loop while the cluster is slow: their cluster calls run in a worker thread, as
-every other route's do. They once ran on the loop itself, so one grade waiting on a paused
-cluster held every other request of the server (any tenant's search, ``/health``, a static
-file) for as long as it waited.
+"""The judging page's writes (a grade, an information need, a snapshot taken or deleted, a file
+imported) never hold serve's event loop while the cluster is slow: their cluster calls run in a
+worker thread, as every other route's do. They once ran on the loop itself, so one grade waiting
+on a paused cluster held every other request of the server (any tenant's search, ``/health``, a
+static file) for as long as it waited.
 
 The client here is no OpenSearch: it stands for a cluster that takes ``CLUSTER_SECONDS`` to time
 out, which is all these tests need of one (they test the server's concurrency, not a cluster)."""
@@ -58,6 +58,8 @@ def _app(tmp_path: Path):
         ("POST", "/judge/sets/abc/0/need", {"need": "n"}),
         ("POST", "/judge/sets/abc/snapshots", {"label": "before the new model"}),
         ("DELETE", f"/judge/sets/abc/snapshots/{'0' * 20}", None),
+        ("POST", "/judge/sets/import?name=n", {"question": "q"}),  # a questions file's line
+        ("POST", "/judge/sets/abc/import", {"question": "q"}),
     ],
 )
 def test_a_write_waiting_on_the_cluster_holds_no_other_request(tmp_path, method, path, body):
