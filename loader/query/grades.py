@@ -89,3 +89,34 @@ class JudgingState:
             if number not in graded and number not in self.skipped:
                 return number
         return count
+
+
+def current_number(stored: dict, questions: list[str], places: dict[str, int]) -> int | None:
+    """The question a stored judging document (a grade, a note, a skip, a need) belongs to in
+    the set as it is now, or ``None`` when the set no longer asks it. Pure.
+
+    A set replaced under its name (``loader judgments import`` of another file, the page's
+    import) keeps its id, so a document's ``question_index`` may now number another question:
+    the document follows the text it was given for (its ``question``) to where that question is
+    now (``places``: text -> first number, ``question_places``). A document written without its
+    question's text keeps its number.
+    """
+    number = int(stored.get("question_index", -1))
+    asked = stored.get("question")
+    if asked is None or (0 <= number < len(questions) and questions[number] == asked):
+        return number
+    return places.get(asked)
+
+
+def question_places(questions: list[str]) -> dict[str, int]:
+    """Each question's text -> its first number in the set. Pure."""
+    places: dict[str, int] = {}
+    for number, question in enumerate(questions):
+        places.setdefault(question, number)
+    return places
+
+
+def in_place(stored: dict, number: int) -> bool:
+    """Whether a stored document was written for question ``number`` itself (not moved there
+    by ``current_number``): where both exist, it is the later word. Pure."""
+    return int(stored.get("question_index", -1)) == number

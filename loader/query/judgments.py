@@ -6,7 +6,8 @@ document per query set (``kind: query_set``), per graded result (``kind: grade``
 question (``kind: skip``), each with its tenant. A query set's id is derived from its tenant and
 name; every read and write checks the tenant before anything is written, and another tenant's set
 is reported exactly as a missing one (``NotFoundError``, same message): a tenant that can compute
-another's set id learns nothing of which names it uses.
+another's set id learns nothing of which names it uses. A set replaced under its name keeps its
+id, and each grade, note, skip and need stays with the question it was given for.
 
 Sampling (``sample_questions``, pure): ``frequent`` (most asked), ``random`` (seeded) and
 ``worst`` (no click or "answered" event, a follow-up by the same client within a minute, then the
@@ -32,6 +33,7 @@ import opensearchpy
 
 from loader.documents import PATH_SEPARATOR, joined_parts
 from loader.errors import ConfigError, InputError, NotFoundError
+from loader.query import grades
 from loader.query.grades import GRADES, RESOLUTION, Grade, JudgingState, resolved_grade
 from loader.query.query_log import normalize_question, now_iso, tenant_events, tenant_queries
 from loader.text import replace_surrogates
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["RESOLUTION", "Grade", "JudgingState", "resolved_grade"]  # kept importable from here
 
 STRATEGIES = ("frequent", "random", "worst")
+JUDGING_KINDS = ("grade", "skip", "cant_tell", "need")
 FOLLOW_UP_SECONDS = 60
 POSITIVE_ACTIONS = ("click", "answered")
 MAX_SET_NAME_CHARS = 50  # the Search Relevance Workbench's limit on a query set's name
@@ -209,7 +212,7 @@ def create_query_set(
     questions: list[str] | None = None,
 ) -> QuerySet:
     """Sample ``size`` questions of ``tenant``'s log (or take ``questions``) into a query set
-    named ``name`` (replacing one of that name, grades kept)."""
+    named ``name`` (replacing one of that name, its grades kept with their questions)."""
     check_set_name(name)
     index = _check_index(client, index_name)
     if questions is None:
@@ -349,12 +352,18 @@ def clear_grade(
     query_set = get_query_set(client, index_name, tenant, set_id)
     if not 0 <= question_index < len(query_set.questions):
         raise NotFoundError(f"question {question_index} is not in query set {set_id!r}")
-    with contextlib.suppress(opensearchpy.NotFoundError):  # never graded: ungraded already
-        client.delete(
-            index=judgments_index(index_name),
-            id=grade_doc_id(set_id, question_index, chunk_id, rater),
-            params={"refresh": "true"},
-        )
+    # Its own document, and one given before the set was replaced, for this question elsewhere.
+    places = grades.question_places(query_set.questions)
+    kinds = ("grade", "cant_tell")
+    for stored in _judging_documents(client, index_name, tenant, set_id, kinds, chunk_id):
+        number = grades.current_number(stored, query_set.questions, places)
+        if number == question_index and str(stored.get("rater") or "") == rater:
+            with contextlib.suppress(opensearchpy.NotFoundError):  # cleared meanwhile
+                client.delete(
+                    index=judgments_index(index_name),
+                    id=stored["_id"],
+                    params={"refresh": "true"},
+                )
 
 
 def save_skip(
@@ -372,6 +381,7 @@ def save_skip(
             "tenant": tenant,
             "query_set": set_id,
             "question_index": question_index,
+            "question": query_set.questions[question_index],  # see grades.current_number
             "timestamp": now_iso(),
         },
         params={"refresh": "true"},
@@ -379,39 +389,62 @@ def save_skip(
 
 
 def judging_state(client: OpenSearch, index_name: str, tenant: str, set_id: str) -> JudgingState:
-    get_query_set(client, index_name, tenant, set_id)  # the tenant check
-    query = {
-        "bool": {
-            "filter": [
-                {"term": {"query_set": set_id}},
-                {"term": {"tenant": tenant}},
-                {"terms": {"kind": ["grade", "skip", "cant_tell", "need"]}},
-            ]
-        }
-    }
-    answer = client.search(index=judgments_index(index_name), body={"query": query, "size": 10_000})
+    """The set's grades, notes, skips and needs, each on the question it was given for as the
+    set is now (``grades.current_number``: a set replaced under its name keeps its id)."""
+    query_set = get_query_set(client, index_name, tenant, set_id)  # the tenant check
+    placed = []
+    places = grades.question_places(query_set.questions)
+    for stored in _judging_documents(client, index_name, tenant, set_id, JUDGING_KINDS):
+        number = grades.current_number(stored, query_set.questions, places)
+        if number is not None:
+            written = str(stored.get("timestamp"))
+            placed.append((grades.in_place(stored, number), written, number, stored))
+    # A document written for its question itself is the later word on it, then the newest.
+    placed.sort(key=lambda item: item[:2])
     state = JudgingState()
-    for hit in answer["hits"]["hits"]:
-        s = hit["_source"]
-        number = int(s.get("question_index", -1))
+    results: dict[tuple[int, str, str], dict[str, Any]] = {}  # a grade or a note, per rater
+    for _, _, number, s in placed:
         if s["kind"] == "skip":
             state.skipped.add(number)
         elif s["kind"] == "need":
             state.needs[number] = replace_surrogates(str(s.get("need") or ""))
-        elif s["kind"] == "cant_tell":
-            chunks = state.cant_tell.setdefault(number, {})
-            note = replace_surrogates(str(s.get("note")))
-            chunks.setdefault(s["chunk_id"], {})[str(s.get("rater") or "")] = note
         else:
-            state.add(
-                Grade(
-                    number,
-                    s["chunk_id"],
-                    int(s["grade"]),
-                    s.get("source", ""),
-                    list(s.get("heading_path") or []),
-                    str(s.get("rater") or ""),
-                    replace_surrogates(str(s.get("note") or "")),
-                )
+            results[(number, s["chunk_id"], str(s.get("rater") or ""))] = s
+    for (number, chunk_id, rater), s in results.items():
+        if s["kind"] == "cant_tell":
+            chunks = state.cant_tell.setdefault(number, {})
+            chunks.setdefault(chunk_id, {})[rater] = replace_surrogates(str(s.get("note")))
+            continue
+        state.add(
+            Grade(
+                number,
+                chunk_id,
+                int(s["grade"]),
+                s.get("source", ""),
+                list(s.get("heading_path") or []),
+                rater,
+                replace_surrogates(str(s.get("note") or "")),
             )
+        )
     return state
+
+
+def _judging_documents(
+    client: OpenSearch,
+    index_name: str,
+    tenant: str,
+    set_id: str,
+    kinds: tuple[str, ...],
+    chunk_id: str | None = None,
+) -> list[dict[str, Any]]:
+    """The set's stored documents of ``kinds`` (of one result, given ``chunk_id``) with ``_id``."""
+    filters: list[dict[str, Any]] = [
+        {"term": {"query_set": set_id}},
+        {"term": {"tenant": tenant}},
+        {"terms": {"kind": list(kinds)}},
+    ]
+    if chunk_id is not None:
+        filters.append({"term": {"chunk_id": chunk_id}})
+    body = {"query": {"bool": {"filter": filters}}, "size": 10_000}
+    answer = client.search(index=judgments_index(index_name), body=body)
+    return [hit["_source"] | {"_id": hit["_id"]} for hit in answer["hits"]["hits"]]

@@ -60,7 +60,7 @@ def save_need(
 ) -> str:
     """Set the information need of question ``number`` (what the asker wants to know)."""
     need = check_note(need, "need", MAX_NEED_CHARS)
-    _question(client, index_name, tenant, set_id, number)
+    question = _question(client, index_name, tenant, set_id, number)
     client.index(
         index=judgments_index(index_name),
         id=_doc_id(set_id, number, "\x00need"),
@@ -69,6 +69,7 @@ def save_need(
             "tenant": tenant,
             "query_set": set_id,
             "question_index": number,
+            "question": question,  # see grades.current_number
             "need": need,
             "timestamp": now_iso(),
         },

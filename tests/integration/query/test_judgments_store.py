@@ -84,3 +84,51 @@ def test_a_follow_up_is_logged_without_the_conversation(client, logged):
         assert "late deliveries" not in json.dumps(source) and "7 days" not in json.dumps(source)
         assert source["user_query"] == "and for UPI?"
         assert source["query_attributes"]["searched"] == "and for UPI?"
+
+
+def test_a_replaced_set_keeps_each_grade_with_its_question(client, logged, embedder, tmp_path):
+    """A set imported again under its name keeps its id, and its grades were kept by number:
+    a file whose questions came in another order put each old grade on another question, and
+    the live scores and `loader learn` read them there."""
+    from loader.ingest.sync import push
+    from loader.query.judgments import clear_grade, judging_state, save_grade, save_skip
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "ferry.md").write_text("# Ferries\n\nThe ferry leaves the harbour at nine.\n")
+    (docs / "cafe.md").write_text("# Cafe\n\nThe cafe by the pier opens at eight.\n")
+    assert push(docs, logged, tenant="A", client=client, embedder=embedder).failed == 0
+    chunks = {
+        hit.source: hit.chunk_id
+        for hit in search(
+            SearchRequest.from_settings(logged, "ferry cafe", tenant="A", mode="bm25", k=5),
+            logged,
+            client=client,
+        ).hits
+    }
+    index = logged.index_name
+    ferry, cafe, tide = "When does the ferry leave?", "When does the cafe open?", "High tide?"
+    first = create_query_set(client, index, "A", "week-49", questions=[ferry, cafe])
+    save_grade(client, index, "A", first.set_id, 0, chunks["ferry.md"], 2, rater="ann")
+    save_grade(client, index, "A", first.set_id, 1, chunks["cafe.md"], 1, rater="ann")
+    save_skip(client, index, "A", first.set_id, 1)
+
+    # Imported again: the cafe question first, the ferry question gone, a new one after.
+    again = create_query_set(client, index, "A", "week-49", questions=[cafe, tide])
+    assert again.set_id == first.set_id
+    state = judging_state(client, index, "A", again.set_id)
+    graded = {n: {c: g.grade for c, g in by.items()} for n, by in state.grades.items()}
+    assert graded == {0: {chunks["cafe.md"]: 1}}  # the ferry grade is on no question now
+    assert state.skipped == {0}
+
+    # A grade given now on the moved question is the later word, and clearing it clears both.
+    save_grade(client, index, "A", again.set_id, 0, chunks["cafe.md"], 2, rater="ann")
+    state = judging_state(client, index, "A", again.set_id)
+    assert state.grades[0][chunks["cafe.md"]].grade == 2
+    clear_grade(client, index, "A", again.set_id, 0, chunks["cafe.md"], rater="ann")
+    assert judging_state(client, index, "A", again.set_id).grades == {}
+
+    # The ferry question back where it was: its grade comes back with it.
+    create_query_set(client, index, "A", "week-49", questions=[ferry, cafe])
+    state = judging_state(client, index, "A", first.set_id)
+    assert {n: list(by) for n, by in state.grades.items()} == {0: [chunks["ferry.md"]]}
