@@ -3,6 +3,8 @@
 tried (A's ferry page outranks the answer under BM25 alone: 1 / log2(3)) and the delta between
 them; the means and the loader.toml line are shown. A bad value is refused, naming it.
 
+With ``JUDGE_SCREENSHOTS=<folder>`` it saves the tried page (``judging-try.png``).
+
 Reuses the index of ``test_judging_trials`` (its fixture, imported) and the browser of
 ``test_judging_browser``.
 """
@@ -10,12 +12,14 @@ Reuses the index of ``test_judging_trials`` (its fixture, imported) and the brow
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
 from loader.serve.app import create_app
 from tests.integration.serve.http_server import Server
 from tests.integration.serve.test_judging_browser import (  # noqa: F401 (fixtures)
+    _screenshot,
     _sign_in,
     _wait,
     browser,
@@ -64,3 +68,5 @@ def test_the_form_tries_a_weight_and_shows_the_delta(harbour, browser, embedder)
         assert browser.find_element(By.CSS_SELECTOR, "#trial-means .mode-trial").text == (
             settings.search_mode
         )
+        if "JUDGE_SCREENSHOTS" in os.environ:
+            _screenshot(browser, "judging-try.png")
