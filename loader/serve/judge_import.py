@@ -9,8 +9,8 @@ every row checked before anything is written (``loader.eval.judgments.read_judgm
 questions file, an SRW query set, SRW judgments, or Quepid's ``query,docid,rating``), then
 ``store_imported``: every graded chunk checked to be the tenant's, the set stored, each grade
 stored. A set of that name is replaced as the command replaces it: its questions are the
-file's, and the grades it had are kept (a grade of the file replaces one given without a rater
-to the same question and result).
+file's, and the grades it had are kept, each with its own question (``judging_state``; a grade
+of the file replaces one given without a rater to the same question and result).
 
 Statuses: 201 and what was imported (the set's id and page, its questions and grades) for a new
 set, 200 when one of that name was replaced. 422 for a file that is no judgments file (a bad
