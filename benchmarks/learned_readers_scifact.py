@@ -14,6 +14,9 @@ rerank's own lookup, both readers' cosine), cached by ``learned_rerank_scifact.p
 - ``learn`` (train only): ``loader learn`` itself (the library function) on the 809 train claims,
   its base chosen by cross-validation among the hybrid modes unless ``--mode``; writes the
   model when the guard keeps it and the result as JSON;
+- ``second-stage`` (train only): label-free reorderings of the base's candidates by the second
+  reader's cosine (RRF of the fused rank with that cosine's rank, the fused score's min-max plus
+  that cosine's), what "fuse bge's cosine over the candidates" gives without a judged question;
 - ``test`` (read once): test nDCG@10 over the base's candidates of the base, of the model
   ``learn`` wrote (or its replica when refused), of the one-reader-features model trained the
   same way (the ablation), and of the oracle; gains with 95 % paired-bootstrap intervals
@@ -22,6 +25,7 @@ rerank's own lookup, both readers' cosine), cached by ``learned_rerank_scifact.p
     python3 benchmarks/learned_rerank_scifact.py collect --index-prefix eval --url URL
     python3 benchmarks/learned_readers_scifact.py choose --index-prefix eval --url URL
     python3 benchmarks/learned_readers_scifact.py learn --index-prefix eval --url URL
+    python3 benchmarks/learned_readers_scifact.py second-stage --index-prefix eval --url URL
     python3 benchmarks/learned_readers_scifact.py test --index-prefix eval --url URL
 
 Not a test. Requests go only to the settings' cluster (a loopback URL).
@@ -37,6 +41,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -115,6 +121,53 @@ def choose(args: argparse.Namespace) -> dict[str, Any]:
     return figures
 
 
+def _rank(scores: np.ndarray) -> np.ndarray:
+    """1-based rank of each candidate by ``scores``, best first (ties in candidate order)."""
+    ranks = np.empty(len(scores))
+    ranks[np.argsort(-scores, kind="stable")] = np.arange(1, len(scores) + 1)
+    return ranks
+
+
+def second_stage(args: argparse.Namespace) -> dict[str, Any]:
+    """Train only: the candidates reordered with the second reader's cosine and no label, each
+    against the base with its 95 % paired-bootstrap interval."""
+    train = _cached(args, "train")
+    first = next(iter(train.values()))
+    names = list(feature_set_of_width(first.features.shape[1]).names)
+    if "second_vector_minmax" not in names:  # the settings have no second reader
+        return {"train_claims": len(train), "readers": 1}
+    column = {name: names.index(name) for name in ("fused_minmax", "second_vector_minmax")}
+
+    def second(example: Example) -> np.ndarray:
+        return np.nan_to_num(example.features[:, column["second_vector_minmax"]])
+
+    def rrf_with_second(constant: int) -> Any:
+        def scores(example: Example) -> np.ndarray:
+            fused_rank = np.arange(1, len(example.labels) + 1)
+            return 1 / (constant + fused_rank) + 1 / (constant + _rank(second(example)))
+
+        return scores
+
+    def minmax_sum(example: Example) -> np.ndarray:
+        return np.nan_to_num(example.features[:, column["fused_minmax"]]) + second(example)
+
+    base = per_claim(train, fused_scores)
+    figures: dict[str, Any] = {"train_claims": len(train), "base_ndcg@10": round(base.mean(), 4)}
+    for name, scorer in (
+        ("second_reader_alone", second),
+        ("rrf_20_fused_and_second", rrf_with_second(20)),
+        ("rrf_60_fused_and_second", rrf_with_second(60)),
+        ("fused_minmax_plus_second_minmax", minmax_sum),
+    ):
+        scores = per_claim(train, scorer)
+        gain, low, high = gain_interval(base, scores)
+        figures[name] = {
+            "ndcg@10": round(float(scores.mean()), 4),
+            "gain": [round(gain, 4), round(low, 4), round(high, 4)],
+        }
+    return figures
+
+
 def learn_command(args: argparse.Namespace) -> dict[str, Any]:
     """Train only: ``loader learn`` on all the train claims (the guard, the base choice)."""
     settings = _settings(args)
@@ -179,14 +232,19 @@ def test_command(args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("command", choices=("choose", "learn", "test"))
+    parser.add_argument("command", choices=("choose", "learn", "second-stage", "test"))
     harness_arguments(parser, index_prefix="eval")
     parser.add_argument("--model-dir", default="/tmp/learned-rerank/two-readers")
     parser.add_argument("--mode", default=None, help="learn: the base (default: CV's choice)")
     parser.add_argument("--learn-result", default=None, help="test: learn's JSON")
     parser.add_argument("--folds", type=int, default=5)
     args = parser.parse_args(argv)
-    commands = {"choose": choose, "learn": learn_command, "test": test_command}
+    commands = {
+        "choose": choose,
+        "learn": learn_command,
+        "second-stage": second_stage,
+        "test": test_command,
+    }
     figures = commands[args.command](args)
     print_figures(figures, args.out)
     return 0

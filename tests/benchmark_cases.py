@@ -122,6 +122,7 @@ CLUSTER_CASES: dict[str, list[Run]] = {
         ("choose", *_LEARNED, "--folds", "2"),
         ("learn", *_LEARNED, "--model-dir", "{tmp}/readers", "--mode", "hybrid-rrf",
          "--out", "{tmp}/learn.json"),
+        ("second-stage", *_LEARNED),
         ("test", *_LEARNED, "--learn-result", "{tmp}/learn.json"),
     ],
     "learned_rerank_scifact.py": [
