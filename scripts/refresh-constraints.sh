@@ -14,7 +14,7 @@ python3 -m venv "$scratch/venv"
 LOADER_CONSTRAINTS=none bash scripts/setup.sh --tests
 python=$(python3 -c 'import platform; print(platform.python_version(), platform.machine())')
 {
-    echo "# The versions scripts/setup.sh installs (pip --constraint) and .ci/run tests: every package"
+    echo "# The versions scripts/setup.sh installs (--constraint, to uv or pip) and .ci/run tests: every package"
     echo "# of a fresh 'scripts/setup.sh --tests' install, frozen on $(date -u +%F) with Python $python."
     echo "# Refresh: bash scripts/refresh-constraints.sh (a fresh venv, the newest versions"
     echo "# pyproject.toml allows, pip freeze), then .ci/run. LOADER_CONSTRAINTS=none installs the"

