@@ -389,16 +389,26 @@ def compare(
     "--set",
     "assignments",
     multiple=True,
-    required=True,
     metavar="NAME=VALUE",
     help="A fusion setting to try (search_mode, rrf_rank_constant, rrf_bm25_weight, bm25_weight, "
     "second_reader_share, exact_weight); repeat for several.",
+)
+@click.option(
+    "--sweep",
+    metavar="NAME=V1,V2,...",
+    help="Try each of 2 to 10 values of one of those settings (the --set ones held fixed): the "
+    "lists are searched once; the best value's trial is shown.",
 )
 @json_option("Print the trial as JSON.")
 @settings_options
 @set_tenant_option
 def try_command(
-    settings: Settings, tenant: str, name: str, assignments: tuple[str, ...], as_json: bool
+    settings: Settings,
+    tenant: str,
+    name: str,
+    assignments: tuple[str, ...],
+    sweep: str | None,
+    as_json: bool,
 ) -> None:
     """Fuse each graded question of query set NAME again with other fusion settings and score
     it with the set's grades beside the fusion served now: per question nDCG@10 now and tried,
@@ -410,21 +420,15 @@ def try_command(
     Example:
       loader judgments try --tenant acme --name week-49 --set rrf_bm25_weight=0.4 \\
         --set rrf_rank_constant=20
+      loader judgments try --tenant acme --name week-49 --sweep rrf_bm25_weight=0.3,0.5,0.7
     """
-    from loader.errors import ConfigError
     from loader.eval.trial_searches import try_settings
-    from loader.eval.trials import check_trial, trial_lines
+    from loader.eval.trials import sweep_lines, trial_from_options, trial_lines
 
-    trial = {}
-    for assignment in assignments:
-        key, sep, value = assignment.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {assignment!r}: give NAME=VALUE, e.g. rrf_bm25_weight=0.4")
-        trial[key.strip()] = value.strip()
-    trial = check_trial(trial)  # before the cluster is asked
-    result = try_settings(settings, tenant, name, trial, client=_client(settings))
+    trial, swept = trial_from_options(assignments, sweep)  # checked before the cluster is asked
+    result = try_settings(settings, tenant, name, trial, client=_client(settings), sweep=swept)
     if as_json:
         echo_json(result)
         return
-    for line in trial_lines(result):
+    for line in [*(sweep_lines(result) if swept else []), *trial_lines(result)]:
         click.echo(printable(line))

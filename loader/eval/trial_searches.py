@@ -27,9 +27,12 @@ from loader.cluster.client import cluster_errors
 from loader.errors import InputError
 from loader.eval.trials import (
     SubHit,
+    best_trial,
     check_trial,
     fused_sources,
     fusion_summary,
+    sweep_summary,
+    sweep_trials,
     toml_lines,
     trial_table,
 )
@@ -163,45 +166,58 @@ def run_trial(
     *,
     client: Any,
     embedder: Any,
+    sweep: Any = None,
 ) -> dict[str, Any]:
     """Fuse each graded question's sub-query lists now and with ``trial`` (``check_trial``
     first: a bad trial costs no search) and score both: ``trials.trial_table`` with the modes,
-    both fusions and the ``loader.toml`` lines that would apply it. ``settings`` must have the
-    query log off. An ungraded question is not searched (it has no score either way)."""
-    trial = check_trial(trial)
+    both fusions and the ``loader.toml`` lines that would apply it. With ``sweep`` (one setting
+    and its values, ``trials.sweep_trials``) each value is fused from the same lists, and the
+    answer is the best value's, with every value's means under ``sweep``. ``settings`` must
+    have the query log off. An ungraded question is not searched (it has no score either way)."""
+    trials = [check_trial(trial)] if sweep is None else sweep_trials(trial or {}, sweep)
     check_trial_size(query_set.name, len(query_set.questions))
-    mode_now, mode_trial = trial_modes(settings.search_mode, trial)
+    mode_now = trial_modes(settings.search_mode, {})[0]
+    modes = [trial_modes(settings.search_mode, tried)[1] for tried in trials]
     graded = [
         [{"source": g.source, "grade": g.grade} for g in state.grades.get(n, {}).values()]
         for n in range(len(query_set.questions))
     ]
     fusion_now = stored_fusion(settings, mode_now, client)
     now: list[list[str]] = []
-    tried: list[list[str]] = []
-    fusion_trial = None
+    tried: list[list[list[str]]] = [[] for _ in trials]  # per trial, per question
+    fusions: list[Fusion] = []
     for question, grades in zip(query_set.questions, graded, strict=True):
         if not any(grade["grade"] > 0 for grade in grades):
             now.append([])
-            tried.append([])
+            for rankings in tried:
+                rankings.append([])
             continue
         where = {"client": client, "embedder": embedder}
         sides = sub_query_lists(settings, question, query_set.tenant, mode_now, **where)
-        if fusion_trial is None:
-            fusion_trial = trial_fusion(settings.replace(**trial), mode_trial, len(sides))
+        if not fusions:
+            fusions = [
+                trial_fusion(settings.replace(**checked), mode, len(sides))
+                for checked, mode in zip(trials, modes, strict=True)
+            ]
         now.append(fused_sources(sides, fusion_now))
-        tried.append(fused_sources(sides, fusion_trial))
-    result = trial_table(query_set.questions, graded, now, tried)
+        for rankings, fusion in zip(tried, fusions, strict=True):
+            rankings.append(fused_sources(sides, fusion))
+    tables = [trial_table(query_set.questions, graded, now, rankings) for rankings in tried]
+    best = best_trial(tables)
+    result = tables[best]
     for row in result["questions"]:
         row["question"] = row["question"][:MAX_QUESTION_CHARS]
+    if sweep is not None:
+        result["sweep"] = sweep_summary(next(iter(sweep)), trials, tables)
     return result | {
         "set_id": query_set.set_id,
         "name": query_set.name,
         "mode_now": mode_now,
-        "mode_trial": mode_trial,
+        "mode_trial": modes[best],
         "fusion_now": fusion_summary(fusion_now),
-        "fusion_trial": None if fusion_trial is None else fusion_summary(fusion_trial),
-        "settings": trial,
-        "toml": toml_lines(trial),
+        "fusion_trial": fusion_summary(fusions[best]) if fusions else None,
+        "settings": trials[best],
+        "toml": toml_lines(trials[best]),
     }
 
 
@@ -213,6 +229,7 @@ def try_settings(
     *,
     client: Any,
     embedder: Any = None,
+    sweep: Any = None,
 ) -> dict[str, Any]:
     """``loader judgments try``: ``run_trial`` on ``tenant``'s query set ``name``.
 
@@ -223,8 +240,12 @@ def try_settings(
     """
     from loader.query.judgments import find_query_set, judging_state
 
-    trial = check_trial(trial)
+    if sweep is None:  # before the cluster is asked
+        check_trial(trial)
+    else:
+        sweep_trials(trial, sweep)
     settings = settings.replace(query_log="off")  # scoring a set is no user's search
     query_set = find_query_set(client, settings.index_name, tenant, name)
     state = judging_state(client, settings.index_name, tenant, query_set.set_id)
-    return run_trial(settings, query_set, state, trial, client=client, embedder=embedder)
+    where = {"client": client, "embedder": embedder, "sweep": sweep}
+    return run_trial(settings, query_set, state, trial, **where)

@@ -44,6 +44,7 @@ from loader.settings import SCOPES, Settings, check_setting, settings_in_scope
 # What a trial may set: the fusion pipelines' settings, and which hybrid mode fuses.
 TRIAL_SETTINGS: tuple[str, ...] = ("search_mode", *settings_in_scope("pipeline"))
 _SCOPE_OF = {name: scope for scope in SCOPES for name in settings_in_scope(scope)}
+MAX_SWEEP_VALUES = 10  # each value fuses every question again (no search): a table each
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,88 @@ def check_trial(raw: Any) -> dict[str, Any]:
             )
         checked[name] = _typed(name, value)
     return checked
+
+
+def sweep_trials(trial: Mapping[str, Any], sweep: Any) -> list[dict[str, Any]]:
+    """The trials of a sweep, each checked (``check_trial``): ``trial`` (the settings held fixed,
+    possibly none) with each value of the one setting ``sweep`` names, in its order. The sub-query
+    lists are searched once for all of them. Pure.
+
+    Raises:
+        ConfigError: a sweep of no setting or of several, fewer than 2 or more than
+            ``MAX_SWEEP_VALUES`` values, a value given twice, a setting also held fixed, or a
+            bad value (naming it).
+
+    Example::
+
+        sweep_trials({}, {"rrf_bm25_weight": "0.3, 0.5"})
+        # [{'rrf_bm25_weight': 0.3}, {'rrf_bm25_weight': 0.5}]
+    """
+    if not isinstance(sweep, Mapping) or len(sweep) != 1:
+        raise ConfigError(
+            'sweep: name one setting and its values, e.g. {"rrf_bm25_weight": [0.3, 0.5, 0.7]}'
+        )
+    ((name, values),) = sweep.items()
+    name = str(name)
+    if isinstance(values, str):  # the command line's and a form's "0.3,0.5"
+        values = [value.strip() for value in values.split(",")]
+    if not isinstance(values, Sequence) or not 2 <= len(values) <= MAX_SWEEP_VALUES:
+        raise ConfigError(f"sweep: give {name[:60]!r} 2 to {MAX_SWEEP_VALUES} values")
+    if not isinstance(trial, Mapping) or name in trial:
+        raise ConfigError(f"sweep: {name[:60]!r} is also given one value; sweep it or set it")
+    trials = [check_trial({**trial, name: value}) for value in values]
+    if len({repr(checked[name]) for checked in trials}) < len(trials):
+        raise ConfigError(f"sweep: {name!r} is given a value twice")
+    return trials
+
+
+def trial_from_options(
+    assignments: Sequence[str], sweep: str | None
+) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """``loader judgments try``'s ``--set NAME=VALUE`` options and ``--sweep NAME=V1,V2``, as
+    the trial and the sweep, checked (``check_trial``, ``sweep_trials``). Pure.
+
+    Raises:
+        ConfigError: neither option, one that is no ``NAME=VALUE``, or a bad setting or value.
+    """
+    trial: dict[str, Any] = {}
+    swept = None
+    for option, assignment in [*(("--set", a) for a in assignments), ("--sweep", sweep)]:
+        if assignment is None:
+            continue
+        key, sep, value = assignment.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"{option} {assignment!r}: give NAME=VALUE, e.g. rrf_bm25_weight=0.4")
+        if option == "--sweep":
+            swept = {key.strip(): value}
+        else:
+            trial[key.strip()] = value.strip()
+    if not trial and swept is None:
+        raise ConfigError("give --set NAME=VALUE or --sweep NAME=V1,V2 (see --help)")
+    if swept is None:
+        return check_trial(trial), None
+    sweep_trials(trial, swept)
+    return trial, swept
+
+
+def best_trial(tables: Sequence[Mapping[str, Any]]) -> int:
+    """Which of the trials' tables (``trial_table``) has the highest mean tried, the first of
+    equals; 0 when none has a mean. Pure."""
+    means = [table["means"]["trial"] for table in tables]
+    scored = [index for index, mean in enumerate(means) if mean is not None]
+    return max(scored, key=lambda index: (means[index], -index)) if scored else 0
+
+
+def sweep_summary(
+    name: str, trials: Sequence[Mapping[str, Any]], tables: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """A sweep as the answer shows it: per value of setting ``name`` its means and counts, and
+    the best value (``best_trial``), whose table the answer carries. Pure."""
+    values = [
+        {"value": trial[name], "means": table["means"], "counts": table["counts"]}
+        for trial, table in zip(trials, tables, strict=True)
+    ]
+    return {"setting": name, "values": values, "best": trials[best_trial(tables)][name]}
 
 
 def _typed(name: str, value: Any) -> Any:
@@ -251,3 +334,26 @@ def trial_lines(result: Mapping[str, Any]) -> list[str]:
     lines.append("to apply it, in loader.toml (then `loader apply`):")
     lines.extend(f"  {line}" for line in result["toml"])
     return lines
+
+
+def sweep_lines(result: Mapping[str, Any]) -> list[str]:
+    """A sweep as ``loader judgments try --sweep`` prints it before the best value's trial: a
+    line per value, its mean nDCG@10 against the served fusion's and the counts. Pure."""
+    sweep = result["sweep"]
+    lines = [f"sweep of {sweep['setting']} (mean nDCG@10 now {_figure(result['means']['now'])}):"]
+    for row in sweep["values"]:
+        means, counts = row["means"], row["counts"]
+        best = "  <- best" if row["value"] == sweep["best"] else ""
+        change = "" if means["delta"] is None else f" ({means['delta']:+.4f})"
+        lines.append(
+            f"  {sweep['setting']} = {toml_value(row['value'])}: {_figure(means['trial'])}{change}"
+            f", {counts['better']} better, {counts['worse']} worse{best}"
+        )
+    lines.append(
+        f"the best value, {sweep['setting']} = {toml_value(sweep['best'])}, question by question:"
+    )
+    return lines
+
+
+def _figure(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"

@@ -59,27 +59,35 @@ class TrialPages:
         )
 
     async def trial(self, set_id: str, request: Request) -> Response:
-        """``POST .../trials`` ``{"settings": {...}}``: the trial's figures (JSON)."""
+        """``POST .../trials`` ``{"settings": {...}}``, or ``{"sweep": {"name": [values]}}``
+        with settings held fixed or none: the trial's figures (JSON)."""
         pages = self.pages
         tenant, refusal = pages.post_check(request)
         if refusal is not None:
             return refusal
         assert tenant is not None
         try:
-            tried = json.loads(await request.body())["settings"]
-        except (ValueError, KeyError, TypeError):
+            body = json.loads(await request.body())
+            tried, sweep = body.get("settings", {} if "sweep" in body else None), body.get("sweep")
+            if tried is None:
+                raise KeyError("settings")
+        except (ValueError, KeyError, TypeError, AttributeError):
             return pages.refused(422, 'settings: send {"settings": {"rrf_bm25_weight": 0.4}}')
         # In a worker thread: a trial searches every graded question, which on the event loop
         # would hold every request of the server.
-        return await run_in_threadpool(self.run, tenant, set_id, tried)
+        return await run_in_threadpool(self.run, tenant, set_id, tried, sweep)
 
-    def run(self, tenant: str, set_id: str, tried: Any) -> Response:
+    def run(self, tenant: str, set_id: str, tried: Any, sweep: Any = None) -> Response:
         pages = self.pages
         service = pages.service
         try:
-            from loader.eval.trials import check_trial
+            from loader.eval.trials import check_trial, sweep_trials
 
-            tried = check_trial(tried)  # before the cluster is asked: a bad trial costs nothing
+            # Before the cluster is asked: a bad trial costs nothing.
+            if sweep is None:
+                check_trial(tried)
+            else:
+                sweep_trials(tried, sweep)
             with pages.cluster("trying settings"):
                 query_set, state = pages_read(pages, tenant, set_id)
                 result = run_trial(
@@ -89,6 +97,7 @@ class TrialPages:
                     tried,
                     client=service.client,
                     embedder=service.embedder,
+                    sweep=sweep,
                 )
         except LoaderError as exc:
             return pages.error_json(exc, "trying settings")

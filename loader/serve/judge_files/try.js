@@ -20,16 +20,42 @@
     return td;
   };
 
+  // The changed fields; one holding commas is a sweep of its values (the server refuses two).
   function trialSettings() {
     const settings = {};
+    const sweep = {};
     for (const field of form.querySelectorAll("input, select")) {
       const applied = field.tagName === "SELECT" ? field.querySelector("option[selected]").value : field.dataset.applied;
-      if (field.value.trim() !== applied) settings[field.name] = field.value.trim();
+      const value = field.value.trim();
+      if (value.includes(",")) sweep[field.name] = value.split(",").map((part) => part.trim());
+      else if (value !== applied) settings[field.name] = value;
     }
-    return settings;
+    return Object.keys(sweep).length ? { settings: settings, sweep: sweep } : { settings: settings };
+  }
+
+  function showSweep(result) {
+    const table = document.getElementById("trial-sweep");
+    table.hidden = !result.sweep;
+    if (!result.sweep) return;
+    table.querySelector("th.setting").textContent = result.sweep.setting;
+    const body = table.querySelector("tbody");
+    body.replaceChildren();
+    for (const row of result.sweep.values) {
+      const tr = document.createElement("tr");
+      const best = row.value === result.sweep.best;
+      cell(tr, String(row.value) + (best ? " (best)" : ""), "value");
+      cell(tr, figure(row.means.trial), "trial");
+      const way = row.means.delta === null ? null : Math.abs(row.means.delta) <= 1e-9 ? "unchanged" : row.means.delta > 0 ? "better" : "worse";
+      cell(tr, row.means.delta === null ? "" : change(row.means.delta, way), "mean-change");
+      cell(tr, String(row.counts.better), "better");
+      cell(tr, String(row.counts.worse), "worse");
+      if (best) tr.classList.add("best");
+      body.appendChild(tr);
+    }
   }
 
   function show(result) {
+    showSweep(result);
     const means = document.getElementById("trial-means");
     const set = (name, text) => (means.querySelector("." + name).textContent = text);
     set("mode-now", result.mode_now);
@@ -63,8 +89,8 @@
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
-    const settings = trialSettings();
-    if (Object.keys(settings).length === 0) {
+    const trial = trialSettings();
+    if (!trial.sweep && Object.keys(trial.settings).length === 0) {
       status.textContent = "change a setting first: these are the applied values";
       return;
     }
@@ -73,7 +99,7 @@
       const answer = await fetch("/judge/sets/" + form.dataset.set + "/trials", {
         method: "POST",
         headers: { "Content-Type": "application/json", "X-CSRF-Token": token },
-        body: JSON.stringify({ settings: settings }),
+        body: JSON.stringify(trial),
       });
       const result = await answer.json();
       if (!answer.ok) {
@@ -81,7 +107,8 @@
         return;
       }
       show(result);
-      status.textContent = "tried on " + result.means.questions + " graded questions";
+      status.textContent = "tried on " + result.means.questions + " graded questions" +
+        (result.sweep ? "; the best value of " + result.sweep.setting + ", " + result.sweep.best + ", below" : "");
     } catch (error) {
       status.textContent = "not tried: the server did not answer";
     }

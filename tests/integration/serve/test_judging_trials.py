@@ -181,6 +181,52 @@ def test_all_of_rrf_weight_on_bm25_ranks_as_bm25_by_hand(harbour, client, embedd
     assert sum(counts.values()) == means["questions"] == 5
 
 
+def test_a_sweep_scores_each_value_as_its_own_trial_does(harbour, embedder):
+    """A sweep fuses every value from one search of the lists: each value's means and counts
+    are what that value's own trial gives, and the answer's table is the best value's."""
+    settings, sets = harbour
+    set_a = sets["A"].set_id
+    values = [0.2, 0.6, 1.0]
+    with Server(create_app(settings, embedder=embedder)) as server:
+        cookie, token = signed_in(server, KEY_A)
+        single = {}
+        for value in values:
+            status, single[value] = _try(server, cookie, token, set_a, {"rrf_bm25_weight": value})
+            assert status == 200, single[value]
+        status, swept = server.request(
+            "POST", f"/judge/sets/{set_a}/trials",
+            {"settings": {"rrf_rank_constant": settings.rrf_rank_constant},
+             "sweep": {"rrf_bm25_weight": values}},
+            {"Cookie": cookie, "X-CSRF-Token": token},
+        )  # fmt: skip
+        assert status == 422 and "rrf_rank_constant" in swept["error"]  # the applied value
+        status, swept = server.request(
+            "POST", f"/judge/sets/{set_a}/trials", {"sweep": {"rrf_bm25_weight": values}},
+            {"Cookie": cookie, "X-CSRF-Token": token},
+        )  # fmt: skip
+    assert status == 200, swept
+    rows = swept["sweep"]["values"]
+    assert [row["value"] for row in rows] == values
+    for row in rows:
+        assert row["means"] == single[row["value"]]["means"], row["value"]
+        assert row["counts"] == single[row["value"]]["counts"], row["value"]
+    trials = [single[value]["means"]["trial"] for value in values]
+    best = values[trials.index(max(trials))]
+    assert swept["sweep"]["best"] == best
+    assert swept["questions"] == single[best]["questions"]
+    assert swept["toml"] == [f"rrf_bm25_weight = {best}"]
+
+    where = ["--tenant", "A", "--name", "ferries", "--index", settings.index_name,
+             "--url", settings.opensearch_url]  # fmt: skip
+    ran = CliRunner().invoke(cli, ["judgments", "try", *where, "--sweep", "rrf_bm25_weight=0.2,1"])
+    assert ran.exit_code == 0, ran.output
+    assert f"  rrf_bm25_weight = 1.0: {single[1.0]['means']['trial']:.4f}" in ran.output
+    assert f"  rrf_bm25_weight = 0.2: {single[0.2]['means']['trial']:.4f}" in ran.output
+    for bad in ("rrf_bm25_weight=0.2", "rrf_bm25_weight=0.2,0.2", "chunk_strategy=fixed,x"):
+        ran = CliRunner().invoke(cli, ["judgments", "try", *where, "--sweep", bad])
+        assert ran.exit_code == 2, (bad, ran.output)
+
+
 def test_tenants_statuses_and_the_command_line(harbour, client, embedder):
     settings, sets = harbour
     set_a, set_b = sets["A"].set_id, sets["B"].set_id

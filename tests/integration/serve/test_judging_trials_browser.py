@@ -1,7 +1,8 @@
 """Trying settings in Chromium: the question list links the try page, the form is filled
 (rrf_bm25_weight = 1: BM25 alone), Try is pressed, and question 1's row shows its score now,
 tried (A's ferry page outranks the answer under BM25 alone: 1 / log2(3)) and the delta between
-them; the means and the loader.toml line are shown. A bad value is refused, naming it.
+them; the means and the loader.toml line are shown. A bad value is refused, naming it. Two
+values separated by a comma are a sweep: a row each, the best one marked.
 
 With ``JUDGE_SCREENSHOTS=<folder>`` it saves the tried page (``judging-try.png``).
 
@@ -68,5 +69,12 @@ def test_the_form_tries_a_weight_and_shows_the_delta(harbour, browser, embedder)
         assert browser.find_element(By.CSS_SELECTOR, "#trial-means .mode-trial").text == (
             settings.search_mode
         )
+        # Two values of one setting: tried from the same searches, the best one's questions.
+        _try(browser, "0.5, 1")
+        _wait(browser, lambda d: "the best value of rrf_bm25_weight" in status.text, 60)
+        rows = browser.find_elements(By.CSS_SELECTOR, "#trial-sweep tbody tr")
+        values = [row.find_element(By.CSS_SELECTOR, ".value").text.split()[0] for row in rows]
+        assert values == ["0.5", "1"]
+        assert len(browser.find_elements(By.CSS_SELECTOR, "#trial-sweep tr.best")) == 1
         if "JUDGE_SCREENSHOTS" in os.environ:
             _screenshot(browser, "judging-try.png")

@@ -11,9 +11,14 @@ import pytest
 from loader.errors import ConfigError
 from loader.eval.trials import (
     SubHit,
+    best_trial,
     check_trial,
     fused_sources,
+    sweep_lines,
+    sweep_summary,
+    sweep_trials,
     toml_lines,
+    trial_from_options,
     trial_lines,
     trial_table,
 )
@@ -92,3 +97,64 @@ def test_a_trial_takes_fusion_settings_only_and_names_a_bad_one():
     for empty in ({}, [], "rrf_bm25_weight=1", None):
         with pytest.raises(ConfigError, match="settings: "):
             check_trial(empty)
+
+
+def test_a_sweep_is_one_trial_per_value_each_checked():
+    assert sweep_trials({"rrf_rank_constant": 20}, {"rrf_bm25_weight": "0.3, 0.5"}) == [
+        {"rrf_rank_constant": 20, "rrf_bm25_weight": 0.3},
+        {"rrf_rank_constant": 20, "rrf_bm25_weight": 0.5},
+    ]
+    assert sweep_trials({}, {"search_mode": ["hybrid-rrf", "hybrid-minmax"]})[1] == {
+        "search_mode": "hybrid-minmax"
+    }
+    refused = {
+        "one setting": {},
+        "2 to 10": {"rrf_bm25_weight": [0.3]},
+        "sweep it or set it": {"rrf_rank_constant": [10, 20]},
+        "twice": {"rrf_bm25_weight": "0.5,0.50"},
+        "'rrf_bm25_weight'": {"rrf_bm25_weight": [0.3, 1.5]},
+        "chunk_strategy": {"chunk_strategy": ["fixed", "structure"]},
+    }
+    for message, sweep in refused.items():
+        with pytest.raises(ConfigError, match=message):
+            sweep_trials({"rrf_rank_constant": 20}, sweep)
+    with pytest.raises(ConfigError, match="2 to 10"):
+        sweep_trials({}, {"rrf_bm25_weight": [round(0.05 * n, 2) for n in range(11)]})
+
+
+def test_the_best_value_is_the_highest_mean_tried_the_first_of_equals():
+    def table(mean):
+        return {"means": {"now": 0.5, "trial": mean, "delta": None}, "counts": {}}
+
+    assert best_trial([table(0.4), table(0.7), table(0.7)]) == 1
+    assert best_trial([table(None), table(0.1)]) == 1
+    assert best_trial([table(None), table(None)]) == 0
+    trials = [{"rrf_bm25_weight": 0.3}, {"rrf_bm25_weight": 0.5}]
+    summary = sweep_summary("rrf_bm25_weight", trials, [table(0.6), table(0.4)])
+    assert summary["best"] == 0.3
+    assert [row["value"] for row in summary["values"]] == [0.3, 0.5]
+    values = [
+        {"value": 0.3, "means": {"trial": 0.6, "delta": 0.1}, "counts": {"better": 1, "worse": 0}},
+        {"value": 0.5, "means": {"trial": 0.4, "delta": -0.1}, "counts": {"better": 0, "worse": 1}},
+    ]
+    lines = sweep_lines({"sweep": summary | {"values": values}, "means": {"now": 0.5}})
+    assert lines[1] == "  rrf_bm25_weight = 0.3: 0.6000 (+0.1000), 1 better, 0 worse  <- best"
+    assert lines[-1] == "the best value, rrf_bm25_weight = 0.3, question by question:"
+
+
+def test_the_command_lines_options_are_checked_before_any_search():
+    assert trial_from_options(["rrf_bm25_weight=0.4"], None) == ({"rrf_bm25_weight": 0.4}, None)
+    assert trial_from_options(["rrf_rank_constant=20"], "rrf_bm25_weight=0.3,0.5") == (
+        {"rrf_rank_constant": "20"},
+        {"rrf_bm25_weight": "0.3,0.5"},
+    )
+    refused = {
+        "give --set NAME=VALUE or --sweep": ([], None),
+        "--set 'rrf_bm25_weight'": (["rrf_bm25_weight"], None),
+        "--sweep '=0.3,0.5'": ([], "=0.3,0.5"),
+        "2 to 10": ([], "rrf_bm25_weight=0.3"),
+        "chunk_strategy": (["chunk_strategy=fixed"], None),
+    }
+    for message, (assignments, sweep) in refused.items():
+        with pytest.raises(ConfigError, match=message):
+            trial_from_options(assignments, sweep)
