@@ -39,6 +39,31 @@ LEARNED_SCORE = "learned"
 Hits = list[tuple[str, str, float]]  # (chunk_id, source, score), best first
 
 
+def judged_request(
+    settings: Settings,
+    question: str,
+    tenant: str,
+    mode: str,
+    *,
+    rerank: bool = False,
+    one_per_document: bool = True,
+) -> SearchRequest:
+    """The request a judged question is searched with (``loader eval``'s candidate counts): by
+    ``judged_hits``, and chunk by chunk (``one_per_document=False``) by a trial's sub-queries."""
+    from loader.eval.runner import CHUNKS_PER_DOCUMENT, DEFAULT_CANDIDATES
+
+    return SearchRequest.from_settings(
+        settings,
+        question[:MAX_QUESTION_CHARS],
+        tenant=tenant,
+        mode=mode,
+        k=DEFAULT_CANDIDATES,
+        candidates=min(DEFAULT_CANDIDATES * CHUNKS_PER_DOCUMENT, MAX_CANDIDATES),
+        rerank=rerank,
+        one_per_document=one_per_document,
+    )
+
+
 def judged_hits(
     settings: Settings,
     question: str,
@@ -51,18 +76,7 @@ def judged_hits(
 ) -> Hits:
     """``mode``'s hits of ``question``, searched as ``loader eval`` searches (reranked by
     ``reranker`` when given, at the depth it learnt at)."""
-    from loader.eval.runner import CHUNKS_PER_DOCUMENT, DEFAULT_CANDIDATES
-
-    request = SearchRequest.from_settings(
-        settings,
-        question[:MAX_QUESTION_CHARS],
-        tenant=tenant,
-        mode=mode,
-        k=DEFAULT_CANDIDATES,
-        candidates=min(DEFAULT_CANDIDATES * CHUNKS_PER_DOCUMENT, MAX_CANDIDATES),
-        rerank=reranker is not None,
-        one_per_document=True,
-    )
+    request = judged_request(settings, question, tenant, mode, rerank=reranker is not None)
     found = search(
         request,
         settings,

@@ -24,7 +24,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from loader.cluster.client import cluster_errors
-from loader.errors import InputError
+from loader.eval.set_searches import judged_request
 from loader.eval.trials import (
     SubHit,
     best_trial,
@@ -38,9 +38,9 @@ from loader.eval.trials import (
 )
 from loader.index.render import SEARCH_PIPELINE_FOLDER, config_names, render_file
 from loader.modes import Fusion, read_fusion, search_mode
-from loader.query.request import MAX_CANDIDATES, MAX_QUESTION_CHARS, SearchRequest
+from loader.query.request import MAX_QUESTION_CHARS
 from loader.query.search import bm25_text
-from loader.query.snapshots import MAX_QUESTIONS
+from loader.query.snapshots import check_question_count
 
 if TYPE_CHECKING:
     from loader.query.grades import JudgingState
@@ -53,39 +53,11 @@ DEFAULT_HYBRID = "hybrid-rrf"  # the mode compared when the served one fuses not
 SubLists = list[list[SubHit]]  # one question's sub-query lists, in the template's order
 
 
-def check_trial_size(name: str, count: int) -> None:
-    """Refuse a set too large to try (as a snapshot's, before any search).
-
-    Raises:
-        InputError: naming the query set, its size and the bound.
-    """
-    if count > MAX_QUESTIONS:
-        raise InputError(
-            f"query set {name!r}: {count:,} questions, and a trial scores at most "
-            f"{MAX_QUESTIONS:,}; split the set"
-        )
-
-
 def trial_modes(served_mode: str, trial: dict[str, Any]) -> tuple[str, str]:
     """The mode compared now (``served_mode`` when it fuses, else ``hybrid-rrf``) and the
     trial's (its ``search_mode``, else the same)."""
     now = served_mode if search_mode(served_mode).hybrid else DEFAULT_HYBRID
     return now, trial.get("search_mode", now)
-
-
-def _request(settings: Settings, question: str, tenant: str, mode: str) -> SearchRequest:
-    """The request a live score's search makes (``set_searches.judged_hits``), chunk by chunk."""
-    from loader.eval.runner import CHUNKS_PER_DOCUMENT, DEFAULT_CANDIDATES
-
-    return SearchRequest.from_settings(
-        settings,
-        question[:MAX_QUESTION_CHARS],
-        tenant=tenant,
-        mode=mode,
-        k=DEFAULT_CANDIDATES,
-        candidates=min(DEFAULT_CANDIDATES * CHUNKS_PER_DOCUMENT, MAX_CANDIDATES),
-        rerank=False,
-    )
 
 
 def _vectors(settings: Settings, text: str, embedder: Any) -> tuple[list[float], Any]:
@@ -122,7 +94,7 @@ def sub_query_lists(
 ) -> SubLists:
     """The hybrid template's sub-queries of ``question``, each run on its own as deep as the
     hybrid query collects them, best first (ties in index order, as Lucene breaks them)."""
-    request = _request(settings, question, tenant, mode)
+    request = judged_request(settings, question, tenant, mode, one_per_document=False)
     vector, second = _vectors(settings, request.searched, embedder)
     params = request.template_params(bm25_text(request.searched), vector, second)
     template_id, _ = config_names(settings.index_name).for_search_mode(mode)
@@ -175,7 +147,7 @@ def run_trial(
     answer is the best value's, with every value's means under ``sweep``. ``settings`` must
     have the query log off. An ungraded question is not searched (it has no score either way)."""
     trials = [check_trial(trial)] if sweep is None else sweep_trials(trial or {}, sweep)
-    check_trial_size(query_set.name, len(query_set.questions))
+    check_question_count(query_set.name, len(query_set.questions), bound="a trial scores")
     mode_now = trial_modes(settings.search_mode, {})[0]
     modes = [trial_modes(settings.search_mode, tried)[1] for tried in trials]
     graded = [

@@ -86,15 +86,16 @@ def check_label(label: Any) -> str:
     return label
 
 
-def check_question_count(name: str, count: int) -> None:
-    """Refuse a set too large to snapshot (before its searches are run).
+def check_question_count(name: str, count: int, bound: str = "a snapshot holds") -> None:
+    """Refuse a set too large to snapshot, or to try settings on (``bound`` says which), before
+    its searches are run.
 
     Raises:
         InputError: naming the query set, its size and the bound.
     """
     if count > MAX_QUESTIONS:
         raise InputError(
-            f"query set {name!r}: {count:,} questions, and a snapshot holds at most "
+            f"query set {name!r}: {count:,} questions, and {bound} at most "
             f"{MAX_QUESTIONS:,}; split the set"
         )
 
