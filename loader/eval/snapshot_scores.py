@@ -38,12 +38,16 @@ Rankings = Mapping[str, Sequence[str]]  # column -> its top documents, best firs
 def aligned(
     digests: Sequence[str], rankings: Sequence[Rankings], questions: Sequence[str]
 ) -> list[Rankings | None]:
-    """The snapshot's rankings of each of today's ``questions``: ``None`` where the snapshot
-    holds no question at that place, or another one (a set re-sampled under its name). Pure."""
+    """The snapshot's rankings of each of today's ``questions``, found by the question's digest
+    wherever the snapshot held it (a set replaced under its name may ask it at another place);
+    ``None`` for a question the snapshot did not hold. Pure."""
+    places: dict[str, int] = {}
+    for number, digest in enumerate(digests[: len(rankings)]):
+        places.setdefault(digest, number)
     then: list[Rankings | None] = []
-    for number, question in enumerate(questions):
-        same = number < len(digests) and digests[number] == question_digest(question)
-        then.append(rankings[number] if same and number < len(rankings) else None)
+    for question in questions:
+        number = places.get(question_digest(question))
+        then.append(None if number is None else rankings[number])
     return then
 
 

@@ -15,7 +15,7 @@ otherwise fill the listing, which shows the newest ``LISTED``.
 Beside the rankings: a label (``check_label``), the time, the rater, and what was served
 (``served``: the ``search_mode``, the readers, ``rerank``, and the learned model's identity).
 A question is stored as a digest of its text, so a set re-sampled under the same name compares
-only the questions it kept at the same place.
+the questions it kept, wherever they now are (``snapshot_scores.aligned``).
 
 Size: at most ``MAX_QUESTIONS`` questions and ``MAX_SNAPSHOT_BYTES`` of JSON; a larger set is
 refused with ``InputError`` before anything is written (split the set).

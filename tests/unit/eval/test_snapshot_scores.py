@@ -117,11 +117,15 @@ def test_a_stored_top_10_scores_as_the_live_score_of_the_hits():
     assert ranking_score(stored, judged) == question_score(hits, judged)
 
 
-def test_aligned_keeps_only_the_questions_at_their_place():
+def test_aligned_finds_each_question_wherever_the_snapshot_held_it():
+    """A set replaced under its name may ask a question at another place: its snapshot ranking
+    follows it (as its grades do, loader.query.grades.current_number)."""
     digests = [question_digest("refund"), question_digest("wallet")]
     rankings = [{"bm25": ["r.md"]}, {"bm25": ["w.md"]}]
     then = aligned(digests, rankings, ["refund", "top up", "late"])
     assert then == [{"bm25": ["r.md"]}, None, None]
+    then = aligned(digests, rankings, ["wallet", "late", "refund"])
+    assert then == [{"bm25": ["w.md"]}, None, {"bm25": ["r.md"]}]
 
 
 def test_direction():
